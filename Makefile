@@ -1,0 +1,66 @@
+# strata — see README.md. Every target works as root on a fresh Debian machine:
+# missing system packages are installed with apt-get, Go tools with go install.
+SHELL := /bin/bash
+GO ?= go
+GOBIN ?= $(shell $(GO) env GOPATH)/bin
+BIN := bin/strata
+PKGS := ./...
+APT_PKGS := fuse-overlayfs unionfs-fuse attr fuse3 tmux git
+GOLANGCI_VERSION := v2.15.0
+GOFUMPT_VERSION := v0.12.0
+TEST_TIMEOUT ?= 15m
+FUZZTIME ?= 20s
+
+.PHONY: all deps build run test test-e2e check fmt lint vet bench fuzz demo clean tools
+
+all: build
+
+# deps installs the system packages strata and its tests use, if any is missing.
+deps:
+	@missing=""; for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+build:
+	$(GO) build -o $(BIN) ./cmd/strata
+
+run: deps build
+	./$(BIN)
+
+test: deps
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+
+test-e2e: deps build
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run 'E2E' ./cmd/strata/ ./tui/
+
+tools:
+	@test -x $(GOBIN)/golangci-lint || $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
+	@test -x $(GOBIN)/gofumpt || $(GO) install mvdan.cc/gofumpt@$(GOFUMPT_VERSION)
+
+fmt: tools
+	@out=$$($(GOBIN)/gofumpt -l .); if [ -n "$$out" ]; then echo "not gofumpt-formatted:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet $(PKGS)
+
+lint: tools
+	$(GOBIN)/golangci-lint run $(PKGS)
+
+check: deps fmt vet lint
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+
+bench: deps build
+	$(GO) run ./cmd/strata-bench $(if $(BIG),-big,)
+
+fuzz:
+	@for pkg in ./overlay ./diffview; do \
+		for f in $$($(GO) test -list 'Fuzz.*' $$pkg | grep ^Fuzz); do \
+			echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+		done; \
+	done
+
+clean:
+	rm -rf bin

@@ -1,0 +1,1 @@
+../engine/caps_linux.go

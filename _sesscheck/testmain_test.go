@@ -1,0 +1,1 @@
+../engine/testmain_test.go

@@ -1,0 +1,202 @@
+// Command strata-bench times strata against what a user would otherwise do
+// (git worktree add, cp -a, git status) on generated trees, in one run, and
+// prints a table. `make bench` runs it; `make bench BIG=1` adds a
+// 1,000,000-file tree.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+type row struct {
+	group    string
+	name     string
+	strata   []time.Duration
+	baseName string
+	baseline []time.Duration
+	target   time.Duration
+	note     string
+}
+
+type bench struct {
+	ctx      context.Context
+	dir      string
+	bin      string
+	runs     int
+	baseRuns int
+	rows     []row
+	logf     func(string, ...any)
+}
+
+func main() {
+	big := flag.Bool("big", false, "also measure a 1,000,000-file tree")
+	dir := flag.String("dir", filepath.Join(os.TempDir(), "strata-bench"), "work directory (generated trees are cached here)")
+	bin := flag.String("bin", "bin/strata", "strata binary")
+	runs := flag.Int("runs", 15, "runs per strata measurement (median reported)")
+	baseRuns := flag.Int("baseline-runs", 3, "runs per slow baseline (cp -a, git worktree add)")
+	only := flag.String("only", "", "comma-separated groups to run (overlay,worlds,snapshots,apply)")
+	flag.Parse()
+	abs, err := filepath.Abs(*bin)
+	if err != nil {
+		fatal(err)
+	}
+	b := &bench{ctx: context.Background(), dir: *dir, bin: abs, runs: *runs, baseRuns: *baseRuns,
+		logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "bench: "+f+"\n", a...) }}
+	if err := os.MkdirAll(b.dir, 0o755); err != nil {
+		fatal(err)
+	}
+	want := func(g string) bool { return *only == "" || strings.Contains(","+*only+",", ","+g+",") }
+	sizes := []int{10_000, 100_000}
+	if *big {
+		sizes = append(sizes, 1_000_000)
+	}
+	for _, g := range groups {
+		if want(g.name) {
+			if err := g.run(b, sizes); err != nil {
+				fatal(fmt.Errorf("%s: %w", g.name, err))
+			}
+		}
+	}
+	b.print()
+}
+
+type group struct {
+	name string
+	run  func(b *bench, sizes []int) error
+}
+
+// groups is filled by the files of this command, one per area.
+var groups []group
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "strata-bench:", err)
+	os.Exit(1)
+}
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+func spread(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return ""
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return fmt.Sprintf("%s–%s", fmtDur(s[0]), fmtDur(s[len(s)-1]))
+}
+
+func fmtDur(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "-"
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.0fµs", float64(d)/float64(time.Microsecond))
+	case d < 10*time.Second:
+		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+	}
+	return fmt.Sprintf("%.1fs", d.Seconds())
+}
+
+func (b *bench) add(r row) {
+	b.rows = append(b.rows, r)
+	b.logf("%-45s strata %s  %s %s", r.name, fmtDur(median(r.strata)), r.baseName, fmtDur(median(r.baseline)))
+}
+
+func (b *bench) print() {
+	fmt.Println()
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tOPERATION\tSTRATA (median)\tRANGE\tRUNS\tBASELINE\tBASELINE (median)\tSPEEDUP\tTARGET\tMET")
+	for _, r := range b.rows {
+		m, bm := median(r.strata), median(r.baseline)
+		speed, met, tgt := "", "", ""
+		if bm > 0 && m > 0 {
+			speed = fmt.Sprintf("%.0fx", float64(bm)/float64(m))
+		}
+		if r.target > 0 {
+			tgt = "≤ " + fmtDur(r.target)
+			met = "yes"
+			if m > r.target {
+				met = "NO"
+			}
+		}
+		base := r.baseName
+		if base == "" {
+			base = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.group, r.name, fmtDur(m), spread(r.strata), len(r.strata), base, fmtDur(bm), speed, tgt, met)
+	}
+	_ = tw.Flush()
+	for _, r := range b.rows {
+		if r.note != "" {
+			fmt.Printf("note: %s: %s\n", r.name, r.note)
+		}
+	}
+}
+
+// timeCmd runs a command n times and returns each wall time; setup runs
+// before each (untimed).
+func (b *bench) timeCmd(n int, setup func(i int) error, name string, args func(i int) []string, env []string, dir string) ([]time.Duration, error) {
+	var out []time.Duration
+	for i := 0; i < n; i++ {
+		if setup != nil {
+			if err := setup(i); err != nil {
+				return nil, err
+			}
+		}
+		cmd := exec.Command(name, args(i)...)
+		cmd.Env = append(os.Environ(), env...)
+		cmd.Dir = dir
+		start := time.Now()
+		outb, err := cmd.CombinedOutput()
+		d := time.Since(start)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args(i), " "), err, outb)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+func (b *bench) timeFunc(n int, setup func(i int) error, fn func(i int) error) ([]time.Duration, error) {
+	var out []time.Duration
+	for i := 0; i < n; i++ {
+		if setup != nil {
+			if err := setup(i); err != nil {
+				return nil, err
+			}
+		}
+		start := time.Now()
+		if err := fn(i); err != nil {
+			return nil, err
+		}
+		out = append(out, time.Since(start))
+	}
+	return out, nil
+}
+
+func run(dir, name string, args ...string) error {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+var execCommand = exec.Command

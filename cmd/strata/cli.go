@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/stratahq/strata/engine"
+)
+
+// exitError carries a specific exit status up to main.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+// usageError is a mistake in how strata was called; exit status 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, a ...any) error { return &usageError{msg: fmt.Sprintf(format, a...)} }
+
+// app is what every subcommand gets.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	ctx            context.Context
+	eng            *engine.Engine
+}
+
+type command struct {
+	name    string
+	args    string
+	summary string
+	run     func(a *app, args []string) error
+	noEng   bool // does not open the engine
+}
+
+// commands lists the subcommands in help order; other files append theirs in init.
+var commands = []command{
+	{name: "new", args: "NAME [--source DIR] [--backend local|cube] [--mount-backend auto|kernel|fuse-overlayfs|unionfs-fuse] [--isolation tree|strict] [--label K=V]... [--json]", summary: "create a World over a source tree", run: cmdNew},
+	{name: "ls", args: "[--all] [--json]", summary: "list the Worlds of the current source (or all)", run: cmdLs},
+	{name: "show", args: "NAME [--json]", summary: "show one World", run: cmdShow},
+	{name: "status", args: "NAME [--json] [--ignored]", summary: "list a World's changed paths", run: cmdStatus},
+	{name: "rm", args: "NAME [--force] [--purge] [--kill] [--json]", summary: "remove a World (to the trash with --force)", run: cmdRm},
+	{name: "trash", args: "[--json]", summary: "list removed Worlds kept for 7 days", run: cmdTrash},
+	{name: "restore-world", args: "NAME|TRASH-ID [--as NAME]", summary: "bring a World back from the trash", run: cmdRestoreWorld},
+	{name: "exec", args: "NAME [--tty] [--detach] [--env K=V]... [--cwd DIR] [--no-network] [--isolation tree|strict] [--snap] -- CMD ARGS...", summary: "run a command isolated in a World", run: cmdExec},
+	{name: "shell", args: "NAME", summary: "open an interactive shell in a World", run: cmdShell},
+	{name: "attach", args: "NAME [SESSION]", summary: "attach to a TTY session (detach: ctrl-])", run: cmdAttach},
+	{name: "sessions", args: "NAME [--json]", summary: "list a World's sessions", run: cmdSessions},
+	{name: "logs", args: "NAME [SESSION] [-f] [--json]", summary: "print a session's transcript", run: cmdLogs},
+	{name: "kill", args: "NAME SESSION [--signal SIG]", summary: "signal a session", run: cmdKill},
+	{name: "doctor", args: "[--json]", summary: "check kernel, backends, state root and journals", run: cmdDoctor},
+	{name: "events", args: "[-f] [--json] [--world NAME]", summary: "print (and follow) the activity log", run: cmdEvents},
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, ctx: ctx}
+	err := dispatch(a, args)
+	if err == nil {
+		return 0
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			fmt.Fprintln(stderr, "strata:", ee.err)
+		}
+		return ee.code
+	}
+	fmt.Fprintln(stderr, "strata:", err)
+	var ue *usageError
+	if errors.As(err, &ue) || errors.Is(err, flag.ErrHelp) {
+		return 2
+	}
+	return 1
+}
+
+func dispatch(a *app, args []string) error {
+	if len(args) == 0 {
+		return runTUI(a, nil)
+	}
+	switch args[0] {
+	case "help", "-h", "--help":
+		printHelp(a.stdout)
+		return nil
+	case "version", "--version":
+		fmt.Fprintln(a.stdout, "strata", version)
+		return nil
+	case "tui":
+		return runTUI(a, args[1:])
+	}
+	for _, c := range commands {
+		if c.name == args[0] {
+			if !c.noEng {
+				if err := a.open(); err != nil {
+					return err
+				}
+			}
+			return c.run(a, args[1:])
+		}
+	}
+	return usagef("unknown command %q (strata help lists them)", args[0])
+}
+
+var version = "dev"
+
+func printHelp(w io.Writer) {
+	fmt.Fprintln(w, "strata: run coding agents in parallel overlay Worlds over one source tree, review and apply their changes.")
+	fmt.Fprintln(w, "\nUsage:\n  strata                 open the TUI on the Worlds of the current source")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  strata %-14s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun strata COMMAND --help for a command's flags. State: $STRATA_HOME (default ~/.local/share/strata).")
+}
+
+func (a *app) open() error {
+	if a.eng != nil {
+		return nil
+	}
+	logger := openLog()
+	eng, err := engine.Open(a.ctx, engine.Options{Logger: logger})
+	if err != nil {
+		return err
+	}
+	a.eng = eng
+	return nil
+}
+
+// openLog logs to $XDG_STATE_HOME/strata/strata.log; never to the terminal.
+func openLog() *slog.Logger {
+	path := engine.DefaultLogPath()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	level := slog.LevelInfo
+	if os.Getenv("STRATA_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: level})).With("pid", os.Getpid())
+}
+
+// flags builds a FlagSet whose errors and help go to stderr.
+func (a *app) flags(name, args string) *flag.FlagSet {
+	fs := flag.NewFlagSet("strata "+name, flag.ContinueOnError)
+	fs.SetOutput(a.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(a.stderr, "Usage: strata %s %s\n", name, args)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses flags anywhere among the positional arguments, the way git
+// does, up to a "--" after which everything is passed through untouched.
+func parse(fs *flag.FlagSet, args []string) (pos, rest []string, err error) {
+	for i, s := range args {
+		if s == "--" {
+			rest = args[i+1:]
+			args = args[:i]
+			break
+		}
+	}
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, rest, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// want checks the number of positional arguments.
+func want(fs *flag.FlagSet, pos []string, min, max int, what string) error {
+	if len(pos) < min || (max >= 0 && len(pos) > max) {
+		fs.Usage()
+		if len(pos) < min {
+			return usagef("%s: missing %s", strings.TrimPrefix(fs.Name(), "strata "), what)
+		}
+		return usagef("%s: unexpected argument %q", strings.TrimPrefix(fs.Name(), "strata "), pos[max])
+	}
+	return nil
+}
+
+func (a *app) printJSON(v any) error {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// multiFlag collects repeated flags.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+func parseKV(list []string, what string) (map[string]string, error) {
+	if len(list) == 0 {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, kv := range list {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usagef("%s %q: want KEY=VALUE", what, kv)
+		}
+		out[k] = v
+	}
+	return out, nil
+}

@@ -1,0 +1,373 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/stratahq/strata/engine"
+)
+
+func cmdExec(a *app, args []string) error {
+	fs := a.flags("exec", "NAME [--tty] [--detach] [--env K=V]... [--cwd DIR] [--no-network] [--isolation tree|strict] [--snap] -- CMD ARGS...")
+	tty := fs.Bool("tty", false, "run the command on a terminal (attach to it later with strata attach)")
+	detach := fs.Bool("detach", false, "print the session id and return; the command keeps running")
+	cwd := fs.String("cwd", "", "working directory in the World (default: the current directory when it lies in the source, else the source root)")
+	noNet := fs.Bool("no-network", false, "run without network (a private network namespace with only lo)")
+	iso := fs.String("isolation", "", "tree (default) or strict (the host read-only but the World)")
+	snap := fs.Bool("snap", false, "take a snapshot before running (undo with strata rollback)")
+	asJSON := fs.Bool("json", false, "with --detach, print the session as JSON")
+	worlds := fs.String("worlds", "", "run in several Worlds at once: a,b,c (fan-out)")
+	all := fs.Bool("all", false, "run in every World of the current source at once (fan-out)")
+	var envs multiFlag
+	fs.Var(&envs, "env", "set an environment variable K=V (repeatable)")
+	pos, rest, err := parse(fs, args)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	env := os.Environ()
+	for _, kv := range envs {
+		if !strings.Contains(kv, "=") {
+			return usagef("--env %q: want KEY=VALUE", kv)
+		}
+		env = append(env, kv)
+	}
+	if *worlds != "" || *all {
+		rest = append(pos, rest...)
+		if len(rest) == 0 {
+			return usagef("exec: missing command (strata exec --worlds a,b -- CMD ARGS...)")
+		}
+		if *tty || *detach {
+			return usagef("exec: --tty and --detach cannot be used with --worlds or --all")
+		}
+		names, err := a.fanOutWorlds(*worlds, *all)
+		if err != nil {
+			return err
+		}
+		return fanOut(a, names, rest, engine.ExecOptions{Env: env, Cwd: *cwd, NoNetwork: *noNet, Isolation: *iso, Snapshot: *snap})
+	}
+	if len(pos) > 1 && len(rest) == 0 { // strata exec W cmd args (no --)
+		rest, pos = pos[1:], pos[:1]
+	}
+	if err := want(fs, pos, 1, 1, "NAME"); err != nil {
+		return err
+	}
+	if len(rest) == 0 {
+		return usagef("exec: missing command (strata exec %s -- CMD ARGS...)", pos[0])
+	}
+	w, err := a.eng.World(pos[0])
+	if err != nil {
+		return err
+	}
+	dir := *cwd
+	if dir == "" {
+		if wd, err := os.Getwd(); err == nil {
+			if real, err := realPath(wd); err == nil && (real == w.Source || strings.HasPrefix(real, w.Source+"/")) {
+				dir = real
+			}
+		}
+	}
+	meta, err := a.eng.Exec(a.ctx, w.Name, engine.ExecOptions{Argv: rest, Env: env, Cwd: dir, TTY: *tty, NoNetwork: *noNet, Isolation: *iso, Snapshot: *snap})
+	if err != nil {
+		return err
+	}
+	if *detach {
+		if *asJSON {
+			return a.printJSON(meta)
+		}
+		fmt.Fprintln(a.stdout, meta.ID)
+		return nil
+	}
+	if *tty {
+		return a.attach(w.Name, meta)
+	}
+	return a.follow(w.Name, meta)
+}
+
+// follow streams a session's output to the caller until it ends, forwards
+// interrupts to it, and passes its exit status through.
+func (a *app) follow(world string, meta engine.SessionMeta) error {
+	dir := a.eng.SessionDir(world, meta.ID)
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	go func() {
+		for s := range sigs {
+			_ = engine.KillSession(dir, s.(syscall.Signal))
+		}
+	}()
+	err := engine.FollowTranscript(a.ctx, dir, 0, func(r engine.Record) error {
+		if r.Stream == engine.StreamStderr {
+			_, err := a.stderr.Write(r.Data)
+			return err
+		}
+		_, err := a.stdout.Write(r.Data)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	end, err := engine.WaitSession(a.ctx, dir)
+	if err != nil {
+		return err
+	}
+	return sessionExit(end)
+}
+
+func sessionExit(m engine.SessionMeta) error {
+	if m.Error != "" && m.ExitCode == 0 {
+		return &exitError{code: 1, err: errors.New(m.Error)}
+	}
+	if m.ExitCode != 0 {
+		return &exitError{code: m.ExitCode}
+	}
+	return nil
+}
+
+func (a *app) attach(world string, meta engine.SessionMeta) error {
+	dir := a.eng.SessionDir(world, meta.ID)
+	if !meta.TTY {
+		return fmt.Errorf("session %s of world %s has no terminal; read its output with strata logs %s %s -f", meta.ID, world, world, meta.ID)
+	}
+	if !term.IsTerminal(int(os.Stdin.Fd())) {
+		return fmt.Errorf("attach: standard input is not a terminal")
+	}
+	fmt.Fprintf(a.stderr, "attached to %s/%s; detach with ctrl-]\r\n", world, meta.ID)
+	err := engine.AttachTerminal(a.ctx, dir, nil)
+	if errors.Is(err, engine.ErrDetached) {
+		fmt.Fprintf(a.stderr, "\r\ndetached; the session keeps running (strata attach %s %s)\n", world, meta.ID)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	end, err := engine.WaitSession(a.ctx, dir)
+	if err != nil {
+		return err
+	}
+	return sessionExit(end)
+}
+
+func cmdShell(a *app, args []string) error {
+	fs := a.flags("shell", "NAME")
+	pos, _, err := parse(fs, args)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if err := want(fs, pos, 1, 1, "NAME"); err != nil {
+		return err
+	}
+	sh := os.Getenv("SHELL")
+	if sh == "" {
+		sh = "/bin/sh"
+	}
+	return cmdExec(a, []string{pos[0], "--tty", "--", sh, "-i"})
+}
+
+func cmdAttach(a *app, args []string) error {
+	fs := a.flags("attach", "NAME [SESSION]")
+	pos, _, err := parse(fs, args)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if err := want(fs, pos, 1, 2, "NAME"); err != nil {
+		return err
+	}
+	ref := ""
+	if len(pos) == 2 {
+		ref = pos[1]
+	}
+	meta, err := a.eng.Session(pos[0], ref)
+	if err != nil {
+		return err
+	}
+	if meta.State != engine.SessionRunning {
+		return fmt.Errorf("session %s of world %s is %s; its output: strata logs %s %s", meta.ID, pos[0], meta.State, pos[0], meta.ID)
+	}
+	return a.attach(pos[0], meta)
+}
+
+func cmdSessions(a *app, args []string) error {
+	fs := a.flags("sessions", "NAME [--json]")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, _, err := parse(fs, args)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if err := want(fs, pos, 1, 1, "NAME"); err != nil {
+		return err
+	}
+	if _, err := a.eng.World(pos[0]); err != nil {
+		return err
+	}
+	ss, err := a.eng.Sessions(pos[0])
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		if ss == nil {
+			ss = []engine.SessionMeta{}
+		}
+		return a.printJSON(ss)
+	}
+	if len(ss) == 0 {
+		fmt.Fprintf(a.stdout, "world %s has no sessions; start one with strata exec %s -- CMD\n", pos[0], pos[0])
+		return nil
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tEXIT\tSTARTED\tDURATION\tCOMMAND")
+	for _, s := range ss {
+		exit := ""
+		if s.State != engine.SessionRunning && s.State != engine.SessionStarting {
+			exit = fmt.Sprint(s.ExitCode)
+			if s.Signal != "" {
+				exit += " (" + s.Signal + ")"
+			}
+		}
+		dur := ""
+		if !s.StartedAt.IsZero() {
+			end := s.EndedAt
+			if end.IsZero() {
+				end = time.Now()
+			}
+			dur = end.Sub(s.StartedAt).Round(time.Millisecond).String()
+		}
+		state := string(s.State)
+		if s.Attention == engine.AttentionWaiting {
+			state = "waiting"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, state, exit, s.StartedAt.Local().Format(time.TimeOnly), dur, shellQuote(s.Argv))
+	}
+	return tw.Flush()
+}
+
+func cmdLogs(a *app, args []string) error {
+	fs := a.flags("logs", "NAME [SESSION] [-f] [--json]")
+	follow := fs.Bool("f", false, "follow the output until the session ends")
+	asJSON := fs.Bool("json", false, "print records as JSON lines {time, stream, data}")
+	pos, _, err := parse(fs, args)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if err := want(fs, pos, 1, 2, "NAME"); err != nil {
+		return err
+	}
+	ref := ""
+	if len(pos) == 2 {
+		ref = pos[1]
+	}
+	meta, err := a.eng.Session(pos[0], ref)
+	if err != nil {
+		return err
+	}
+	dir := a.eng.SessionDir(pos[0], meta.ID)
+	emit := func(r engine.Record) error {
+		if *asJSON {
+			b, _ := json.Marshal(struct {
+				Time   time.Time `json:"time"`
+				Stream string    `json:"stream"`
+				Data   string    `json:"data"`
+			}{r.Time, r.Stream.String(), string(r.Data)})
+			_, err := fmt.Fprintf(a.stdout, "%s\n", b)
+			return err
+		}
+		if r.Stream == engine.StreamStderr {
+			_, err := a.stderr.Write(r.Data)
+			return err
+		}
+		_, err := a.stdout.Write(r.Data)
+		return err
+	}
+	if *follow {
+		return engine.FollowTranscript(a.ctx, dir, 0, emit)
+	}
+	recs, _, err := engine.ReadTranscript(dir+"/transcript", 0)
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		if err := emit(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func cmdKill(a *app, args []string) error {
+	fs := a.flags("kill", "NAME SESSION [--signal SIG]")
+	sig := fs.String("signal", "TERM", "signal name or number")
+	pos, _, err := parse(fs, args)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if err := want(fs, pos, 2, 2, "NAME SESSION"); err != nil {
+		return err
+	}
+	s, err := parseSignal(*sig)
+	if err != nil {
+		return err
+	}
+	meta, err := a.eng.Kill(a.ctx, pos[0], pos[1], s)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "sent %s to session %s of world %s\n", *sig, meta.ID, pos[0])
+	return nil
+}
+
+func parseSignal(s string) (syscall.Signal, error) {
+	var n int
+	if _, err := fmt.Sscanf(s, "%d", &n); err == nil && n > 0 && n < 65 {
+		return syscall.Signal(n), nil
+	}
+	name := strings.ToUpper(strings.TrimPrefix(strings.ToUpper(s), "SIG"))
+	for i := 1; i < 65; i++ {
+		if strings.EqualFold(strings.TrimPrefix(unixSignalName(syscall.Signal(i)), "SIG"), name) {
+			return syscall.Signal(i), nil
+		}
+	}
+	return 0, usagef("unknown signal %q", s)
+}
+
+func (a *app) fanOutWorlds(list string, all bool) ([]string, error) {
+	if all {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, err
+		}
+		ws, err := a.eng.WorldsOfSource(wd)
+		if err != nil {
+			return nil, err
+		}
+		if len(ws) == 0 {
+			return nil, fmt.Errorf("exec --all: no Worlds over %s (strata ls --all lists every World)", wd)
+		}
+		names := make([]string, len(ws))
+		for i, w := range ws {
+			names[i] = w.Name
+		}
+		return names, nil
+	}
+	var names []string
+	seen := map[string]bool{}
+	for _, n := range strings.Split(list, ",") {
+		n = strings.TrimSpace(n)
+		if n == "" || seen[n] {
+			continue
+		}
+		if _, err := a.eng.World(n); err != nil {
+			return nil, err
+		}
+		seen[n] = true
+		names = append(names, n)
+	}
+	return names, nil
+}

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/stratahq/strata/engine"
+)
+
+func init() {
+	commands = append(commands,
+		command{name: "snap", args: "NAME [-m MSG] [--json]", summary: "snapshot a World (its processes paused for the capture)", run: cmdSnap},
+		command{name: "timeline", args: "NAME [--json]", summary: "show a World's snapshots as a tree", run: cmdTimeline},
+		command{name: "rollback", args: "NAME SNAP [--kill] [--json]", summary: "restore a World to a snapshot (the current state is snapshotted first)", run: cmdRollback},
+		command{name: "fork", args: "NAME [--snap SNAP] [-n N] [--prefix P] [--json]", summary: "create N Worlds from a snapshot (or the live state)", run: cmdFork},
+		command{name: "restore", args: "NAME SNAP PATH...", summary: "bring single paths back from a snapshot", run: cmdRestore},
+		command{name: "snapdiff", args: "NAME A [B] [--json]", summary: "paths that differ between two snapshots, or a snapshot and now", run: cmdSnapDiff},
+		command{name: "gc", args: "[--json]", summary: "drop objects no snapshot references", run: cmdGC},
+	)
+}
+
+func cmdSnap(a *app, args []string) error {
+	fs := a.flags("snap", "NAME [-m MSG] [--json]")
+	msg := fs.String("m", "", "message")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, _, err := parse(fs, args)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if err := want(fs, pos, 1, 1, "NAME"); err != nil {
+		return err
+	}
+	s, err := a.eng.Snapshot(a.ctx, pos[0], engine.SnapshotOptions{Message: *msg})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return a.printJSON(s)
+	}
+	fmt.Fprintf(a.stdout, "snapshot %s of world %s: %d files, %d dirs, %d whiteouts; %d new objects (%s) in %s\n",
+		s.ID, s.World, s.Files, s.Dirs, s.Whiteouts, s.NewObjects, humanSize(s.NewBytes), s.Duration)
+	return nil
+}
+
+func cmdTimeline(a *app, args []string) error {
+	fs := a.flags("timeline", "NAME [--json]")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, _, err := parse(fs, args)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if err := want(fs, pos, 1, 1, "NAME"); err != nil {
+		return err
+	}
+	if _, err := a.eng.World(pos[0]); err != nil {
+		return err
+	}
+	tl, err := a.eng.Timeline(pos[0])
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		if tl.Snapshots == nil {
+			tl.Snapshots = []engine.Snapshot{}
+		}
+		return a.printJSON(tl)
+	}
+	if tl.ForkedFrom != nil {
+		fmt.Fprintf(a.stdout, "forked from %s at %s\n", tl.ForkedFrom.World, tl.ForkedFrom.Snapshot)
+	}
+	if len(tl.Snapshots) == 0 {
+		fmt.Fprintf(a.stdout, "world %s has no snapshots; take one with strata snap %s -m MSG\n", pos[0], pos[0])
+		return nil
+	}
+	for _, line := range engine.TimelineTree(tl) {
+		s := line.Snapshot
+		head := "  "
+		if s.ID == tl.Head {
+			head = "* "
+		}
+		msg := s.Message
+		if s.Auto {
+			msg = "(auto) " + msg
+		}
+		fmt.Fprintf(a.stdout, "%s%s%s  %s  %d files  %s\n", head, line.Prefix, s.ID, s.Time.Local().Format(time.DateTime), s.Files, msg)
+	}
+	return nil
+}
+
+func cmdRollback(a *app, args []string) error {
+	fs := a.flags("rollback", "NAME SNAP [--kill] [--json]")
+	kill := fs.Bool("kill", false, "kill running sessions instead of refusing")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, _, err := parse(fs, args)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if err := want(fs, pos, 2, 2, "NAME SNAP"); err != nil {
+		return err
+	}
+	res, err := a.eng.Rollback(a.ctx, pos[0], pos[1], engine.RollbackOptions{Kill: *kill})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return a.printJSON(res)
+	}
+	fmt.Fprintf(a.stdout, "rolled world %s back to %s in %s; the state before is snapshot %s (strata rollback %s %s undoes this)\n",
+		res.World, res.To, res.Duration, res.Saved.ID, res.World, res.Saved.ID)
+	return nil
+}
+
+func cmdFork(a *app, args []string) error {
+	fs := a.flags("fork", "NAME [--snap SNAP] [-n N] [--prefix P] [--json]")
+	snap := fs.String("snap", "", "snapshot to fork from (default: the live state, via an implicit snapshot)")
+	n := fs.Int("n", 1, "number of Worlds")
+	prefix := fs.String("prefix", "", "name prefix (default: NAME); Worlds are PREFIX-1..N")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, rest, err := parse(fs, args)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if err := want(fs, pos, 1, 1, "NAME"); err != nil {
+		return err
+	}
+	ws, err := a.eng.Fork(a.ctx, pos[0], engine.ForkOptions{Snap: *snap, N: *n, Prefix: *prefix})
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return fanOutAfterFork(a, ws, rest)
+	}
+	if *asJSON {
+		return a.printJSON(ws)
+	}
+	names := make([]string, len(ws))
+	for i, w := range ws {
+		names[i] = w.Name
+	}
+	fmt.Fprintf(a.stdout, "forked %s into %s (from %s)\n", pos[0], strings.Join(names, ", "), ws[0].Base)
+	return nil
+}
+
+func cmdRestore(a *app, args []string) error {
+	fs := a.flags("restore", "NAME SNAP PATH...")
+	pos, _, err := parse(fs, args)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if err := want(fs, pos, 3, -1, "NAME SNAP PATH..."); err != nil {
+		return err
+	}
+	if err := a.eng.RestorePaths(a.ctx, pos[0], pos[1], pos[2:]); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "restored %d path(s) in world %s from %s\n", len(pos)-2, pos[0], pos[1])
+	return nil
+}
+
+func cmdSnapDiff(a *app, args []string) error {
+	fs := a.flags("snapdiff", "NAME A [B] [--json]")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, _, err := parse(fs, args)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if err := want(fs, pos, 2, 3, "NAME A"); err != nil {
+		return err
+	}
+	b := ""
+	if len(pos) == 3 {
+		b = pos[2]
+	}
+	ds, err := a.eng.SnapDiff(a.ctx, pos[0], pos[1], b)
+	if err != nil {
+		return err
+	}
+	type deltaJSON struct {
+		Path   string `json:"path"`
+		Change string `json:"change"`
+	}
+	out := make([]deltaJSON, 0, len(ds))
+	for _, d := range ds {
+		out = append(out, deltaJSON{Path: d.Path, Change: d.Change.String()})
+	}
+	if *asJSON {
+		return a.printJSON(out)
+	}
+	if len(out) == 0 {
+		fmt.Fprintln(a.stdout, "no differences")
+		return nil
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	for _, d := range out {
+		fmt.Fprintf(tw, "%s\t%s\n", d.Change, quotePath(d.Path))
+	}
+	return tw.Flush()
+}
+
+func cmdGC(a *app, args []string) error {
+	fs := a.flags("gc", "[--json]")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, _, err := parse(fs, args); err != nil {
+		return usagef("%v", err)
+	}
+	res, err := a.eng.GC(a.ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return a.printJSON(res)
+	}
+	fmt.Fprintf(a.stdout, "removed %d objects (%s); %d manifests kept\n", res.Removed, humanSize(res.Freed), res.Manifests)
+	return nil
+}
+
+func humanSize(n int64) string { return engine.HumanBytes(n) }
+
+// fanOutAfterFork runs a command in every new World (strata fork -n N -- CMD).
+func fanOutAfterFork(a *app, ws []*engine.World, argv []string) error {
+	names := make([]string, len(ws))
+	for i, w := range ws {
+		names[i] = w.Name
+	}
+	return fanOut(a, names, argv, engine.ExecOptions{})
+}

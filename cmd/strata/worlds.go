@@ -1,0 +1,353 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/stratahq/strata/engine"
+	"github.com/stratahq/strata/overlay"
+)
+
+func cmdNew(a *app, args []string) error {
+	fs := a.flags("new", "NAME [--source DIR] [--backend local|cube] [--mount-backend B] [--isolation tree|strict] [--label K=V]... [--json]")
+	source := fs.String("source", "", "source tree (default: the current directory)")
+	backend := fs.String("backend", "", "runtime: local or cube (default from config.toml, else local)")
+	mb := fs.String("mount-backend", "", "overlay backend: auto, kernel, fuse-overlayfs or unionfs-fuse")
+	iso := fs.String("isolation", "", "session isolation: tree or strict")
+	tpl := fs.String("template", "", "cube template id")
+	asJSON := fs.Bool("json", false, "print the World as JSON")
+	var labels multiFlag
+	fs.Var(&labels, "label", "label K=V (repeatable)")
+	pos, _, err := parse(fs, args)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if err := want(fs, pos, 1, 1, "NAME"); err != nil {
+		return err
+	}
+	lm, err := parseKV(labels, "--label")
+	if err != nil {
+		return err
+	}
+	w, err := a.eng.Create(a.ctx, engine.CreateOptions{
+		Name: pos[0], Source: *source, Backend: engine.Runtime(*backend),
+		MountBackend: overlay.Backend(*mb), Isolation: *iso, Labels: lm, Template: *tpl,
+	})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return a.printJSON(w)
+	}
+	fmt.Fprintf(a.stdout, "created world %s over %s (%s", w.Name, w.Source, w.Backend)
+	if w.MountBackend != "" {
+		fmt.Fprintf(a.stdout, ", %s overlay", w.MountBackend)
+	}
+	if w.State != engine.StateReady {
+		fmt.Fprintf(a.stdout, ", %s", w.State)
+	}
+	fmt.Fprintf(a.stdout, ")\nrun a command in it: strata exec %s -- CMD\n", w.Name)
+	return nil
+}
+
+func cmdLs(a *app, args []string) error {
+	fs := a.flags("ls", "[--all] [--json]")
+	all := fs.Bool("all", false, "list the Worlds of every source")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, _, err := parse(fs, args)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if err := want(fs, pos, 0, 0, ""); err != nil {
+		return err
+	}
+	dir := ""
+	if !*all {
+		if dir, err = os.Getwd(); err != nil {
+			return fmt.Errorf("current directory: %w (use --all)", err)
+		}
+	}
+	ws, err := a.eng.WorldsOfSource(dir)
+	if err != nil {
+		return err
+	}
+	infos := make([]engine.WorldInfo, 0, len(ws))
+	for _, w := range ws {
+		infos = append(infos, a.eng.Info(a.ctx, w))
+	}
+	if *asJSON {
+		return a.printJSON(infos)
+	}
+	if len(infos) == 0 {
+		if *all {
+			fmt.Fprintln(a.stdout, "no Worlds yet; create one with: strata new NAME --source DIR")
+		} else {
+			fmt.Fprintln(a.stdout, "no Worlds over this directory (strata ls --all lists every World); create one with: strata new NAME")
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSTATUS\tCHANGES\tSESSIONS\tBACKEND\tSOURCE")
+	for _, wi := range infos {
+		be := string(wi.Backend)
+		if wi.MountBackend != "" {
+			be += "/" + string(wi.MountBackend)
+		}
+		sess := fmt.Sprintf("%d", wi.Sessions)
+		if wi.Running > 0 {
+			sess = fmt.Sprintf("%d (%d running)", wi.Sessions, wi.Running)
+		}
+		ch := fmt.Sprintf("%d", wi.Changes)
+		if wi.Error != "" {
+			ch = "?"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", wi.Name, wi.Status, ch, sess, be, wi.Source)
+	}
+	return tw.Flush()
+}
+
+func cmdShow(a *app, args []string) error {
+	fs := a.flags("show", "NAME [--json]")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, _, err := parse(fs, args)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if err := want(fs, pos, 1, 1, "NAME"); err != nil {
+		return err
+	}
+	w, err := a.eng.World(pos[0])
+	if err != nil {
+		return err
+	}
+	wi := a.eng.Info(a.ctx, w)
+	if *asJSON {
+		return a.printJSON(wi)
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	row := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(tw, "%s:\t%s\n", k, v)
+		}
+	}
+	row("name", wi.Name)
+	row("id", wi.ID)
+	row("status", wi.Status)
+	row("source", wi.Source)
+	row("backend", string(wi.Backend))
+	row("mount backend", string(wi.MountBackend))
+	row("isolation", wi.Isolation)
+	row("created", wi.Created.Local().Format(time.DateTime))
+	row("base", wi.Base)
+	row("changes", fmt.Sprint(wi.Changes))
+	row("sessions", fmt.Sprintf("%d (%d running)", wi.Sessions, wi.Running))
+	row("mounted", fmt.Sprint(wi.Mounted))
+	if len(wi.Labels) > 0 {
+		var ls []string
+		for k, v := range wi.Labels {
+			ls = append(ls, k+"="+v)
+		}
+		sort.Strings(ls)
+		row("labels", strings.Join(ls, " "))
+	}
+	if wi.Cube != nil {
+		row("sandbox", wi.Cube.SandboxID)
+		row("template", wi.Cube.Template)
+	}
+	row("error", wi.Error)
+	return tw.Flush()
+}
+
+// changeJSON is one entry of `strata status --json` (docs/cli.md).
+type changeJSON struct {
+	Path      string `json:"path"`
+	Kind      string `json:"kind"`
+	Type      string `json:"type"`
+	LowerType string `json:"lower_type,omitempty"`
+	Mode      string `json:"mode"`
+	Size      int64  `json:"size"`
+	Target    string `json:"target,omitempty"`
+	Whiteout  bool   `json:"whiteout,omitempty"`
+	Opaque    bool   `json:"opaque,omitempty"`
+	Ignored   bool   `json:"ignored,omitempty"`
+	Note      string `json:"note,omitempty"`
+}
+
+func toChangeJSON(c overlay.Change) changeJSON {
+	cj := changeJSON{
+		Path: c.Path, Kind: c.Kind.String(), Type: c.Type.String(),
+		Mode: fmt.Sprintf("%04o", uint32(c.Mode.Perm())|modeSpecial(c.Mode)), Size: c.Size, Target: c.Target,
+		Whiteout: c.Whiteout, Opaque: c.Opaque, Ignored: c.Ignored, Note: c.Note,
+	}
+	if c.LowerType != 0 {
+		cj.LowerType = c.LowerType.String()
+	}
+	return cj
+}
+
+func modeSpecial(m os.FileMode) uint32 {
+	var s uint32
+	if m&os.ModeSetuid != 0 {
+		s |= 0o4000
+	}
+	if m&os.ModeSetgid != 0 {
+		s |= 0o2000
+	}
+	if m&os.ModeSticky != 0 {
+		s |= 0o1000
+	}
+	return s
+}
+
+func cmdStatus(a *app, args []string) error {
+	fs := a.flags("status", "NAME [--json] [--ignored]")
+	asJSON := fs.Bool("json", false, "print JSON")
+	ignored := fs.Bool("ignored", false, "also list paths matched by ignore rules (.git/ and config ignore)")
+	pos, _, err := parse(fs, args)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if err := want(fs, pos, 1, 1, "NAME"); err != nil {
+		return err
+	}
+	w, err := a.eng.World(pos[0])
+	if err != nil {
+		return err
+	}
+	cs, err := a.eng.Changes(a.ctx, w, *ignored)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		out := struct {
+			World   string       `json:"world"`
+			Source  string       `json:"source"`
+			Dialect string       `json:"dialect"`
+			Changes []changeJSON `json:"changes"`
+		}{World: w.Name, Source: w.Source, Dialect: string(cs.Dialect), Changes: make([]changeJSON, 0, len(cs.Changes))}
+		for _, c := range cs.Changes {
+			out.Changes = append(out.Changes, toChangeJSON(c))
+		}
+		return a.printJSON(out)
+	}
+	if len(cs.Changes) == 0 {
+		fmt.Fprintf(a.stdout, "world %s: no changes\n", w.Name)
+		return nil
+	}
+	for _, c := range cs.Changes {
+		marks := ""
+		if c.Whiteout {
+			marks += " (whiteout)"
+		}
+		if c.Opaque && c.Type == overlay.TypeDir && c.Kind != overlay.Deleted {
+			marks += " (replaced dir)"
+		}
+		if c.Ignored {
+			marks += " (ignored)"
+		}
+		p := quotePath(c.Path)
+		if c.Type == overlay.TypeDir {
+			p += "/"
+		}
+		if c.Type == overlay.TypeSymlink && c.Kind != overlay.Deleted {
+			p += " -> " + quotePath(c.Target)
+		}
+		if c.Note != "" {
+			marks += " [" + c.Note + "]"
+		}
+		fmt.Fprintf(a.stdout, "%s  %s%s\n", c.Kind.Letter(), p, marks)
+	}
+	return nil
+}
+
+// quotePath quotes names a terminal would mangle (newlines, control bytes,
+// invalid UTF-8), the way git does.
+func quotePath(p string) string {
+	for i := 0; i < len(p); i++ {
+		if p[i] < 0x20 || p[i] == 0x7f || p[i] == '"' || p[i] == '\\' {
+			return fmt.Sprintf("%q", p)
+		}
+	}
+	if !isValidUTF8(p) {
+		return fmt.Sprintf("%q", p)
+	}
+	return p
+}
+
+func cmdRm(a *app, args []string) error {
+	fs := a.flags("rm", "NAME [--force] [--purge] [--kill] [--json]")
+	force := fs.Bool("force", false, "remove even with unsaved work: the World goes to the trash for 7 days")
+	purge := fs.Bool("purge", false, "delete the World for good (no trash)")
+	kill := fs.Bool("kill", false, "kill running sessions first")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, _, err := parse(fs, args)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if err := want(fs, pos, 1, 1, "NAME"); err != nil {
+		return err
+	}
+	res, err := a.eng.Remove(a.ctx, pos[0], engine.RemoveOptions{Force: *force, Purge: *purge, Kill: *kill})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return a.printJSON(res)
+	}
+	if res.Purged {
+		fmt.Fprintf(a.stdout, "removed world %s for good\n", res.World)
+	} else {
+		fmt.Fprintf(a.stdout, "moved world %s to the trash for 7 days (strata restore-world %s brings it back)\n", res.World, res.World)
+	}
+	return nil
+}
+
+func cmdTrash(a *app, args []string) error {
+	fs := a.flags("trash", "[--json]")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, _, err := parse(fs, args); err != nil {
+		return usagef("%v", err)
+	}
+	ts, err := a.eng.Trash(a.ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		if ts == nil {
+			ts = []engine.TrashEntry{}
+		}
+		return a.printJSON(ts)
+	}
+	if len(ts) == 0 {
+		fmt.Fprintln(a.stdout, "the trash is empty")
+		return nil
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORLD\tREMOVED\tEXPIRES\tID\tSOURCE")
+	for _, t := range ts {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.World, t.Removed.Local().Format(time.DateTime), t.Expires.Local().Format(time.DateTime), t.ID, t.Source)
+	}
+	return tw.Flush()
+}
+
+func cmdRestoreWorld(a *app, args []string) error {
+	fs := a.flags("restore-world", "NAME|TRASH-ID [--as NAME]")
+	as := fs.String("as", "", "restore under another name")
+	pos, _, err := parse(fs, args)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if err := want(fs, pos, 1, 1, "NAME"); err != nil {
+		return err
+	}
+	w, err := a.eng.RestoreWorld(a.ctx, pos[0], *as)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "restored world %s over %s\n", w.Name, w.Source)
+	return nil
+}

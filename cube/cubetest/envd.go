@@ -1,0 +1,448 @@
+package cubetest
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"mime"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/stratahq/strata/cube"
+)
+
+// serveProxy is CubeProxy: it routes on the Host header to a sandbox's envd.
+func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
+	port, id, ok := idFromHost(r.Host, s.opts.Domain)
+	if !ok {
+		http.Error(w, fmt.Sprintf("cannot route Host %q", r.Host), http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	sb, killed := s.sandboxes[id], s.killed[id]
+	s.mu.Unlock()
+	switch {
+	case killed:
+		http.Error(w, fmt.Sprintf("sandbox %s was killed", id), http.StatusGone)
+		return
+	case sb == nil:
+		http.Error(w, fmt.Sprintf("no sandbox %s", id), http.StatusBadGateway)
+		return
+	case port != cube.EnvdPort:
+		http.Error(w, fmt.Sprintf("nothing listens on port %d of sandbox %s", port, id), http.StatusBadGateway)
+		return
+	}
+	if sb.envdToken != "" && (r.Header.Get("X-Access-Token") != sb.envdToken ||
+		r.Header.Get("E2B-Traffic-Access-Token") != sb.trafficToken) {
+		http.Error(w, "invalid access token", http.StatusUnauthorized)
+		return
+	}
+	sb.mu.Lock()
+	paused := sb.state != cube.StateRunning
+	sb.mu.Unlock()
+	if paused && (!sb.autoResume || !sb.resume()) {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, fmt.Sprintf("sandbox %s is paused", id), http.StatusServiceUnavailable)
+		return
+	}
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == "/process.Process/Start":
+		s.startProcess(w, r, sb)
+	case r.Method == http.MethodGet && r.URL.Path == "/files":
+		s.readFile(w, r, sb)
+	case r.Method == http.MethodPost && r.URL.Path == "/files":
+		s.writeFile(w, r, sb)
+	case r.Method == http.MethodGet && r.URL.Path == "/health":
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		http.Error(w, "not found", http.StatusNotFound)
+	}
+}
+
+// processSpec is the "process" of a Start request.
+type processSpec struct {
+	Cmd  string            `json:"cmd"`
+	Args []string          `json:"args"`
+	Envs map[string]string `json:"envs"`
+	Cwd  string            `json:"cwd"`
+}
+
+// baseEnv is what envd gives every process before create-time and
+// per-process variables.
+var baseEnv = map[string]string{
+	"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+	"HOME": "/root",
+	"USER": "root",
+}
+
+// start runs a command in the sandbox's namespace, with its output on two
+// pipes.
+func (sb *sandbox) start(spec processSpec) (cmd *exec.Cmd, stdout, stderr *os.File, err error) {
+	env := map[string]string{}
+	for _, m := range []map[string]string{baseEnv, sb.envVars, spec.Envs} {
+		for k, v := range m {
+			env[k] = v
+		}
+	}
+	envList := make([]string, 0, len(env))
+	for _, k := range sortedKeys(env) {
+		envList = append(envList, k+"="+env[k])
+	}
+	cwd := spec.Cwd
+	if cwd == "" {
+		cwd = env["HOME"]
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, nil, nil, err
+	}
+	defer outW.Close()
+	defer errW.Close()
+
+	sb.mu.Lock()
+	g := sb.guest
+	sb.mu.Unlock()
+	if g == nil {
+		err = errGuestGone
+	} else {
+		err = g.run(func() error {
+			path, err := lookPath(spec.Cmd, env["PATH"])
+			if err != nil {
+				return err
+			}
+			cmd = &exec.Cmd{
+				Path: path, Args: append([]string{spec.Cmd}, spec.Args...), Env: envList, Dir: cwd,
+				Stdout: outW, Stderr: errW,
+				// Own process group, so kill and pause reach its children;
+				// killed with the namespace thread.
+				SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+			}
+			return cmd.Start()
+		})
+	}
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return nil, nil, nil, err
+	}
+	return cmd, outR, errR, nil
+}
+
+// envelopeWriter writes Connect envelopes and flushes each one, counting
+// them for DropStreamAfter.
+type envelopeWriter struct {
+	w       http.ResponseWriter
+	ctl     *http.ResponseController
+	written int
+}
+
+func (e *envelopeWriter) send(flags byte, v any) error {
+	payload, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	head := make([]byte, 5, 5+len(payload))
+	head[0] = flags
+	binary.BigEndian.PutUint32(head[1:], uint32(len(payload)))
+	if _, err := e.w.Write(append(head, payload...)); err != nil {
+		return err
+	}
+	e.written++
+	return e.ctl.Flush()
+}
+
+type outputChunk struct {
+	stderr bool
+	data   []byte
+}
+
+// startProcess is envd's process.Process/Start: a Connect server stream of
+// start, data, keepalive and end events, then the end-of-stream message.
+func (s *Server) startProcess(w http.ResponseWriter, r *http.Request, sb *sandbox) {
+	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct != "application/connect+json" {
+		http.Error(w, "unsupported content type "+r.Header.Get("Content-Type"), http.StatusUnsupportedMediaType)
+		return
+	}
+	var head [5]byte
+	if _, err := io.ReadFull(r.Body, head[:]); err != nil || head[0] != 0 {
+		http.Error(w, "malformed request envelope", http.StatusBadRequest)
+		return
+	}
+	payload := make([]byte, binary.BigEndian.Uint32(head[1:]))
+	if _, err := io.ReadFull(r.Body, payload); err != nil {
+		http.Error(w, "truncated request envelope", http.StatusBadRequest)
+		return
+	}
+	var req struct {
+		Process *processSpec `json:"process"`
+	}
+	if err := json.Unmarshal(payload, &req); err != nil || req.Process == nil || req.Process.Cmd == "" {
+		http.Error(w, "request needs process.cmd", http.StatusBadRequest)
+		return
+	}
+	var deadline <-chan time.Time
+	if v := r.Header.Get("Connect-Timeout-Ms"); v != "" {
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ms <= 0 {
+			http.Error(w, "invalid Connect-Timeout-Ms", http.StatusBadRequest)
+			return
+		}
+		timer := time.NewTimer(time.Duration(ms) * time.Millisecond)
+		defer timer.Stop()
+		deadline = timer.C
+	}
+
+	w.Header().Set("Content-Type", "application/connect+json")
+	w.WriteHeader(http.StatusOK)
+	out := &envelopeWriter{w: w, ctl: http.NewResponseController(w)}
+	type endErr struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}
+	cmd, stdout, stderr, err := sb.start(*req.Process)
+	if err != nil {
+		out.send(0x02, map[string]any{"error": endErr{Code: "internal", Message: err.Error()}})
+		return
+	}
+	pid := cmd.Process.Pid
+
+	chunks := make(chan outputChunk, 16)
+	stop := make(chan struct{})
+	var pumps sync.WaitGroup
+	pump := func(f *os.File, isStderr bool) {
+		defer pumps.Done()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := f.Read(buf)
+			if n > 0 {
+				select {
+				case chunks <- outputChunk{stderr: isStderr, data: append([]byte(nil), buf[:n]...)}:
+				case <-stop:
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	pumps.Add(2)
+	go pump(stdout, false)
+	go pump(stderr, true)
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait() //nolint:errcheck // ProcessState says how it ended
+		close(exited)
+	}()
+	pumpsDone := make(chan struct{})
+	go func() { pumps.Wait(); close(pumpsDone) }()
+	finished := false
+	defer func() {
+		close(stop)
+		if !finished {
+			// Cut short (client gone, stream dropped): the command dies.
+			syscall.Kill(-pid, syscall.SIGKILL)
+		}
+		<-exited
+		stdout.Close()
+		stderr.Close()
+		<-pumpsDone
+	}()
+
+	fault := faultOf(r)
+	dropAfter := 0
+	if fault != nil {
+		dropAfter = fault.DropStreamAfter
+	}
+	send := func(v any) {
+		if err := out.send(0, v); err != nil {
+			panic(http.ErrAbortHandler) // the client went away
+		}
+		if dropAfter > 0 && out.written >= dropAfter {
+			panic(http.ErrAbortHandler)
+		}
+	}
+	sendChunk := func(c outputChunk) {
+		key := "stdout"
+		if c.stderr {
+			key = "stderr"
+		}
+		send(map[string]any{"event": map[string]any{"data": map[string][]byte{key: c.data}}})
+	}
+	send(map[string]any{"event": map[string]any{"start": map[string]int{"pid": pid}}})
+
+	keepalive := time.NewTicker(s.opts.KeepaliveEvery)
+	defer keepalive.Stop()
+	// Stream output until both pipes close. Background children that keep
+	// them open after the command exits get a short grace, then the pipes
+	// are closed on our side (the children live on, as under envd).
+	var grace <-chan time.Time
+	exitedC := exited
+	for streaming := true; streaming; {
+		select {
+		case c := <-chunks:
+			sendChunk(c)
+		case <-pumpsDone:
+			streaming = false
+		case <-exitedC:
+			exitedC = nil
+			grace = time.After(200 * time.Millisecond)
+		case <-grace:
+			grace = nil
+			stdout.Close()
+			stderr.Close()
+		case <-keepalive.C:
+			send(map[string]any{"event": map[string]any{"keepalive": map[string]any{}}})
+		case <-deadline:
+			syscall.Kill(-pid, syscall.SIGKILL)
+			deadline = nil
+		case <-r.Context().Done():
+			return
+		}
+	}
+	for len(chunks) > 0 {
+		sendChunk(<-chunks)
+	}
+	for waiting := true; waiting; {
+		select {
+		case <-exited:
+			waiting = false
+		case <-keepalive.C:
+			send(map[string]any{"event": map[string]any{"keepalive": map[string]any{}}})
+		case <-deadline:
+			syscall.Kill(-pid, syscall.SIGKILL)
+			deadline = nil
+		case <-r.Context().Done():
+			return
+		}
+	}
+	finished = true
+	state := cmd.ProcessState
+	end := map[string]any{"status": state.String()}
+	if code := state.ExitCode(); code != 0 {
+		end["exitCode"] = code
+	}
+	if state.Exited() {
+		end["exited"] = true
+	}
+	send(map[string]any{"event": map[string]any{"end": end}})
+	out.send(0x02, map[string]any{})
+}
+
+// resolve makes a request path absolute; relative paths are from HOME.
+func resolve(p string) string {
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(baseEnv["HOME"], p)
+	}
+	return filepath.Clean(p)
+}
+
+func fileErrorStatus(err error) int {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return http.StatusNotFound
+	case errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EROFS),
+		errors.Is(err, fs.ErrPermission):
+		return http.StatusBadRequest
+	case errors.Is(err, errGuestGone):
+		return http.StatusGone
+	}
+	return http.StatusInternalServerError
+}
+
+func (s *Server) readFile(w http.ResponseWriter, r *http.Request, sb *sandbox) {
+	p := r.URL.Query().Get("path")
+	if p == "" {
+		writeError(w, http.StatusBadRequest, "path is required")
+		return
+	}
+	p = resolve(p)
+	var f *os.File
+	err := sb.inGuest(func() error {
+		var err error
+		if f, err = os.Open(p); err != nil {
+			return err
+		}
+		st, err := f.Stat()
+		if err == nil && st.IsDir() {
+			f.Close()
+			return fmt.Errorf("%s: %w", p, syscall.EISDIR)
+		}
+		return err
+	})
+	if err != nil {
+		writeError(w, fileErrorStatus(err), err.Error())
+		return
+	}
+	defer f.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.WriteHeader(http.StatusOK)
+	io.Copy(w, f)
+}
+
+func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, sb *sandbox) {
+	p := r.URL.Query().Get("path")
+	if p == "" {
+		writeError(w, http.StatusBadRequest, "path is required")
+		return
+	}
+	p = resolve(p)
+	var body io.Reader = r.Body
+	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct == "multipart/form-data" {
+		file, _, err := r.FormFile("file")
+		if err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("multipart upload needs a file field: %v", err))
+			return
+		}
+		defer file.Close()
+		body = file
+	}
+	var f *os.File
+	err := sb.inGuest(func() error {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		var err error
+		f, err = os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		return err
+	})
+	if err != nil {
+		writeError(w, fileErrorStatus(err), err.Error())
+		return
+	}
+	_, err = io.Copy(f, body)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		writeError(w, fileErrorStatus(err), err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, []map[string]string{{"name": filepath.Base(p), "type": "file", "path": p}})
+}
+
+// inGuest runs fn on the sandbox's namespace thread.
+func (sb *sandbox) inGuest(fn func() error) error {
+	sb.mu.Lock()
+	g := sb.guest
+	sb.mu.Unlock()
+	if g == nil {
+		return errGuestGone
+	}
+	return g.run(fn)
+}

@@ -1,0 +1,453 @@
+package cubetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stratahq/strata/cube"
+)
+
+// Options configures a fake. The zero value works.
+type Options struct {
+	// Templates are the template ids a create may name (default "base").
+	Templates []string
+	// Domain is the sandbox domain handed out (default "cube.app").
+	Domain string
+	// APIKey, when set, is required on CubeAPI calls as X-API-Key or
+	// Authorization: Bearer (else 401). GET /health stays open.
+	APIKey string
+	// AccessTokens makes sandboxes carry envdAccessToken and
+	// trafficAccessToken, which CubeProxy then requires.
+	AccessTokens bool
+	// SnapshotPageSize caps a GET /snapshots page (default 100).
+	SnapshotPageSize int
+	// KeepaliveEvery is the keepalive interval of exec streams (default 1s).
+	KeepaliveEvery time.Duration
+	// PauseDelay keeps a pausing sandbox in state "pausing" that long;
+	// DELETE meanwhile gets 503 with Retry-After.
+	PauseDelay time.Duration
+	// RetryAfterSeconds is the Retry-After of that 503 (default 2, as CubeAPI).
+	RetryAfterSeconds int
+	// Dir holds sandbox and snapshot state (default: a temporary directory
+	// removed by Close).
+	Dir string
+	// APIAddr is CubeAPI's listen address (default 127.0.0.1:0).
+	APIAddr string
+}
+
+// Request is one recorded request, as the fake received it.
+type Request struct {
+	Server   string // "api" or "proxy"
+	Method   string
+	Path     string
+	RawQuery string
+	Host     string
+	Header   http.Header
+	Body     []byte
+	Status   int           // status the fake replied with (0 if the connection was cut)
+	Duration time.Duration // time the fake spent handling it
+}
+
+// Fault changes the fake's reply to matching requests.
+type Fault struct {
+	// Route is "METHOD /path" with path.Match wildcards, e.g.
+	// "DELETE /sandboxes/*" or "POST /process.Process/Start"; "" matches
+	// every request.
+	Route string
+	// Status, when non-zero, is replied instead of handling the request,
+	// with a {"code","message"} body (plain text with PlainText).
+	Status    int
+	Message   string
+	PlainText bool
+	// RetryAfter sets a Retry-After header (whole seconds, rounded up).
+	RetryAfter time.Duration
+	// Delay is waited before anything else (a slow server).
+	Delay time.Duration
+	// DropStreamAfter cuts an exec stream after this many envelopes (the
+	// command is killed).
+	DropStreamAfter int
+	// DropReply handles the request for real, then cuts the connection
+	// without a reply: the client cannot know whether it happened.
+	DropReply bool
+	// Count is how many matching requests it applies to: 0 means 1, a
+	// negative value means every one.
+	Count int
+}
+
+// Server is a running fake.
+type Server struct {
+	opts    Options
+	dir     string
+	ownsDir bool
+
+	api   *listener
+	proxy *listener
+
+	mu        sync.Mutex
+	sandboxes map[string]*sandbox
+	killed    map[string]bool
+	snapshots map[string]*snapshot
+	templates map[string]bool
+	seq       int
+	snapSeq   int
+	faults    []*Fault
+	requests  []*Request
+	closed    bool
+}
+
+// listener is one HTTP server that can be taken down and brought back on
+// the same address.
+type listener struct {
+	addr    string
+	handler http.Handler
+	srv     *http.Server
+}
+
+func (l *listener) start() error {
+	ln, err := net.Listen("tcp", l.addr)
+	if err != nil {
+		return err
+	}
+	l.addr = ln.Addr().String()
+	l.srv = &http.Server{Handler: l.handler, ReadHeaderTimeout: 10 * time.Second}
+	go l.srv.Serve(ln) //nolint:errcheck // returns ErrServerClosed on Close
+	return nil
+}
+
+func (l *listener) stop() {
+	if l.srv != nil {
+		l.srv.Close()
+		l.srv = nil
+	}
+}
+
+// New starts a fake and closes it when the test ends. It skips the test
+// when the fake cannot make mount namespaces (not root).
+func New(tb testing.TB, opts Options) *Server {
+	tb.Helper()
+	if os.Geteuid() != 0 {
+		tb.Skip("cubetest needs root: each sandbox is a private mount namespace")
+	}
+	if opts.Dir == "" {
+		opts.Dir = tb.TempDir()
+	}
+	s, err := NewServer(opts)
+	if err != nil {
+		tb.Fatalf("start cube fake: %v", err)
+	}
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// NewServer starts a fake; Close stops it.
+func NewServer(opts Options) (*Server, error) {
+	if len(opts.Templates) == 0 {
+		opts.Templates = []string{"base"}
+	}
+	if opts.Domain == "" {
+		opts.Domain = "cube.app"
+	}
+	if opts.SnapshotPageSize <= 0 {
+		opts.SnapshotPageSize = 100
+	}
+	if opts.KeepaliveEvery <= 0 {
+		opts.KeepaliveEvery = time.Second
+	}
+	if opts.RetryAfterSeconds <= 0 {
+		opts.RetryAfterSeconds = 2
+	}
+	if opts.APIAddr == "" {
+		opts.APIAddr = "127.0.0.1:0"
+	}
+	s := &Server{
+		opts:      opts,
+		dir:       opts.Dir,
+		sandboxes: map[string]*sandbox{},
+		killed:    map[string]bool{},
+		snapshots: map[string]*snapshot{},
+		templates: map[string]bool{},
+	}
+	for _, t := range opts.Templates {
+		s.templates[t] = true
+	}
+	if s.dir == "" {
+		dir, err := os.MkdirTemp("", "cubetest-")
+		if err != nil {
+			return nil, fmt.Errorf("cubetest: state dir: %w", err)
+		}
+		s.dir, s.ownsDir = dir, true
+	}
+	s.api = &listener{addr: opts.APIAddr, handler: s.middleware("api", s.apiRoutes())}
+	s.proxy = &listener{addr: "127.0.0.1:0", handler: s.middleware("proxy", http.HandlerFunc(s.serveProxy))}
+	if err := s.api.start(); err != nil {
+		return nil, fmt.Errorf("cubetest: listen for CubeAPI: %w", err)
+	}
+	if err := s.proxy.start(); err != nil {
+		s.api.stop()
+		return nil, fmt.Errorf("cubetest: listen for CubeProxy: %w", err)
+	}
+	return s, nil
+}
+
+// Close stops the listeners and every sandbox.
+func (s *Server) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.api.stop()
+	s.proxy.stop()
+	s.mu.Lock()
+	boxes := make([]*sandbox, 0, len(s.sandboxes))
+	for _, sb := range s.sandboxes {
+		boxes = append(boxes, sb)
+	}
+	s.sandboxes = map[string]*sandbox{}
+	s.mu.Unlock()
+	for _, sb := range boxes {
+		sb.destroy()
+	}
+	if s.ownsDir {
+		os.RemoveAll(s.dir)
+	}
+}
+
+// Down makes both listeners refuse connections (Cube unreachable); Up
+// brings them back on the same addresses. State is kept.
+func (s *Server) Down() {
+	s.api.stop()
+	s.proxy.stop()
+}
+
+// Up undoes Down.
+func (s *Server) Up() error {
+	if err := s.api.start(); err != nil {
+		return fmt.Errorf("cubetest: relisten CubeAPI on %s: %w", s.api.addr, err)
+	}
+	if err := s.proxy.start(); err != nil {
+		return fmt.Errorf("cubetest: relisten CubeProxy on %s: %w", s.proxy.addr, err)
+	}
+	return nil
+}
+
+// URL is CubeAPI's base URL.
+func (s *Server) URL() string { return "http://" + s.api.addr }
+
+// ProxyAddr is CubeProxy's host:port.
+func (s *Server) ProxyAddr() string { return s.proxy.addr }
+
+// Domain is the sandbox domain.
+func (s *Server) Domain() string { return s.opts.Domain }
+
+// Config is a client configuration for this fake, with fast retries.
+func (s *Server) Config() cube.Config {
+	return cube.Config{
+		Endpoint:  s.URL(),
+		APIKey:    s.opts.APIKey,
+		ProxyAddr: s.ProxyAddr(),
+		Retry:     cube.RetryPolicy{Max: 4, Base: 5 * time.Millisecond, MaxDelay: 50 * time.Millisecond},
+	}
+}
+
+// AddTemplate makes a template id known.
+func (s *Server) AddTemplate(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.templates[id] = true
+}
+
+// Inject queues a fault; faults are matched in the order injected.
+func (s *Server) Inject(f Fault) {
+	if f.Count == 0 {
+		f.Count = 1
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = append(s.faults, &f)
+}
+
+// ClearFaults drops every pending fault.
+func (s *Server) ClearFaults() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = nil
+}
+
+// Requests returns the requests received so far, oldest first.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Request, len(s.requests))
+	for i, r := range s.requests {
+		out[i] = *r
+	}
+	return out
+}
+
+// ResetRequests forgets the recorded requests.
+func (s *Server) ResetRequests() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests = nil
+}
+
+// SandboxIDs lists live sandboxes (running, pausing or paused), sorted.
+func (s *Server) SandboxIDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return sortedKeys(s.sandboxes)
+}
+
+// SnapshotIDs lists existing snapshots, sorted.
+func (s *Server) SnapshotIDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return sortedKeys(s.snapshots)
+}
+
+// ScratchDir is the host directory that is /tmp in a sandbox, or "".
+func (s *Server) ScratchDir(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sb := s.sandboxes[id]; sb != nil {
+		return sb.scratch()
+	}
+	return ""
+}
+
+// takeFault returns the first pending fault matching the request.
+func (s *Server) takeFault(r *http.Request) *Fault {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	route := r.Method + " " + r.URL.Path
+	for i, f := range s.faults {
+		if f.Route != "" {
+			if ok, _ := path.Match(f.Route, route); !ok {
+				continue
+			}
+		}
+		taken := *f
+		if f.Count > 0 {
+			f.Count--
+			if f.Count == 0 {
+				s.faults = append(s.faults[:i:i], s.faults[i+1:]...)
+			}
+		}
+		return &taken
+	}
+	return nil
+}
+
+type faultKey struct{}
+
+// faultOf returns the fault that applies to a request being handled.
+func faultOf(r *http.Request) *Fault {
+	f, _ := r.Context().Value(faultKey{}).(*Fault)
+	return f
+}
+
+// statusRecorder remembers the status for the request log while keeping
+// http.Flusher reachable through Unwrap.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusRecorder) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusRecorder) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *statusRecorder) Flush() {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	http.NewResponseController(w.ResponseWriter).Flush() //nolint:errcheck // best effort
+}
+
+func (w *statusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// middleware records every request and applies faults before the routes.
+func (s *Server) middleware(server string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		rec := &statusRecorder{ResponseWriter: w}
+		// Recorded before handling, so that a client holding its reply
+		// always finds its request in the log.
+		s.mu.Lock()
+		logged := &Request{
+			Server: server, Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Host: r.Host,
+			Header: r.Header.Clone(), Body: body,
+		}
+		s.requests = append(s.requests, logged)
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			logged.Status = rec.status
+			logged.Duration = time.Since(start)
+			s.mu.Unlock()
+		}()
+
+		f := s.takeFault(r)
+		if f != nil {
+			if f.Delay > 0 {
+				select {
+				case <-time.After(f.Delay):
+				case <-r.Context().Done():
+					return
+				}
+			}
+			if f.RetryAfter > 0 {
+				w.Header().Set("Retry-After", fmt.Sprint(int((f.RetryAfter+time.Second-1)/time.Second)))
+			}
+			if f.Status != 0 {
+				msg := f.Message
+				if msg == "" {
+					msg = fmt.Sprintf("injected fault: %s", http.StatusText(f.Status))
+				}
+				if f.PlainText {
+					w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+					rec.WriteHeader(f.Status)
+					io.WriteString(rec, msg)
+					return
+				}
+				writeError(rec, f.Status, msg)
+				return
+			}
+			if f.DropReply {
+				// Do the work for real, then hang up before replying.
+				next.ServeHTTP(httptest.NewRecorder(), r.WithContext(context.WithValue(r.Context(), faultKey{}, f)))
+				panic(http.ErrAbortHandler)
+			}
+			r = r.WithContext(context.WithValue(r.Context(), faultKey{}, f))
+		}
+		next.ServeHTTP(rec, r)
+	})
+}
+
+var errClosed = errors.New("cubetest: server closed")

@@ -1,0 +1,316 @@
+package cube
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// EnvdPort is the port envd listens on inside every sandbox.
+const EnvdPort = 49983
+
+// envdBasicAuth is base64("root:"): envd runs commands as the user named
+// in Basic auth.
+const envdBasicAuth = "Basic cm9vdDo="
+
+// Connect envelope flags.
+const (
+	flagCompressed = 0x01
+	flagEndStream  = 0x02
+)
+
+// maxEnvelope bounds one Connect message; envd sends output in small chunks.
+const maxEnvelope = 16 << 20
+
+// ExecRequest is one command to run in a sandbox.
+type ExecRequest struct {
+	Cmd  string // program; envd does not use a shell unless asked, e.g. Cmd "/bin/bash", Args {"-l", "-c", script}
+	Args []string
+	Envs map[string]string
+	Cwd  string
+	// Timeout, when positive, is sent as Connect-Timeout-Ms: envd ends the
+	// process when it passes.
+	Timeout time.Duration
+}
+
+// ExecResult is how a process ended.
+type ExecResult struct {
+	ExitCode int    // exit status, or 128+N for signal N
+	Status   string // envd's status text: "exit status 3", "signal: killed"
+	PID      int
+	Error    string // envd's error text for the process, if any
+}
+
+// EnvdURL is the base URL of a sandbox's envd as CubeProxy routes it.
+func (c *Client) EnvdURL(sb *Sandbox) string {
+	return fmt.Sprintf("%s://%d-%s.%s", c.scheme, EnvdPort, sb.SandboxID, sb.Domain)
+}
+
+func (c *Client) envdHeader(sb *Sandbox) http.Header {
+	h := http.Header{"Authorization": {envdBasicAuth}}
+	if sb.EnvdAccessToken != "" {
+		h.Set("X-Access-Token", sb.EnvdAccessToken)
+	}
+	if sb.TrafficAccessToken != "" {
+		h.Set("E2B-Traffic-Access-Token", sb.TrafficAccessToken)
+	}
+	return h
+}
+
+func checkSandbox(sb *Sandbox) error {
+	if sb == nil || sb.SandboxID == "" || sb.Domain == "" {
+		return errors.New("cube: sandbox has no id or domain")
+	}
+	return nil
+}
+
+type processConfig struct {
+	Cmd  string            `json:"cmd"`
+	Args []string          `json:"args"`
+	Envs map[string]string `json:"envs"`
+	Cwd  string            `json:"cwd,omitempty"`
+}
+
+// EncodeEnvelope frames one Connect message: flags, 4-byte big-endian
+// length, payload.
+func EncodeEnvelope(flags byte, payload []byte) []byte {
+	out := make([]byte, 5+len(payload))
+	out[0] = flags
+	binary.BigEndian.PutUint32(out[1:5], uint32(len(payload)))
+	copy(out[5:], payload)
+	return out
+}
+
+// readEnvelope reads one Connect message.
+func readEnvelope(r io.Reader) (flags byte, payload []byte, err error) {
+	var head [5]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		return 0, nil, err
+	}
+	n := binary.BigEndian.Uint32(head[1:])
+	if n > maxEnvelope {
+		return 0, nil, fmt.Errorf("envelope of %d bytes exceeds %d", n, maxEnvelope)
+	}
+	payload = make([]byte, n)
+	if _, err := io.ReadFull(r, payload); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return 0, nil, err
+	}
+	return head[0], payload, nil
+}
+
+type processEvent struct {
+	Event struct {
+		Start *struct {
+			PID int `json:"pid"`
+		} `json:"start"`
+		Data *struct {
+			Stdout []byte `json:"stdout"`
+			Stderr []byte `json:"stderr"`
+			Pty    []byte `json:"pty"`
+		} `json:"data"`
+		End *struct {
+			ExitCode *int   `json:"exitCode"`
+			Exited   bool   `json:"exited"`
+			Status   string `json:"status"`
+			Error    string `json:"error"`
+		} `json:"end"`
+		Keepalive *struct{} `json:"keepalive"`
+	} `json:"event"`
+}
+
+type endStream struct {
+	Error *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// Exec runs a command in the sandbox through envd's process.Process/Start,
+// streaming its output to stdout and stderr (either may be nil) as it
+// arrives; PTY output goes to stdout. It is never retried: a dropped stream
+// returns ErrStreamDropped, and the command may still have run.
+func (c *Client) Exec(ctx context.Context, sb *Sandbox, req ExecRequest, stdout, stderr io.Writer) (ExecResult, error) {
+	if err := checkSandbox(sb); err != nil {
+		return ExecResult{}, err
+	}
+	op := fmt.Sprintf("exec %s in sandbox %s", req.Cmd, sb.SandboxID)
+	args := req.Args
+	if args == nil {
+		args = []string{}
+	}
+	envs := req.Envs
+	if envs == nil {
+		envs = map[string]string{}
+	}
+	payload, err := json.Marshal(struct {
+		Process processConfig `json:"process"`
+	}{processConfig{Cmd: req.Cmd, Args: args, Envs: envs, Cwd: req.Cwd}})
+	if err != nil {
+		return ExecResult{}, fmt.Errorf("cube: %s: encode request: %w", op, err)
+	}
+	header := c.envdHeader(sb)
+	header.Set("Connect-Protocol-Version", "1")
+	if req.Timeout > 0 {
+		header.Set("Connect-Timeout-Ms", strconv.FormatInt(req.Timeout.Milliseconds(), 10))
+	}
+	resp, sent, err := c.open(ctx, call{
+		op: op, method: http.MethodPost, url: c.EnvdURL(sb) + "/process.Process/Start",
+		body: EncodeEnvelope(0, payload), contentType: "application/connect+json", header: header, envd: true,
+	})
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			err = ctxErr
+		}
+		return ExecResult{}, &TransportError{Op: op, Sent: sent, Err: err}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		return ExecResult{}, parseAPIError(op, resp, body)
+	}
+
+	var res ExecResult
+	ended := false
+	br := bufio.NewReader(resp.Body)
+	for {
+		flags, msg, err := readEnvelope(br)
+		if err != nil {
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return res, fmt.Errorf("cube: %s: %w", op, ctxErr)
+			}
+			if ended {
+				// The process's end was reported; only the trailer is missing.
+				return res, nil
+			}
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return res, fmt.Errorf("cube: %s: %w: %w", op, ErrStreamDropped, err)
+		}
+		if flags&flagCompressed != 0 {
+			return res, fmt.Errorf("cube: %s: compressed envelope not negotiated", op)
+		}
+		if flags&flagEndStream != 0 {
+			var end endStream
+			if err := json.Unmarshal(msg, &end); err != nil {
+				return res, fmt.Errorf("cube: %s: decode end of stream: %w", op, err)
+			}
+			if end.Error != nil {
+				return res, &StreamError{Op: op, Code: end.Error.Code, Message: end.Error.Message}
+			}
+			if !ended {
+				return res, fmt.Errorf("cube: %s: %w: stream closed without an end event", op, ErrStreamDropped)
+			}
+			return res, nil
+		}
+		var ev processEvent
+		if err := json.Unmarshal(msg, &ev); err != nil {
+			return res, fmt.Errorf("cube: %s: decode event: %w", op, err)
+		}
+		switch e := ev.Event; {
+		case e.Start != nil:
+			res.PID = e.Start.PID
+		case e.Data != nil:
+			if err := writeOut(stdout, e.Data.Stdout); err != nil {
+				return res, fmt.Errorf("cube: %s: write stdout: %w", op, err)
+			}
+			if err := writeOut(stdout, e.Data.Pty); err != nil {
+				return res, fmt.Errorf("cube: %s: write stdout: %w", op, err)
+			}
+			if err := writeOut(stderr, e.Data.Stderr); err != nil {
+				return res, fmt.Errorf("cube: %s: write stderr: %w", op, err)
+			}
+		case e.End != nil:
+			ended = true
+			res.Status = e.End.Status
+			res.Error = e.End.Error
+			res.ExitCode = exitCodeOf(e.End.Status, e.End.ExitCode)
+		}
+	}
+}
+
+func writeOut(w io.Writer, p []byte) error {
+	if w == nil || len(p) == 0 {
+		return nil
+	}
+	_, err := w.Write(p)
+	return err
+}
+
+// exitCodeOf reads envd's status text, which is Go's ProcessState.String():
+// "exit status N" or "signal: NAME". exitCode is omitted on the wire when 0
+// and is -1 for a signal, so the text is the better source.
+func exitCodeOf(status string, exitCode *int) int {
+	if rest, ok := strings.CutPrefix(status, "exit status "); ok {
+		if n, err := strconv.Atoi(strings.TrimSpace(rest)); err == nil {
+			return n
+		}
+	}
+	if name, ok := strings.CutPrefix(status, "signal: "); ok {
+		name = strings.TrimSuffix(strings.TrimSpace(name), " (core dumped)")
+		for sig := syscall.Signal(1); sig < 65; sig++ {
+			if sig.String() == name {
+				return 128 + int(sig)
+			}
+		}
+		if n, ok := strings.CutPrefix(name, "signal "); ok {
+			if v, err := strconv.Atoi(n); err == nil {
+				return 128 + v
+			}
+		}
+	}
+	if exitCode != nil && *exitCode >= 0 {
+		return *exitCode
+	}
+	if exitCode == nil {
+		return 0
+	}
+	return -1
+}
+
+// ReadFile reads a file in the sandbox (ErrNotFound when it is absent).
+func (c *Client) ReadFile(ctx context.Context, sb *Sandbox, path string) ([]byte, error) {
+	if err := checkSandbox(sb); err != nil {
+		return nil, err
+	}
+	rep, err := c.do(ctx, call{
+		op: "read " + path + " in sandbox " + sb.SandboxID, method: http.MethodGet,
+		url:    c.EnvdURL(sb) + "/files?" + url.Values{"path": {path}}.Encode(),
+		header: c.envdHeader(sb), envd: true, class: retrySafe, ok: []int{http.StatusOK},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rep.body, nil
+}
+
+// WriteFile writes a file in the sandbox, creating its parent directories.
+// Writing the same bytes twice is harmless, so it is retried like a GET.
+func (c *Client) WriteFile(ctx context.Context, sb *Sandbox, path string, data []byte) error {
+	if err := checkSandbox(sb); err != nil {
+		return err
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	_, err := c.do(ctx, call{
+		op: "write " + path + " in sandbox " + sb.SandboxID, method: http.MethodPost,
+		url:  c.EnvdURL(sb) + "/files?" + url.Values{"path": {path}}.Encode(),
+		body: data, contentType: "application/octet-stream",
+		header: c.envdHeader(sb), envd: true, class: retrySafe, ok: []int{http.StatusOK, http.StatusCreated, http.StatusNoContent},
+	})
+	return err
+}

@@ -1,0 +1,408 @@
+package diffview
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// ErrNotDiffed is returned when a partial apply is asked of a file that was
+// summarised (binary or too large) instead of diffed.
+var ErrNotDiffed = errors.New("file was summarised, not diffed")
+
+// ErrNotPickable is returned when a context line is toggled: only + and -
+// lines can be picked.
+var ErrNotPickable = errors.New("line is context, not a change")
+
+// RangeError reports a hunk or line index that does not exist.
+type RangeError struct {
+	// What is "hunk" or "line".
+	What string
+	// Index is the offending index as given (0-based, or 1-based when
+	// OneBased is set, as with the CLI's --hunks numbers).
+	Index int
+	// Len is how many hunks (or lines in Hunk) there are.
+	Len int
+	// Hunk is the hunk a line index referred to.
+	Hunk     int
+	OneBased bool
+}
+
+func (e *RangeError) Error() string {
+	lo, hi := 0, e.Len-1
+	if e.OneBased {
+		lo, hi = 1, e.Len
+	}
+	if e.What == "line" {
+		return fmt.Sprintf("line %d of hunk %d out of range: the hunk has lines %d..%d", e.Index, e.Hunk, lo, hi)
+	}
+	if e.Len == 0 {
+		return fmt.Sprintf("hunk %d out of range: the file has no hunks", e.Index)
+	}
+	return fmt.Sprintf("hunk %d out of range: the file has hunks %d..%d", e.Index, lo, hi)
+}
+
+// MismatchError reports that the base given to Apply is not the old version
+// the diff was computed from.
+type MismatchError struct {
+	Hunk int
+	// Line is the 1-based line of the base that does not match.
+	Line int
+}
+
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("base does not match the diff at line %d (hunk %d)", e.Line, e.Hunk)
+}
+
+// HunkState says how much of a hunk is picked.
+type HunkState uint8
+
+const (
+	PickedNone HunkState = iota
+	PickedPartial
+	PickedAll
+)
+
+func (s HunkState) String() string {
+	switch s {
+	case PickedNone:
+		return "none"
+	case PickedPartial:
+		return "partial"
+	case PickedAll:
+		return "all"
+	}
+	return fmt.Sprintf("HunkState(%d)", uint8(s))
+}
+
+// Selection records which + and - lines of a FileDiff are picked. Picks are
+// keyed by line number (old number for a -, new number for a +), so a
+// selection survives re-diffing the same two versions with another context
+// size: see Retarget.
+type Selection struct {
+	fd      *FileDiff
+	deletes []bool // by old line number
+	inserts []bool // by new line number
+}
+
+// NewSelection makes a selection on fd with every change picked (all) or
+// none.
+func NewSelection(fd *FileDiff, all bool) *Selection {
+	s := &Selection{
+		fd:      fd,
+		deletes: make([]bool, fd.OldLineCount+1),
+		inserts: make([]bool, fd.NewLineCount+1),
+	}
+	if all {
+		s.setAll(true)
+	}
+	return s
+}
+
+// Diff is the FileDiff the selection indexes.
+func (s *Selection) Diff() *FileDiff { return s.fd }
+
+// Retarget returns a selection on fd, a diff of the same two versions (for
+// example with another context size), with the same lines picked.
+func (s *Selection) Retarget(fd *FileDiff) (*Selection, error) {
+	if fd.OldLineCount != s.fd.OldLineCount || fd.NewLineCount != s.fd.NewLineCount {
+		return nil, errors.New("retarget selection: the diff compares different versions")
+	}
+	return &Selection{
+		fd:      fd,
+		deletes: append([]bool(nil), s.deletes...),
+		inserts: append([]bool(nil), s.inserts...),
+	}, nil
+}
+
+func (s *Selection) setAll(v bool) {
+	for h := range s.fd.Hunks {
+		s.setHunk(h, v)
+	}
+}
+
+// PickAll picks every change; UnpickAll clears the selection.
+func (s *Selection) PickAll()   { s.setAll(true) }
+func (s *Selection) UnpickAll() { s.setAll(false) }
+
+func (s *Selection) checkHunk(i int) error {
+	if i < 0 || i >= len(s.fd.Hunks) {
+		return &RangeError{What: "hunk", Index: i, Len: len(s.fd.Hunks)}
+	}
+	return nil
+}
+
+func (s *Selection) checkLine(h, l int) error {
+	if err := s.checkHunk(h); err != nil {
+		return err
+	}
+	if n := len(s.fd.Hunks[h].Lines); l < 0 || l >= n {
+		return &RangeError{What: "line", Index: l, Len: n, Hunk: h}
+	}
+	return nil
+}
+
+func (s *Selection) slot(l *Line) *bool {
+	switch l.Op {
+	case Delete:
+		return &s.deletes[l.OldNo]
+	case Insert:
+		return &s.inserts[l.NewNo]
+	}
+	return nil
+}
+
+func (s *Selection) setHunk(i int, v bool) {
+	for k := range s.fd.Hunks[i].Lines {
+		if p := s.slot(&s.fd.Hunks[i].Lines[k]); p != nil {
+			*p = v
+		}
+	}
+}
+
+// PickHunk picks every change of hunk i (0-based).
+func (s *Selection) PickHunk(i int) error {
+	if err := s.checkHunk(i); err != nil {
+		return err
+	}
+	s.setHunk(i, true)
+	return nil
+}
+
+// UnpickHunk unpicks every change of hunk i.
+func (s *Selection) UnpickHunk(i int) error {
+	if err := s.checkHunk(i); err != nil {
+		return err
+	}
+	s.setHunk(i, false)
+	return nil
+}
+
+// ToggleHunk unpicks hunk i when it is wholly picked, else picks all of it.
+func (s *Selection) ToggleHunk(i int) error {
+	if err := s.checkHunk(i); err != nil {
+		return err
+	}
+	s.setHunk(i, s.HunkState(i) != PickedAll)
+	return nil
+}
+
+// PickHunkNumbers picks the hunks with the given 1-based numbers (as typed
+// after --hunks PATH=); an out-of-range number is a *RangeError with
+// OneBased set and nothing is changed.
+func (s *Selection) PickHunkNumbers(numbers []int) error {
+	for _, n := range numbers {
+		if n < 1 || n > len(s.fd.Hunks) {
+			return &RangeError{What: "hunk", Index: n, Len: len(s.fd.Hunks), OneBased: true}
+		}
+	}
+	for _, n := range numbers {
+		s.setHunk(n-1, true)
+	}
+	return nil
+}
+
+// PickLines picks the changes among lines from..to (inclusive, indices into
+// the hunk's Lines) of hunk h; context lines in the range are ignored.
+func (s *Selection) PickLines(h, from, to int) error { return s.setLines(h, from, to, true) }
+
+// UnpickLines unpicks the changes among lines from..to of hunk h.
+func (s *Selection) UnpickLines(h, from, to int) error { return s.setLines(h, from, to, false) }
+
+func (s *Selection) setLines(h, from, to int, v bool) error {
+	if from > to {
+		from, to = to, from
+	}
+	if err := s.checkLine(h, from); err != nil {
+		return err
+	}
+	if err := s.checkLine(h, to); err != nil {
+		return err
+	}
+	for k := from; k <= to; k++ {
+		if p := s.slot(&s.fd.Hunks[h].Lines[k]); p != nil {
+			*p = v
+		}
+	}
+	return nil
+}
+
+// ToggleLine flips the pick of line l of hunk h; ErrNotPickable for context.
+func (s *Selection) ToggleLine(h, l int) error {
+	if err := s.checkLine(h, l); err != nil {
+		return err
+	}
+	p := s.slot(&s.fd.Hunks[h].Lines[l])
+	if p == nil {
+		return fmt.Errorf("toggle line %d of hunk %d: %w", l, h, ErrNotPickable)
+	}
+	*p = !*p
+	return nil
+}
+
+// IsPicked reports whether line l of hunk h is a picked change (false for
+// context and out-of-range indices).
+func (s *Selection) IsPicked(h, l int) bool {
+	if s.checkLine(h, l) != nil {
+		return false
+	}
+	return s.picked(&s.fd.Hunks[h].Lines[l])
+}
+
+func (s *Selection) picked(l *Line) bool {
+	if p := s.slot(l); p != nil {
+		return *p
+	}
+	return false
+}
+
+// HunkState says whether none, some or all changes of hunk i are picked
+// (PickedNone for an out-of-range index).
+func (s *Selection) HunkState(i int) HunkState {
+	if s.checkHunk(i) != nil {
+		return PickedNone
+	}
+	picked, total := s.hunkCounts(i)
+	switch {
+	case picked == 0:
+		return PickedNone
+	case picked == total:
+		return PickedAll
+	}
+	return PickedPartial
+}
+
+func (s *Selection) hunkCounts(i int) (picked, total int) {
+	for k := range s.fd.Hunks[i].Lines {
+		if p := s.slot(&s.fd.Hunks[i].Lines[k]); p != nil {
+			total++
+			if *p {
+				picked++
+			}
+		}
+	}
+	return picked, total
+}
+
+// Count returns how many hunks have at least one picked change and how many
+// changed lines are picked in all.
+func (s *Selection) Count() (hunks, lines int) {
+	for i := range s.fd.Hunks {
+		p, _ := s.hunkCounts(i)
+		if p > 0 {
+			hunks++
+		}
+		lines += p
+	}
+	return hunks, lines
+}
+
+// PickedHunks lists the 0-based indices of hunks with any pick.
+func (s *Selection) PickedHunks() []int {
+	var out []int
+	for i := range s.fd.Hunks {
+		if s.HunkState(i) != PickedNone {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// ParseHunkNumbers parses a CLI hunk list such as "1,3,5-7" into 1-based
+// numbers (ranges inclusive, duplicates removed, in order given).
+func ParseHunkNumbers(list string) ([]int, error) {
+	var out []int
+	seen := map[int]bool{}
+	for _, part := range strings.Split(list, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			return nil, fmt.Errorf("parse hunk list %q: empty item", list)
+		}
+		lo, hi, isRange := strings.Cut(part, "-")
+		from, err := strconv.Atoi(lo)
+		if err != nil || from < 1 {
+			return nil, fmt.Errorf("parse hunk list %q: %q is not a hunk number (they start at 1)", list, part)
+		}
+		to := from
+		if isRange {
+			to, err = strconv.Atoi(hi)
+			if err != nil || to < from {
+				return nil, fmt.Errorf("parse hunk list %q: bad range %q", list, part)
+			}
+		}
+		for n := from; n <= to; n++ {
+			if !seen[n] {
+				seen[n] = true
+				out = append(out, n)
+			}
+		}
+	}
+	return out, nil
+}
+
+// Apply produces the content that results from applying only the picked
+// parts of fd to base, which must be the old version fd was computed from:
+// a picked - line is removed, an unpicked - line stays (as context), a
+// picked + line is added, an unpicked + line is dropped. A nil sel picks
+// everything. With everything picked the result is the new version, with
+// nothing picked it is base.
+func (fd *FileDiff) Apply(base string, sel *Selection) (string, error) {
+	if fd.Summarised() {
+		return "", fmt.Errorf("apply picked hunks: %w", ErrNotDiffed)
+	}
+	if sel != nil && sel.fd != fd {
+		if sel.fd.OldLineCount != fd.OldLineCount || sel.fd.NewLineCount != fd.NewLineCount {
+			return "", errors.New("apply picked hunks: the selection belongs to another diff")
+		}
+	}
+	lines := splitLines(base)
+	out := make([]string, 0, len(lines)+fd.Added)
+	pos := 0
+	for hi := range fd.Hunks {
+		h := &fd.Hunks[hi]
+		start := h.oldOffset()
+		if start < pos || start > len(lines) {
+			return "", &MismatchError{Hunk: hi, Line: min(start, len(lines)) + 1}
+		}
+		out = append(out, lines[pos:start]...)
+		pos = start
+		for k := range h.Lines {
+			l := &h.Lines[k]
+			raw := l.Text
+			if !l.NoNewline {
+				raw += "\n"
+			}
+			picked := sel == nil || sel.picked(l)
+			if l.Op != Insert {
+				if pos >= len(lines) || lines[pos] != raw {
+					return "", &MismatchError{Hunk: hi, Line: pos + 1}
+				}
+				pos++
+			}
+			if l.Op == Equal || (l.Op == Delete && !picked) || (l.Op == Insert && picked) {
+				out = append(out, raw)
+			}
+		}
+	}
+	out = append(out, lines[pos:]...)
+	return joinLines(out), nil
+}
+
+// joinLines concatenates raw lines, giving a newline to any line that lacks
+// one but is no longer last (a partial pick can move an old last line).
+func joinLines(lines []string) string {
+	var b strings.Builder
+	n := 0
+	for _, l := range lines {
+		n += len(l) + 1
+	}
+	b.Grow(n)
+	for i, l := range lines {
+		b.WriteString(l)
+		if i < len(lines)-1 && !strings.HasSuffix(l, "\n") {
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}

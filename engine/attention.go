@@ -1,0 +1,132 @@
+package engine
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Attention says whether a session (or a World) needs the person.
+type Attention string
+
+const (
+	AttentionWaiting Attention = "waiting" // a PTY session blocked reading its terminal, quiet for 2 s
+	AttentionFailed  Attention = "failed"  // ended with a non-zero status or a signal, or did not start
+	AttentionRunning Attention = "running"
+	AttentionLost    Attention = "lost" // its init vanished without recording an end
+	AttentionDone    Attention = "done" // exited 0
+	AttentionIdle    Attention = "idle" // no sessions
+)
+
+// attentionOrder lists attentions most urgent first: a session waiting for input
+// blocks an agent until someone answers; a failure wants a look; running work is
+// worth watching; a lost session is stale bookkeeping; done and idle need nothing.
+var attentionOrder = []Attention{
+	AttentionWaiting, AttentionFailed, AttentionRunning, AttentionLost, AttentionDone, AttentionIdle,
+}
+
+// SessionAttention is a session's attention as its state implies it; a running
+// session reports what its init last recorded (running or waiting).
+func SessionAttention(m SessionMeta) Attention {
+	switch m.State {
+	case SessionExited:
+		return AttentionDone
+	case SessionFailed, SessionKilled:
+		return AttentionFailed
+	case SessionLost:
+		return AttentionLost
+	}
+	if m.Attention == AttentionWaiting {
+		return AttentionWaiting
+	}
+	return AttentionRunning
+}
+
+// WorldAttention is the most urgent attention among a World's sessions, in the
+// order waiting > failed > running > lost > done > idle; idle when there are none.
+func WorldAttention(sessions []SessionMeta) Attention {
+	best := len(attentionOrder) - 1
+	for _, s := range sessions {
+		if i := slices.Index(attentionOrder, SessionAttention(s)); i >= 0 && i < best {
+			best = i
+		}
+	}
+	return attentionOrder[best]
+}
+
+// Waiting-for-input detection, run by a PTY session's init (so pids are in the
+// session's pid namespace and /proc is its own).
+const (
+	// quietBeforeWaiting: a process blocked on the terminal but still printing is
+	// working, not waiting.
+	quietBeforeWaiting = 2 * time.Second
+	attentionInterval  = 500 * time.Millisecond
+)
+
+// readSyscalls and pollSyscalls are syscall numbers (per architecture) that block
+// reading a terminal: a read on the pty's fd, or a poll family call by a process
+// whose stdin is the pty (readline and most line editors poll first).
+var (
+	readSyscalls = map[string][]int{
+		"amd64": {0, 17, 19, 295}, // read, pread64, readv, preadv
+		"arm64": {63, 65, 67, 69}, // read, readv, pread64, preadv
+	}
+	pollSyscalls = map[string][]int{
+		"amd64": {7, 23, 232, 270, 271, 281, 441}, // poll, select, epoll_wait, pselect6, ppoll, epoll_pwait, epoll_pwait2
+		"arm64": {72, 73, 22, 441},                // pselect6, ppoll, epoll_pwait, epoll_pwait2
+	}
+)
+
+// terminalReader reports whether a process of the foreground process group fg is
+// blocked reading the terminal whose slave is ttyPath. procRoot is normally "/proc".
+func terminalReader(procRoot string, fg int, ttyPath string) bool {
+	entries, err := os.ReadDir(procRoot)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		dir := filepath.Join(procRoot, e.Name())
+		st, err := readProcStatFile(filepath.Join(dir, "stat"))
+		if err != nil || st.pgrp != fg || st.state != 'S' {
+			continue
+		}
+		if blockedOnTerminal(dir, ttyPath) {
+			return true
+		}
+	}
+	return false
+}
+
+func blockedOnTerminal(procDir, ttyPath string) bool {
+	data, err := os.ReadFile(filepath.Join(procDir, "syscall"))
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(data))
+	if len(fields) < 2 {
+		return false // "running" or "-1 ..." (not in a syscall)
+	}
+	nr, err := strconv.Atoi(fields[0])
+	if err != nil {
+		return false
+	}
+	isTTY := func(fd int64) bool {
+		target, err := os.Readlink(filepath.Join(procDir, "fd", strconv.FormatInt(fd, 10)))
+		return err == nil && target == ttyPath
+	}
+	if slices.Contains(readSyscalls[runtime.GOARCH], nr) {
+		fd, err := strconv.ParseInt(strings.TrimPrefix(fields[1], "0x"), 16, 64)
+		return err == nil && isTTY(fd)
+	}
+	if slices.Contains(pollSyscalls[runtime.GOARCH], nr) {
+		return isTTY(0)
+	}
+	return false
+}

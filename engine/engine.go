@@ -1,0 +1,248 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/stratahq/strata/overlay"
+)
+
+// Options opens an Engine.
+type Options struct {
+	StateRoot string  // "" = DefaultStateRoot()
+	Config    *Config // nil = LoadConfig(DefaultConfigPath())
+	Logger    *slog.Logger
+	Exe       string // strata binary to re-exec for sessions; "" = this executable
+}
+
+// Engine is one process's handle on the shared state root.
+type Engine struct {
+	Paths  Paths
+	Config *Config
+	Log    *slog.Logger
+	exe    string
+}
+
+// Open prepares the state root and finishes any interrupted publication.
+func Open(ctx context.Context, opts Options) (*Engine, error) {
+	root := opts.StateRoot
+	if root == "" {
+		var err error
+		if root, err = DefaultStateRoot(); err != nil {
+			return nil, err
+		}
+	}
+	root, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("state root: %w", err)
+	}
+	cfg := opts.Config
+	if cfg == nil {
+		if cfg, err = LoadConfig(DefaultConfigPath()); err != nil {
+			return nil, err
+		}
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	e := &Engine{Paths: Paths{Root: root}, Config: cfg, Log: log, exe: opts.Exe}
+	for _, d := range []string{e.Paths.Worlds(), e.Paths.Objects(), e.Paths.Snapshots(), e.Paths.Journal(), e.Paths.Trash(), e.Paths.Scratch()} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("prepare state root %s: %w", root, err)
+		}
+	}
+	if real, err := filepath.EvalSymlinks(root); err == nil {
+		e.Paths.Root = real
+	}
+	if err := e.recover(ctx); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// CreateOptions are the parameters of `strata new`.
+type CreateOptions struct {
+	Name         string
+	Source       string // "" = current directory
+	Backend      Runtime
+	MountBackend overlay.Backend // "" or auto = probe cheaply
+	Isolation    string
+	Labels       map[string]string
+	Template     string // cube
+}
+
+// Create makes a new World over a source tree. Its cost does not depend on
+// the size of the tree: three empty directories and a world.toml.
+func (e *Engine) Create(ctx context.Context, o CreateOptions) (*World, error) {
+	if err := ValidateName(o.Name); err != nil {
+		return nil, err
+	}
+	src := o.Source
+	if src == "" {
+		src = "."
+	}
+	source, err := resolveDir(src)
+	if err != nil {
+		return nil, fmt.Errorf("new world %q: source: %w", o.Name, err)
+	}
+	if within(e.Paths.Root, source) {
+		return nil, fmt.Errorf("new world %q: the state root %s lies inside the source %s; set STRATA_HOME to a directory outside it", o.Name, e.Paths.Root, source)
+	}
+	if within(source, e.Paths.Root) {
+		return nil, fmt.Errorf("new world %q: the source %s lies inside the state root %s", o.Name, source, e.Paths.Root)
+	}
+	w := &World{
+		ID:        newID("w-"),
+		Name:      o.Name,
+		Source:    source,
+		Backend:   o.Backend,
+		Isolation: o.Isolation,
+		State:     StateReady,
+		Created:   time.Now().UTC().Truncate(time.Millisecond),
+		Labels:    o.Labels,
+	}
+	if w.Backend == "" {
+		w.Backend = Runtime(e.Config.Backend)
+	}
+	if w.Isolation == "" {
+		w.Isolation = e.Config.Isolation
+	}
+	if w.Isolation != "tree" && w.Isolation != "strict" {
+		return nil, fmt.Errorf("new world %q: isolation %q: want tree or strict", o.Name, w.Isolation)
+	}
+	mb := o.MountBackend
+	if mb == "" {
+		mb = overlay.Backend(e.Config.MountBackend)
+	}
+	if w.Backend == RuntimeLocal {
+		if w.MountBackend, err = chooseMountBackend(mb); err != nil {
+			return nil, fmt.Errorf("new world %q: %w", o.Name, err)
+		}
+		w.Dialect = w.MountBackend.Dialect()
+	} else if w.Backend != RuntimeCube {
+		return nil, fmt.Errorf("new world %q: backend %q: want local or cube", o.Name, w.Backend)
+	}
+
+	// Build the World under a temporary name and rename it into place with
+	// RENAME_NOREPLACE: a second World of the same name, even from another
+	// process at the same instant, is refused and nothing half-made is left.
+	tmp, err := os.MkdirTemp(e.Paths.Worlds(), ".new-"+o.Name+"-")
+	if err != nil {
+		return nil, fmt.Errorf("new world %q: %w", o.Name, err)
+	}
+	defer os.RemoveAll(tmp)
+	for _, d := range []string{"upper", "work", "merged", "sessions"} {
+		if err := os.Mkdir(filepath.Join(tmp, d), 0o755); err != nil {
+			return nil, fmt.Errorf("new world %q: %w", o.Name, err)
+		}
+	}
+	if w.Backend == RuntimeCube {
+		if err := e.planCube(ctx, w, o); err != nil {
+			return nil, fmt.Errorf("new world %q: %w", o.Name, err)
+		}
+	}
+	if err := writeWorldFile(filepath.Join(tmp, "world.toml"), w); err != nil {
+		return nil, err
+	}
+	if err := renameNoReplace(tmp, e.Paths.World(o.Name)); err != nil {
+		if errors.Is(err, ErrWorldExists) {
+			return nil, fmt.Errorf("new world %q: %w (strata rm %s, or pick another name)", o.Name, ErrWorldExists, o.Name)
+		}
+		return nil, fmt.Errorf("new world %q: %w", o.Name, err)
+	}
+	e.activity(ctx, Event{Type: EventWorldCreated, World: w.Name, Detail: map[string]any{"source": w.Source, "backend": string(w.Backend)}})
+	if w.Backend == RuntimeCube {
+		e.realizeCubeBestEffort(ctx, w)
+	}
+	return w, nil
+}
+
+// chooseMountBackend resolves auto cheaply (no trial mount, so creation
+// stays in milliseconds): kernel overlay as root, else fuse-overlayfs, else
+// unionfs-fuse. `strata doctor` runs the full probe.
+func chooseMountBackend(b overlay.Backend) (overlay.Backend, error) {
+	switch b {
+	case overlay.BackendKernel, overlay.BackendFuseOverlayfs, overlay.BackendUnionfs:
+		return b, nil
+	case "", overlay.BackendAuto:
+	default:
+		return "", fmt.Errorf("mount backend %q: want auto, kernel, fuse-overlayfs or unionfs-fuse", b)
+	}
+	if os.Geteuid() == 0 && kernelHasOverlay() {
+		return overlay.BackendKernel, nil
+	}
+	if _, err := lookPath("fuse-overlayfs"); err == nil {
+		return overlay.BackendFuseOverlayfs, nil
+	}
+	if _, err := lookPath("unionfs"); err == nil {
+		return overlay.BackendUnionfs, nil
+	}
+	if kernelHasOverlay() {
+		return overlay.BackendKernel, nil // rootless kernel overlay in a user namespace
+	}
+	return "", errors.New("no overlay backend: not root and neither fuse-overlayfs nor unionfs-fuse is installed (apt-get install fuse-overlayfs); run strata doctor")
+}
+
+func kernelHasOverlay() bool {
+	data, err := os.ReadFile("/proc/filesystems")
+	return err == nil && strings.Contains(string(data), "\toverlay\n")
+}
+
+// World reads one World.
+func (e *Engine) World(name string) (*World, error) { return readWorld(e.Paths, name) }
+
+// Worlds lists every World, sorted by name. Broken entries are logged and skipped.
+func (e *Engine) Worlds() ([]*World, error) {
+	ents, err := os.ReadDir(e.Paths.Worlds())
+	if err != nil {
+		return nil, fmt.Errorf("list worlds: %w", err)
+	}
+	var out []*World
+	for _, d := range ents {
+		if !d.IsDir() || strings.HasPrefix(d.Name(), ".") {
+			continue
+		}
+		w, err := readWorld(e.Paths, d.Name())
+		if err != nil {
+			e.Log.Warn("skip world", "name", d.Name(), "err", err)
+			continue
+		}
+		out = append(out, w)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Changes reads the World's change set from its layers (no mount needed).
+func (e *Engine) Changes(ctx context.Context, w *World, includeIgnored bool) (*overlay.ChangeSet, error) {
+	ign, err := e.ignore()
+	if err != nil {
+		return nil, err
+	}
+	cs, err := overlay.ReadChanges(ctx, w.Layers(e.Paths), overlay.ReadOptions{Ignore: ign, IncludeIgnored: includeIgnored})
+	if err != nil {
+		return nil, fmt.Errorf("changes of world %q: %w", w.Name, err)
+	}
+	return cs, nil
+}
+
+func (e *Engine) ignore() (*overlay.Ignore, error) {
+	pats := append([]string{".git/"}, e.Config.Ignore...)
+	ign, err := overlay.NewIgnore(pats...)
+	if err != nil {
+		return nil, fmt.Errorf("ignore patterns in %s: %w", e.Config.Path(), err)
+	}
+	return ign, nil
+}
+
+// errorsIsNotExist is errors.Is(err, fs.ErrNotExist), named for readability.
+func errorsIsNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }

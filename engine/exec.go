@@ -1,0 +1,181 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// ExecOptions are the parameters of `strata exec`.
+type ExecOptions struct {
+	Argv      []string
+	Env       []string // full environment for the command; nil = this process's
+	Cwd       string   // inside the World; "" = the source root
+	TTY       bool
+	NoNetwork bool
+	Isolation string // "" = the World's
+	Snapshot  bool   // take a snapshot first (auto_snapshot)
+}
+
+// Exec starts a session in the World and returns once the command runs.
+func (e *Engine) Exec(ctx context.Context, name string, o ExecOptions) (SessionMeta, error) {
+	w, err := e.World(name)
+	if err != nil {
+		return SessionMeta{}, err
+	}
+	if len(o.Argv) == 0 {
+		return SessionMeta{}, fmt.Errorf("exec in world %q: no command given (strata exec %s -- CMD ARGS...)", name, name)
+	}
+	if w.Backend == RuntimeCube {
+		return e.execCube(ctx, w, o)
+	}
+	if o.Snapshot || e.Config.AutoSnapshot {
+		if _, err := e.Snapshot(ctx, name, SnapshotOptions{Message: "before exec: " + shellQuote(o.Argv), Auto: true}); err != nil {
+			return SessionMeta{}, fmt.Errorf("exec in world %q: snapshot before exec: %w", name, err)
+		}
+	}
+	if err := e.EnsureMounted(ctx, w); err != nil {
+		return SessionMeta{}, err
+	}
+	iso := o.Isolation
+	if iso == "" {
+		iso = w.Isolation
+	}
+	if iso != "tree" && iso != "strict" {
+		return SessionMeta{}, fmt.Errorf("exec in world %q: isolation %q: want tree or strict", name, iso)
+	}
+	env := o.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	cwd := o.Cwd
+	if cwd == "" {
+		cwd = w.Source
+	} else if !filepath.IsAbs(cwd) {
+		cwd = filepath.Join(w.Source, cwd)
+	}
+	var binds []Bind
+	for _, b := range e.Config.StrictBinds {
+		binds = append(binds, Bind{Source: b, Target: b})
+	}
+	id := NewSessionID()
+	spec := SessionSpec{
+		ID:        id,
+		World:     w.Name,
+		Source:    w.Source,
+		Merged:    e.Paths.Merged(w.Name),
+		StateRoot: e.Paths.Root,
+		Dir:       filepath.Join(e.Paths.Sessions(w.Name), id),
+		Argv:      o.Argv,
+		Env:       env,
+		EnvRedact: e.Config.EnvRedact,
+		Cwd:       cwd,
+		TTY:       o.TTY,
+		NoNetwork: o.NoNetwork,
+		Isolation: Isolation(iso),
+		Binds:     binds,
+		Exe:       e.exe,
+	}
+	meta, err := StartSession(ctx, spec)
+	if err != nil {
+		return meta, fmt.Errorf("exec in world %q: %w", name, err)
+	}
+	e.activity(ctx, Event{Type: EventSessionStarted, World: w.Name, Session: meta.ID, Detail: map[string]any{"argv": o.Argv, "tty": o.TTY}})
+	return meta, nil
+}
+
+// SessionDir is where a session of a World keeps its files.
+func (e *Engine) SessionDir(world, id string) string {
+	return filepath.Join(e.Paths.Sessions(world), id)
+}
+
+// Sessions lists a World's sessions, oldest first.
+func (e *Engine) Sessions(name string) ([]SessionMeta, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	return ListSessions(e.Paths.World(name))
+}
+
+// Session finds one session by id or unique id prefix; "" = the newest.
+func (e *Engine) Session(name, ref string) (SessionMeta, error) {
+	ss, err := e.Sessions(name)
+	if err != nil {
+		return SessionMeta{}, err
+	}
+	if len(ss) == 0 {
+		return SessionMeta{}, fmt.Errorf("world %q has no sessions (strata exec %s -- CMD starts one)", name, name)
+	}
+	if ref == "" {
+		return ss[len(ss)-1], nil
+	}
+	var found []SessionMeta
+	for _, s := range ss {
+		if s.ID == ref {
+			return s, nil
+		}
+		if len(ref) >= 3 && len(s.ID) > len(ref) && s.ID[:len(ref)] == ref {
+			found = append(found, s)
+		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		return SessionMeta{}, fmt.Errorf("world %q has no session %q (strata sessions %s lists them)", name, ref, name)
+	}
+	return SessionMeta{}, fmt.Errorf("session %q of world %q is ambiguous: %d sessions start with it", ref, name, len(found))
+}
+
+func (e *Engine) runningSessions(w *World) []string {
+	ss, err := ListSessions(e.Paths.World(w.Name))
+	if err != nil {
+		return nil
+	}
+	var ids []string
+	for _, s := range ss {
+		if s.State == SessionRunning || s.State == SessionStarting {
+			ids = append(ids, s.ID)
+		}
+	}
+	return ids
+}
+
+func (e *Engine) killSession(w *World, id string) error {
+	return KillSession(e.SessionDir(w.Name, id), syscall.SIGKILL)
+}
+
+// Kill signals a session's command.
+func (e *Engine) Kill(ctx context.Context, name, ref string, sig syscall.Signal) (SessionMeta, error) {
+	s, err := e.Session(name, ref)
+	if err != nil {
+		return s, err
+	}
+	if err := KillSession(e.SessionDir(name, s.ID), sig); err != nil {
+		return s, fmt.Errorf("kill session %s of world %q: %w", s.ID, name, err)
+	}
+	return s, nil
+}
+
+// ShellQuote renders argv the way a shell user would type it.
+func ShellQuote(argv []string) string {
+	var b strings.Builder
+	for i, a := range argv {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		if a != "" && strings.IndexFunc(a, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+@%", r))
+		}) < 0 {
+			b.WriteString(a)
+			continue
+		}
+		b.WriteString("'" + strings.ReplaceAll(a, "'", `'\''`) + "'")
+	}
+	return b.String()
+}
+
+func shellQuote(argv []string) string { return ShellQuote(argv) }

@@ -1,0 +1,90 @@
+package engine
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+)
+
+// WorldInfo is a World with what a person wants to see at a glance.
+type WorldInfo struct {
+	World
+	Status    string    `json:"status"` // running, waiting, failed, done, idle, planned, stopped
+	Changes   int       `json:"changes"`
+	Sessions  int       `json:"sessions"`
+	Running   int       `json:"running_sessions"`
+	Attention Attention `json:"attention"`
+	Mounted   bool      `json:"mounted"`
+	Error     string    `json:"error,omitempty"` // why Changes could not be read
+}
+
+// Info gathers a World's derived state: its status, change count and sessions.
+func (e *Engine) Info(ctx context.Context, w *World) WorldInfo {
+	wi := WorldInfo{World: *w, Mounted: w.Backend == RuntimeLocal && e.Mounted(w)}
+	if cs, err := e.Changes(ctx, w, false); err == nil {
+		wi.Changes = len(cs.Changes)
+	} else {
+		wi.Error = err.Error()
+	}
+	ss, _ := ListSessions(e.Paths.World(w.Name))
+	wi.Sessions = len(ss)
+	for _, s := range ss {
+		if s.State == SessionRunning || s.State == SessionStarting {
+			wi.Running++
+		}
+	}
+	wi.Attention = WorldAttention(ss)
+	wi.Status = worldStatus(w, ss, wi.Attention)
+	return wi
+}
+
+func worldStatus(w *World, ss []SessionMeta, att Attention) string {
+	switch w.State {
+	case StatePlanned:
+		return "planned"
+	case StateStopped:
+		return "stopped"
+	}
+	if len(ss) == 0 {
+		return "idle"
+	}
+	switch att {
+	case AttentionWaiting:
+		return "waiting"
+	case AttentionRunning:
+		return "running"
+	case AttentionFailed:
+		return "failed"
+	case AttentionDone:
+		return "done"
+	}
+	return string(att)
+}
+
+// WorldsOfSource lists the Worlds whose source contains dir (or all when dir is "").
+func (e *Engine) WorldsOfSource(dir string) ([]*World, error) {
+	all, err := e.Worlds()
+	if err != nil || dir == "" {
+		return all, err
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		real = dir
+	}
+	var out []*World
+	for _, w := range all {
+		if within(real, w.Source) {
+			out = append(out, w)
+		}
+	}
+	return out, nil
+}
+
+// cwdOrEmpty is the current directory, or "" when it cannot be read.
+func cwdOrEmpty() string {
+	d, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	return d
+}

@@ -1,0 +1,320 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Attach protocol on attach.sock. Client to init: frames of [type uint8][length
+// uint32 big-endian][data]; the first frame is a hello. Init to client: the raw
+// terminal output, then EOF when the session ends.
+const (
+	attachHello  = 1 // data: flags (attachReplay)
+	attachInput  = 2 // data: bytes for the terminal
+	attachResize = 3 // data: rows, cols as big-endian uint16
+)
+
+const (
+	attachReplay = 1 << 0
+
+	// replayBytes is how much recent output the init keeps for a client asking for
+	// a replay: enough to redraw a screen of a full-screen program.
+	replayBytes = 64 << 10
+	// clientQueue bounds the chunks queued for a slow client before it is dropped,
+	// so a stuck client never stalls the command's output.
+	clientQueue = 1024
+)
+
+// WinSize is a terminal size in cells.
+type WinSize struct{ Rows, Cols uint16 }
+
+// socketPath returns a path for dir/name that fits a unix socket address (108
+// bytes): long state roots are reached through /proc/self/fd of an open dir.
+func socketPath(dir, name string) (string, func(), error) {
+	p := filepath.Join(dir, name)
+	if len(p) < 100 {
+		return p, func() {}, nil
+	}
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", nil, fmt.Errorf("open %s: %w", dir, err)
+	}
+	return "/proc/self/fd/" + strconv.Itoa(fd) + "/" + name, func() { unix.Close(fd) }, nil
+}
+
+// ptyServer is the init's side of a PTY session: it pumps the terminal's output to
+// the transcript and to attached clients, and their input to the terminal.
+type ptyServer struct {
+	master     *os.File
+	slavePath  string
+	transcript *transcriptWriter
+	ln         *net.UnixListener
+
+	lastOutput atomic.Int64 // unix nanos
+
+	mu      sync.Mutex
+	ring    []byte
+	clients map[*attachClient]struct{}
+	closed  bool
+	writers sync.WaitGroup
+}
+
+type attachClient struct {
+	conn  net.Conn
+	queue chan []byte
+}
+
+func listenAttach(dir string) (*net.UnixListener, error) {
+	p, done, err := socketPath(dir, AttachSocket)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	_ = os.Remove(filepath.Join(dir, AttachSocket))
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: p, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("listen on attach socket: %w", err)
+	}
+	// The socket file is removed with the session's end through the root handle;
+	// the path may not be reachable by then.
+	ln.SetUnlinkOnClose(false)
+	return ln, nil
+}
+
+// openPTY opens a terminal pair from the /dev/ptmx the init sees (its private
+// devpts) with the master non-blocking, so its reads go through the runtime poller.
+func openPTY(size WinSize) (master, slave *os.File, slavePath string, err error) {
+	mfd, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("open pty: %w", err)
+	}
+	fail := func(what string, err error) (*os.File, *os.File, string, error) {
+		unix.Close(mfd)
+		return nil, nil, "", fmt.Errorf("open pty: %s: %w", what, err)
+	}
+	if err := unix.IoctlSetPointerInt(mfd, unix.TIOCSPTLCK, 0); err != nil {
+		return fail("unlock", err)
+	}
+	if err := unix.IoctlSetWinsize(mfd, unix.TIOCSWINSZ, &unix.Winsize{Row: size.Rows, Col: size.Cols}); err != nil {
+		return fail("set size", err)
+	}
+	// TIOCGPTPEER opens the slave without a path lookup.
+	sfd, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(mfd), unix.TIOCGPTPEER, uintptr(unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC))
+	if errno != 0 {
+		return fail("open slave", errno)
+	}
+	slavePath, err = os.Readlink("/proc/self/fd/" + strconv.Itoa(int(sfd)))
+	if err != nil {
+		unix.Close(int(sfd))
+		return fail("name slave", err)
+	}
+	return os.NewFile(uintptr(mfd), "/dev/ptmx"), os.NewFile(sfd, slavePath), slavePath, nil
+}
+
+// fileIoctl runs fn on f's descriptor without switching f to blocking mode.
+func fileIoctl(f *os.File, fn func(fd int) error) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	if err := rc.Control(func(fd uintptr) { ferr = fn(int(fd)) }); err != nil {
+		return err
+	}
+	return ferr
+}
+
+func newPTYServer(master *os.File, slavePath string, tw *transcriptWriter, ln *net.UnixListener) *ptyServer {
+	s := &ptyServer{master: master, slavePath: slavePath, transcript: tw, ln: ln, clients: map[*attachClient]struct{}{}}
+	s.lastOutput.Store(time.Now().UnixNano())
+	return s
+}
+
+// pump copies terminal output until the terminal has no writer left (EIO).
+func (s *ptyServer) pump() {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := s.master.Read(buf)
+		if n > 0 {
+			now := time.Now()
+			s.lastOutput.Store(now.UnixNano())
+			_ = s.transcript.write(StreamPTY, now, buf[:n])
+			s.broadcast(buf[:n])
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (s *ptyServer) broadcast(data []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ring = append(s.ring, data...)
+	if len(s.ring) > replayBytes {
+		s.ring = append(s.ring[:0], s.ring[len(s.ring)-replayBytes:]...)
+	}
+	for c := range s.clients {
+		select {
+		case c.queue <- slicesClone(data):
+		default:
+			s.dropLocked(c)
+		}
+	}
+}
+
+func slicesClone(b []byte) []byte { return append([]byte(nil), b...) }
+
+func (s *ptyServer) dropLocked(c *attachClient) {
+	delete(s.clients, c)
+	close(c.queue)
+}
+
+// serve accepts attach clients until the listener closes.
+func (s *ptyServer) serve() {
+	for {
+		conn, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		go s.handle(conn)
+	}
+}
+
+func (s *ptyServer) handle(conn net.Conn) {
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	typ, data, err := readAttachFrame(conn)
+	if err != nil || typ != attachHello || len(data) < 1 {
+		conn.Close()
+		return
+	}
+	_ = conn.SetReadDeadline(time.Time{})
+	c := &attachClient{conn: conn, queue: make(chan []byte, clientQueue)}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		conn.Close()
+		return
+	}
+	if data[0]&attachReplay != 0 && len(s.ring) > 0 {
+		c.queue <- slicesClone(s.ring)
+	}
+	s.clients[c] = struct{}{}
+	s.writers.Add(1)
+	s.mu.Unlock()
+
+	go func() {
+		defer s.writers.Done()
+		defer conn.Close()
+		for chunk := range c.queue {
+			if _, err := conn.Write(chunk); err != nil {
+				s.mu.Lock()
+				if _, ok := s.clients[c]; ok {
+					s.dropLocked(c)
+				}
+				s.mu.Unlock()
+				for range c.queue {
+				}
+				return
+			}
+		}
+	}()
+
+	for {
+		typ, data, err := readAttachFrame(conn)
+		if err != nil {
+			s.mu.Lock()
+			if _, ok := s.clients[c]; ok {
+				s.dropLocked(c)
+			}
+			s.mu.Unlock()
+			return
+		}
+		switch typ {
+		case attachInput:
+			// Blocks while the terminal's input queue is full; only this client waits.
+			_, _ = s.master.Write(data)
+		case attachResize:
+			if len(data) == 4 {
+				ws := WinSize{Rows: binary.BigEndian.Uint16(data[0:2]), Cols: binary.BigEndian.Uint16(data[2:4])}
+				if ws.Rows > 0 && ws.Cols > 0 {
+					_ = fileIoctl(s.master, func(fd int) error {
+						return unix.IoctlSetWinsize(fd, unix.TIOCSWINSZ, &unix.Winsize{Row: ws.Rows, Col: ws.Cols})
+					})
+					_ = s.transcript.writeResize(time.Now(), ws)
+				}
+			}
+		}
+	}
+}
+
+// finish stops accepting clients, lets each queued output reach them and closes
+// them, so a client sees all output and then EOF.
+func (s *ptyServer) finish(timeout time.Duration) {
+	s.ln.Close()
+	s.mu.Lock()
+	s.closed = true
+	for c := range s.clients {
+		s.dropLocked(c)
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.writers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+	}
+}
+
+// waitingForInput reports whether the terminal's foreground process group is blocked
+// reading it and the terminal has been quiet for quietBeforeWaiting.
+func (s *ptyServer) waitingForInput() bool {
+	if time.Since(time.Unix(0, s.lastOutput.Load())) < quietBeforeWaiting {
+		return false
+	}
+	var fg int
+	err := fileIoctl(s.master, func(fd int) (err error) {
+		fg, err = unix.IoctlGetInt(fd, unix.TIOCGPGRP)
+		return err
+	})
+	if err != nil || fg <= 0 {
+		return false
+	}
+	return terminalReader("/proc", fg, s.slavePath)
+}
+
+func writeAttachFrame(w io.Writer, typ byte, data []byte) error {
+	buf := make([]byte, 0, 5+len(data))
+	buf = append(buf, typ)
+	buf = binary.BigEndian.AppendUint32(buf, uint32(len(data)))
+	buf = append(buf, data...)
+	_, err := w.Write(buf)
+	return err
+}
+
+func readAttachFrame(r io.Reader) (byte, []byte, error) {
+	var h [5]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return 0, nil, err
+	}
+	n := binary.BigEndian.Uint32(h[1:])
+	if n > 1<<20 {
+		return 0, nil, errors.New("attach frame too large")
+	}
+	data := make([]byte, n)
+	if _, err := io.ReadFull(r, data); err != nil {
+		return 0, nil, err
+	}
+	return h[0], data, nil
+}

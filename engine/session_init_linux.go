@@ -1,0 +1,693 @@
+package engine
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Descriptors the caller hands the init (see startInit).
+const (
+	initSpecFD  = 3
+	initReadyFD = 4
+	initStdinFD = 5
+)
+
+// SessionInitMain is the session's init: strata re-executed as PID 1 of the
+// session's namespaces. It sets up the World's mounts, starts the command with
+// reduced capabilities, records its output in the transcript and its end in
+// meta.json, then exits (which ends whatever the command left behind). args are the
+// arguments after SessionInitArg: the session dir. It returns the process exit code.
+func SessionInitMain(args []string) int {
+	if len(args) > 0 && args[0] == SessionInitArg {
+		args = args[1:]
+	}
+	if len(args) != 1 {
+		fmt.Fprintf(os.Stderr, "usage: strata %s SESSION_DIR (started by strata itself)\n", SessionInitArg)
+		return 2
+	}
+	in := &sessionInit{dir: args[0]}
+	if err := in.run(); err != nil {
+		fmt.Fprintf(os.Stderr, "session init %s: %v\n", in.dir, err)
+		return 1
+	}
+	return 0
+}
+
+type sessionInit struct {
+	dir   string
+	spec  initSpec
+	root  *os.Root
+	ready *os.File
+
+	mu   sync.Mutex
+	meta SessionMeta
+
+	transcript *transcriptWriter
+	pty        *ptyServer
+}
+
+func (in *sessionInit) run() error {
+	// Never let these reach the command.
+	for _, fd := range []int{initSpecFD, initReadyFD, initStdinFD} {
+		unix.CloseOnExec(fd)
+	}
+	in.ready = os.NewFile(initReadyFD, "ready")
+	specFile := os.NewFile(initSpecFD, "spec")
+	err := json.NewDecoder(specFile).Decode(&in.spec)
+	specFile.Close()
+	if err != nil {
+		return fmt.Errorf("read spec: %w", err)
+	}
+	// Keep the command (root, but without CAP_SYS_PTRACE) out of /proc/1: the init's
+	// fds lead to the hidden state root.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("set non-dumpable: %w", err)
+	}
+	root, err := os.OpenRoot(in.dir)
+	if err != nil {
+		return fmt.Errorf("open session dir: %w", err)
+	}
+	in.root = root
+	spec := in.spec
+	in.meta = SessionMeta{
+		ID: spec.ID, World: spec.World, Argv: spec.Argv, Env: RedactEnv(spec.Env, spec.EnvRedact),
+		Source: spec.Source, Cwd: spec.Cwd, TTY: spec.TTY, Isolation: spec.Isolation, NoNetwork: spec.NoNetwork,
+		StartedAt: time.Now(), State: SessionStarting, Attention: AttentionRunning,
+	}
+	if spec.EnvRedact == nil {
+		in.meta.Env = RedactEnv(spec.Env, DefaultEnvRedact)
+	}
+	// /proc is still the host's: learn our host pid and start time before the
+	// session gets its own /proc.
+	hostProc, err := unix.Open("/proc", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return in.startFailed(1, fmt.Errorf("open /proc: %w", err))
+	}
+	defer unix.Close(hostProc)
+	if self, err := os.Readlink("/proc/self"); err == nil {
+		in.meta.InitPID, _ = strconv.Atoi(self)
+		if st, err := readProcStat(in.meta.InitPID); err == nil {
+			in.meta.InitStartTime = st.startTime
+		}
+	}
+
+	tf, err := root.OpenFile(TranscriptFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return in.startFailed(1, fmt.Errorf("open transcript: %w", err))
+	}
+	defer tf.Close()
+	if in.transcript, err = newTranscriptWriter(tf); err != nil {
+		return in.startFailed(1, err)
+	}
+	var ln *net.UnixListener
+	if spec.TTY {
+		if ln, err = listenAttach(in.dir); err != nil {
+			return in.startFailed(1, err)
+		}
+	}
+	if err := setupSessionMounts(&spec.SessionSpec); err != nil {
+		return in.startFailed(1, err)
+	}
+	hostname := spec.World
+	if hostname == "" {
+		hostname = "strata"
+	}
+	if err := unix.Sethostname([]byte(hostname)); err != nil {
+		return in.startFailed(1, fmt.Errorf("set hostname: %w", err))
+	}
+	if spec.NoNetwork {
+		if err := loopbackUp(); err != nil {
+			return in.startFailed(1, err)
+		}
+	}
+	if err := unix.Chdir("/"); err != nil {
+		return in.startFailed(1, err)
+	}
+
+	// The command's stdio.
+	files := make([]*os.File, 3)
+	var pumps sync.WaitGroup
+	var slave *os.File
+	if spec.TTY {
+		master, s, slavePath, err := openPTY(WinSize{Rows: spec.Rows, Cols: spec.Cols})
+		if err != nil {
+			return in.startFailed(1, err)
+		}
+		slave = s
+		files[0], files[1], files[2] = slave, slave, slave
+		in.pty = newPTYServer(master, slavePath, in.transcript, ln)
+		_ = in.transcript.writeResize(time.Now(), WinSize{Rows: spec.Rows, Cols: spec.Cols})
+	} else {
+		if spec.HasStdin {
+			files[0] = os.NewFile(initStdinFD, "stdin")
+		} else if files[0], err = os.Open(os.DevNull); err != nil {
+			return in.startFailed(1, err)
+		}
+		for i, stream := range []Stream{StreamStdout, StreamStderr} {
+			r, w, err := os.Pipe()
+			if err != nil {
+				return in.startFailed(1, err)
+			}
+			files[i+1] = w
+			pumps.Go(func() { in.pumpPipe(r, stream) })
+		}
+	}
+
+	proc, startErr := startCommand(spec.SessionSpec, files)
+	for _, f := range files {
+		f.Close()
+	}
+	if startErr != nil {
+		var se *startError
+		code := 1
+		if errors.As(startErr, &se) {
+			code = se.code
+		}
+		if in.pty != nil {
+			in.pty.master.Close()
+			in.pty.ln.Close()
+			_ = in.root.Remove(AttachSocket)
+		}
+		pumps.Wait()
+		return in.startFailed(code, startErr)
+	}
+
+	in.mu.Lock()
+	in.meta.PID = hostPIDOf(hostProc, proc.Pid)
+	in.meta.StartedAt = time.Now()
+	in.meta.State = SessionRunning
+	meta := in.meta
+	in.mu.Unlock()
+	if err := writeSessionMeta(in.root, meta); err != nil {
+		return err
+	}
+	_ = json.NewEncoder(in.ready).Encode(readyMessage{Meta: meta})
+	in.ready.Close()
+
+	if in.pty != nil {
+		pumps.Go(in.pty.pump)
+		go in.pty.serve()
+	}
+	stopSignals := forwardSignals(proc.Pid)
+	defer stopSignals()
+	status := make(chan unix.WaitStatus, 1)
+	go reap(proc.Pid, status)
+	stopAttention := make(chan struct{})
+	if in.pty != nil {
+		go in.watchAttention(stopAttention)
+	}
+
+	ws := <-status
+	close(stopAttention)
+	endedAt := time.Now()
+	// Output normally ends with the command; a background process still holding
+	// the pipes or the terminal is ended with the session.
+	drained := make(chan struct{})
+	go func() { pumps.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(20 * time.Millisecond):
+		_ = unix.Kill(-1, unix.SIGKILL)
+		select {
+		case <-drained:
+		case <-time.After(2 * time.Second):
+		}
+	}
+	if in.pty != nil {
+		in.pty.finish(2 * time.Second)
+		in.pty.master.Close()
+		_ = in.root.Remove(AttachSocket)
+	}
+	_ = tf.Sync()
+
+	in.mu.Lock()
+	in.meta.EndedAt = endedAt
+	switch {
+	case ws.Signaled():
+		in.meta.ExitCode = 128 + int(ws.Signal())
+		in.meta.Signal = unix.SignalName(ws.Signal())
+		in.meta.State, in.meta.Attention = SessionKilled, AttentionFailed
+	case ws.ExitStatus() == 0:
+		in.meta.State, in.meta.Attention = SessionExited, AttentionDone
+	default:
+		in.meta.ExitCode = ws.ExitStatus()
+		in.meta.State, in.meta.Attention = SessionFailed, AttentionFailed
+	}
+	meta = in.meta
+	in.mu.Unlock()
+	if err := writeSessionMeta(in.root, meta); err != nil {
+		return err
+	}
+	in.removeEmptyLog()
+	return nil
+}
+
+// startFailed records that the command never ran, and tells the caller.
+func (in *sessionInit) startFailed(code int, err error) error {
+	in.mu.Lock()
+	in.meta.State, in.meta.Attention = SessionFailed, AttentionFailed
+	in.meta.ExitCode, in.meta.Error, in.meta.EndedAt = code, err.Error(), time.Now()
+	meta := in.meta
+	in.mu.Unlock()
+	if in.root != nil {
+		if werr := writeSessionMeta(in.root, meta); werr != nil {
+			return errors.Join(err, werr)
+		}
+	}
+	_ = json.NewEncoder(in.ready).Encode(readyMessage{Meta: meta})
+	in.ready.Close()
+	in.removeEmptyLog()
+	// A command that was not found is the command's failure, not the init's.
+	return nil
+}
+
+func (in *sessionInit) removeEmptyLog() {
+	if info, err := in.root.Stat(initLogFile); err == nil && info.Size() == 0 {
+		_ = in.root.Remove(initLogFile)
+	}
+}
+
+func (in *sessionInit) pumpPipe(r *os.File, stream Stream) {
+	defer r.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			_ = in.transcript.write(stream, time.Now(), buf[:n])
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// watchAttention records in meta.json when a PTY session starts or stops waiting
+// for input; the file only changes when the attention does.
+func (in *sessionInit) watchAttention(stop <-chan struct{}) {
+	tick := time.NewTicker(attentionInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		att := AttentionRunning
+		if in.pty.waitingForInput() {
+			att = AttentionWaiting
+		}
+		in.mu.Lock()
+		if in.meta.State != SessionRunning || in.meta.Attention == att {
+			in.mu.Unlock()
+			continue
+		}
+		in.meta.Attention = att
+		meta := in.meta
+		// Held while writing so an older attention can never overwrite the end.
+		_ = writeSessionMeta(in.root, meta)
+		in.mu.Unlock()
+	}
+}
+
+// reap waits for every child (the init is PID 1: orphans of the session come to
+// it) and reports the command's status.
+func reap(pid int, status chan<- unix.WaitStatus) {
+	for {
+		var ws unix.WaitStatus
+		got, err := unix.Wait4(-1, &ws, 0, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return // ECHILD: nothing left in the namespace
+		}
+		if got == pid {
+			status <- ws
+		}
+	}
+}
+
+// forwardSignals passes the signals a caller may send the init on to the command's
+// process group (a pid namespace's init ignores signals it has no handler for).
+func forwardSignals(pid int) func() {
+	ch := make(chan os.Signal, 8)
+	signal.Notify(ch, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case sig := <-ch:
+				s := sig.(syscall.Signal)
+				if unix.Kill(-pid, s) != nil {
+					_ = unix.Kill(pid, s)
+				}
+			}
+		}
+	}()
+	return func() { signal.Stop(ch); close(done) }
+}
+
+// hostPIDOf finds the host pid of a child given its pid in the session's pid
+// namespace, through a pidfd whose fdinfo, read from the host's /proc, shows it.
+func hostPIDOf(hostProc, pid int) int {
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return 0
+	}
+	defer unix.Close(pidfd)
+	fd, err := unix.Openat(hostProc, "self/fdinfo/"+strconv.Itoa(pidfd), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0
+	}
+	f := os.NewFile(uintptr(fd), "fdinfo")
+	defer f.Close()
+	v, ok := readFirstLineWithPrefix(f, "Pid:")
+	if !ok {
+		return 0
+	}
+	n, _ := strconv.Atoi(v)
+	return n
+}
+
+// startError carries the exit code a shell would give for a command that could not
+// be started: 127 not found, 126 not executable.
+type startError struct {
+	code int
+	err  error
+}
+
+func (e *startError) Error() string { return e.err.Error() }
+func (e *startError) Unwrap() error { return e.err }
+
+// startCommand starts the command with files as its stdio, on a thread that first
+// drops capabilities and sets no_new_privs; that thread is never reused, so the init
+// keeps its own capabilities.
+func startCommand(spec SessionSpec, files []*os.File) (*os.Process, error) {
+	path, err := lookCommand(spec.Argv[0], spec.Env, spec.Cwd)
+	if err != nil {
+		return nil, err
+	}
+	attr := &os.ProcAttr{
+		Dir:   spec.Cwd,
+		Env:   spec.Env,
+		Files: files,
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	}
+	if spec.TTY {
+		attr.Sys = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	}
+	type result struct {
+		proc *os.Process
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+		if err := dropCapabilities(); err != nil {
+			done <- result{err: err}
+			return
+		}
+		proc, err := os.StartProcess(path, spec.Argv, attr)
+		done <- result{proc, err}
+	}()
+	r := <-done
+	if r.err != nil {
+		var pe *os.PathError
+		if errors.As(r.err, &pe) && pe.Op == "chdir" {
+			return nil, &startError{code: 1, err: fmt.Errorf("cwd %s: %w", spec.Cwd, pe.Err)}
+		}
+		code := 126
+		if errors.Is(r.err, os.ErrNotExist) {
+			code = 127
+		}
+		return nil, &startError{code: code, err: fmt.Errorf("exec: %s: %w", spec.Argv[0], unwrapPathError(r.err))}
+	}
+	return r.proc, nil
+}
+
+func unwrapPathError(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// lookCommand resolves argv[0] the way a shell would, with the command's PATH.
+func lookCommand(name string, env []string, cwd string) (string, error) {
+	if strings.Contains(name, "/") {
+		p := name
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(cwd, p)
+		}
+		if err := checkExecutable(p); err != nil {
+			code := 126
+			if errors.Is(err, os.ErrNotExist) {
+				code = 127
+			}
+			return "", &startError{code: code, err: fmt.Errorf("exec: %s: %w", name, unwrapPathError(err))}
+		}
+		return p, nil
+	}
+	pathEnv := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathEnv = v
+		}
+	}
+	var denied error
+	for _, dir := range filepath.SplitList(pathEnv) {
+		if dir == "" {
+			dir = "."
+		}
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(cwd, dir)
+		}
+		p := filepath.Join(dir, name)
+		err := checkExecutable(p)
+		if err == nil {
+			return p, nil
+		}
+		if !errors.Is(err, os.ErrNotExist) && denied == nil {
+			denied = err
+		}
+	}
+	if denied != nil {
+		return "", &startError{code: 126, err: fmt.Errorf("exec: %s: %w", name, unwrapPathError(denied))}
+	}
+	return "", &startError{code: 127, err: fmt.Errorf("exec: %s: not found", name)}
+}
+
+func checkExecutable(p string) error {
+	info, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if info.IsDir() {
+		return &os.PathError{Op: "exec", Path: p, Err: unix.EISDIR}
+	}
+	if info.Mode()&0o111 == 0 {
+		return &os.PathError{Op: "exec", Path: p, Err: os.ErrPermission}
+	}
+	return nil
+}
+
+// setupSessionMounts builds the command's view in the init's (new, private) mount
+// namespace: the World over the source path, the state root hidden, a private /dev
+// and /proc, and for strict isolation everything else read-only.
+func setupSessionMounts(spec *SessionSpec) error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make mounts private: %w", err)
+	}
+	// Detached copies of everything bound in later: covering the state root, /dev
+	// or /tmp must not cover what lies under them.
+	world, err := cloneTree(spec.Merged)
+	if err != nil {
+		return fmt.Errorf("world view %s: %w", spec.Merged, err)
+	}
+	defer unix.Close(world)
+	bindFDs := make([]int, len(spec.Binds))
+	for i, b := range spec.Binds {
+		if bindFDs[i], err = cloneTree(b.Source); err != nil {
+			return fmt.Errorf("bind %s: %w", b.Source, err)
+		}
+		defer unix.Close(bindFDs[i])
+	}
+	var devNodes map[string]int
+	if !spec.HostDev {
+		devNodes = map[string]int{}
+		for _, name := range []string{"null", "zero", "full", "random", "urandom", "tty"} {
+			fd, err := unix.OpenTree(unix.AT_FDCWD, "/dev/"+name, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+			if err != nil {
+				return fmt.Errorf("clone /dev/%s: %w", name, err)
+			}
+			defer unix.Close(fd)
+			devNodes[name] = fd
+		}
+	}
+
+	for _, dir := range append([]string{spec.StateRoot}, spec.HideDirs...) {
+		if dir == "" {
+			continue
+		}
+		if _, err := os.Stat(dir); err != nil {
+			continue
+		}
+		if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,mode=0555"); err != nil {
+			return fmt.Errorf("hide %s: %w", dir, err)
+		}
+	}
+	if spec.Isolation == IsolationStrict {
+		if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+			return fmt.Errorf("make the host read-only: %w", err)
+		}
+		if err := unix.Mount("tmpfs", "/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
+			return fmt.Errorf("private /tmp: %w", err)
+		}
+		if spec.HostDev && isMountPoint("/dev") {
+			if err := unix.MountSetattr(unix.AT_FDCWD, "/dev", unix.AT_RECURSIVE, &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}); err != nil {
+				return fmt.Errorf("keep /dev writable: %w", err)
+			}
+		}
+	}
+	if !spec.HostDev {
+		if err := setupDev(devNodes); err != nil {
+			return err
+		}
+	}
+	if err := attachTree(world, spec.Source, true); err != nil {
+		return fmt.Errorf("bind the world over %s: %w", spec.Source, err)
+	}
+	for i, b := range spec.Binds {
+		if err := attachTree(bindFDs[i], b.Target, isDir(b.Source)); err != nil {
+			return fmt.Errorf("bind %s at %s: %w", b.Source, b.Target, err)
+		}
+		attr := &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}
+		if b.ReadOnly {
+			attr = &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+		}
+		if err := unix.MountSetattr(unix.AT_FDCWD, b.Target, unix.AT_RECURSIVE, attr); err != nil {
+			return fmt.Errorf("bind %s at %s: %w", b.Source, b.Target, err)
+		}
+	}
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mount /proc: %w", err)
+	}
+	// Host-wide knobs root could otherwise turn from inside (reboot via sysrq,
+	// kernel sysctls).
+	for _, p := range []string{"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"} {
+		if _, err := os.Lstat(p); err != nil {
+			continue
+		}
+		if err := unix.Mount(p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("protect %s: %w", p, err)
+		}
+		if err := unix.MountSetattr(unix.AT_FDCWD, p, unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC}); err != nil {
+			return fmt.Errorf("protect %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+func isMountPoint(p string) bool {
+	var st, parent unix.Stat_t
+	return unix.Stat(p, &st) == nil && unix.Stat(filepath.Dir(p), &parent) == nil && st.Dev != parent.Dev
+}
+
+func isDir(p string) bool {
+	info, err := os.Stat(p)
+	return err == nil && info.IsDir()
+}
+
+func cloneTree(path string) (int, error) {
+	return unix.OpenTree(unix.AT_FDCWD, path, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+}
+
+// attachTree mounts a detached tree at target, creating target where the host
+// lacks it (under the private /tmp, say).
+func attachTree(fd int, target string, dir bool) error {
+	if _, err := os.Lstat(target); errors.Is(err, os.ErrNotExist) {
+		if dir {
+			err = os.MkdirAll(target, 0o755)
+		} else if err = os.MkdirAll(filepath.Dir(target), 0o755); err == nil {
+			var f *os.File
+			if f, err = os.OpenFile(target, os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+				f.Close()
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("create mount point: %w", err)
+		}
+	}
+	return unix.MoveMount(fd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH)
+}
+
+// setupDev gives the session a private /dev: the harmless character devices bound
+// from the host, a devpts instance of its own (so its terminals are its own), and a
+// private /dev/shm; no disks.
+func setupDev(nodes map[string]int) error {
+	if err := unix.Mount("tmpfs", "/dev", "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
+		return fmt.Errorf("private /dev: %w", err)
+	}
+	for name, fd := range nodes {
+		if err := attachTree(fd, "/dev/"+name, false); err != nil {
+			return fmt.Errorf("/dev/%s: %w", name, err)
+		}
+	}
+	for _, d := range []string{"/dev/pts", "/dev/shm"} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return fmt.Errorf("private /dev: %w", err)
+		}
+	}
+	if err := unix.Mount("devpts", "/dev/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
+		return fmt.Errorf("mount /dev/pts: %w", err)
+	}
+	if err := unix.Mount("shm", "/dev/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
+		return fmt.Errorf("mount /dev/shm: %w", err)
+	}
+	for link, target := range map[string]string{
+		"/dev/ptmx": "pts/ptmx", "/dev/fd": "/proc/self/fd",
+		"/dev/stdin": "/proc/self/fd/0", "/dev/stdout": "/proc/self/fd/1", "/dev/stderr": "/proc/self/fd/2",
+	} {
+		if err := os.Symlink(target, link); err != nil {
+			return fmt.Errorf("private /dev: %w", err)
+		}
+	}
+	return nil
+}
+
+// loopbackUp brings up lo in the session's own network namespace.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("bring up lo: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return fmt.Errorf("bring up lo: %w", err)
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("bring up lo: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("bring up lo: %w", err)
+	}
+	return nil
+}

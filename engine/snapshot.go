@@ -1,0 +1,786 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stratahq/strata/overlay"
+)
+
+// Snapshot is one frozen state of a World's upper layer: an entry of its
+// timeline. IDs are global (snapshots/<id>.manifest) so a fork's timeline
+// can point at the snapshot it came from in another World.
+type Snapshot struct {
+	ID         string    `json:"id"`
+	Parent     string    `json:"parent,omitempty"`
+	World      string    `json:"world"`
+	Time       time.Time `json:"time"`
+	Message    string    `json:"message,omitempty"`
+	Auto       bool      `json:"auto,omitempty"` // taken by strata (before rollback or exec), not asked for
+	Files      int       `json:"files"`
+	Dirs       int       `json:"dirs"`
+	Symlinks   int       `json:"symlinks"`
+	Whiteouts  int       `json:"whiteouts"`
+	Opaque     int       `json:"opaque"`
+	Hashed     int       `json:"hashed"`
+	NewObjects int       `json:"new_objects"`
+	NewBytes   int64     `json:"new_bytes"`
+	Duration   string    `json:"duration"`
+	Cube       string    `json:"cube_snapshot,omitempty"` // the linked CubeSandbox snapshot id
+}
+
+// Timeline is worlds/<name>/timeline.json: snapshots oldest first, and the
+// snapshot the World's current state descends from.
+type Timeline struct {
+	World      string     `json:"world"`
+	Head       string     `json:"head,omitempty"`
+	ForkedFrom *ForkLink  `json:"forked_from,omitempty"`
+	Snapshots  []Snapshot `json:"snapshots"`
+}
+
+// ForkLink says which World and snapshot a forked World started from.
+type ForkLink struct {
+	World    string `json:"world"`
+	Snapshot string `json:"snapshot"`
+}
+
+// SnapshotOptions are the flags of `strata snap`.
+type SnapshotOptions struct {
+	Message string
+	Auto    bool
+}
+
+// ErrSnapshotNotFound is returned for an unknown snapshot reference.
+var ErrSnapshotNotFound = errors.New("snapshot not found")
+
+func (e *Engine) timelinePath(name string) string {
+	return filepath.Join(e.Paths.World(name), "timeline.json")
+}
+
+func (e *Engine) statCachePath(name string) string {
+	return filepath.Join(e.Paths.World(name), "statcache")
+}
+
+func (e *Engine) manifestPath(id string) string {
+	return filepath.Join(e.Paths.Snapshots(), id+".manifest")
+}
+
+// Timeline reads a World's snapshot timeline.
+func (e *Engine) Timeline(name string) (*Timeline, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	return readTimeline(e.timelinePath(name), name)
+}
+
+func readTimeline(path, name string) (*Timeline, error) {
+	tl := &Timeline{World: name}
+	data, err := os.ReadFile(path)
+	if errorsIsNotExist(err) {
+		return tl, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read timeline of world %q: %w", name, err)
+	}
+	if err := json.Unmarshal(data, tl); err != nil {
+		return nil, fmt.Errorf("read timeline of world %q: %s: %w", name, path, err)
+	}
+	tl.World = name
+	return tl, nil
+}
+
+func (e *Engine) writeTimeline(tl *Timeline) error {
+	data, err := json.MarshalIndent(tl, "", "  ")
+	if err != nil {
+		return err
+	}
+	return overlay.WriteFileAtomic(e.timelinePath(tl.World), append(data, '\n'), 0o644)
+}
+
+// Find resolves a snapshot reference: a full id, a unique prefix, or
+// "head", "head~N" (N snapshots before head along parent links).
+func (tl *Timeline) Find(ref string) (*Snapshot, error) {
+	byID := map[string]*Snapshot{}
+	for i := range tl.Snapshots {
+		byID[tl.Snapshots[i].ID] = &tl.Snapshots[i]
+	}
+	if ref == "head" || strings.HasPrefix(ref, "head~") {
+		n := 0
+		if ref != "head" {
+			var err error
+			if n, err = strconv.Atoi(strings.TrimPrefix(ref, "head~")); err != nil || n < 0 {
+				return nil, fmt.Errorf("%w: %q (want head~N)", ErrSnapshotNotFound, ref)
+			}
+		}
+		s := byID[tl.Head]
+		for ; s != nil && n > 0; n-- {
+			s = byID[s.Parent]
+		}
+		if s == nil {
+			return nil, fmt.Errorf("%w: %q in world %q", ErrSnapshotNotFound, ref, tl.World)
+		}
+		return s, nil
+	}
+	if s, ok := byID[ref]; ok {
+		return s, nil
+	}
+	var found []*Snapshot
+	for i := range tl.Snapshots {
+		if len(ref) >= 3 && strings.HasPrefix(tl.Snapshots[i].ID, ref) {
+			found = append(found, &tl.Snapshots[i])
+		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		return nil, fmt.Errorf("%w: %q in world %q (strata timeline %s lists them)", ErrSnapshotNotFound, ref, tl.World, tl.World)
+	}
+	return nil, fmt.Errorf("snapshot %q is ambiguous in world %q: %d snapshots start with it", ref, tl.World, len(found))
+}
+
+func (e *Engine) store() (*overlay.Store, error) { return overlay.OpenStore(e.Paths.Objects()) }
+
+// Snapshot freezes the World's upper layer. Running sessions are paused
+// (SIGSTOP to every process of their PID namespaces) for the capture so the
+// snapshot is consistent, then resumed. Only files changed since the last
+// snapshot are read and hashed.
+func (e *Engine) Snapshot(ctx context.Context, name string, o SnapshotOptions) (*Snapshot, error) {
+	lk, err := e.lockWorld(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer lk.Unlock()
+	w, err := e.World(name)
+	if err != nil {
+		return nil, err
+	}
+	return e.snapshotLocked(ctx, w, o)
+}
+
+func (e *Engine) snapshotLocked(ctx context.Context, w *World, o SnapshotOptions) (*Snapshot, error) {
+	start := time.Now()
+	st, err := e.store()
+	if err != nil {
+		return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
+	}
+	// Shared store lock: gc (exclusive) cannot drop objects this capture puts
+	// before the manifest that references them is on disk.
+	slk, err := st.LockShared(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
+	}
+	defer slk.Unlock()
+	tl, err := e.Timeline(w.Name)
+	if err != nil {
+		return nil, err
+	}
+	cache, err := overlay.LoadStatCache(e.statCachePath(w.Name))
+	if err != nil {
+		cache = overlay.NewStatCache() // a lost cache only costs rehashing
+	}
+	thaw := e.freezeWorld(w)
+	m, stats, err := overlay.CaptureUpper(ctx, st, e.Paths.Upper(w.Name), w.Dialect, cache)
+	thaw()
+	if err != nil {
+		return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
+	}
+	s := Snapshot{
+		ID: newID("s-"), Parent: tl.Head, World: w.Name, Time: time.Now().UTC(), Message: o.Message, Auto: o.Auto,
+		Files: stats.Files, Dirs: stats.Dirs, Symlinks: stats.Symlinks, Whiteouts: stats.Whiteouts, Opaque: stats.Opaque,
+		Hashed: stats.Hashed, NewObjects: stats.NewObjects, NewBytes: stats.NewBytes,
+	}
+	// Manifest first, then the timeline: a crash in between leaves an
+	// unreferenced manifest, never a timeline entry without its manifest.
+	if err := overlay.WriteManifest(e.manifestPath(s.ID), m); err != nil {
+		return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
+	}
+	if err := st.Sync(); err != nil {
+		return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
+	}
+	s.Duration = time.Since(start).Round(time.Microsecond).String()
+	tl.Snapshots = append(tl.Snapshots, s)
+	tl.Head = s.ID
+	if err := e.writeTimeline(tl); err != nil {
+		return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
+	}
+	if err := cache.Save(e.statCachePath(w.Name)); err != nil {
+		e.Log.Warn("save stat cache", "world", w.Name, "err", err)
+	}
+	e.activity(ctx, Event{Type: EventSnapshotTaken, World: w.Name, Detail: map[string]any{"snapshot": s.ID, "message": s.Message, "auto": s.Auto, "files": s.Files, "new_bytes": s.NewBytes}})
+	return &s, nil
+}
+
+// freezeWorld stops every process of the World's running sessions and
+// returns the function that resumes them. A marker names the freezing
+// process so a crash mid-capture is undone by the next strata (thawStale).
+func (e *Engine) freezeWorld(w *World) func() {
+	pids := e.worldPIDs(w)
+	if len(pids) == 0 {
+		return func() {}
+	}
+	marker := filepath.Join(e.Paths.World(w.Name), ".frozen")
+	_ = os.WriteFile(marker, []byte(strconv.Itoa(os.Getpid())), 0o644)
+	for _, p := range pids {
+		_ = syscall.Kill(p, syscall.SIGSTOP)
+	}
+	return func() {
+		for _, p := range pids {
+			_ = syscall.Kill(p, syscall.SIGCONT)
+		}
+		_ = os.Remove(marker)
+	}
+}
+
+// thawStale resumes a World whose freezer died before resuming it.
+func (e *Engine) thawStale(w *World) {
+	marker := filepath.Join(e.Paths.World(w.Name), ".frozen")
+	data, err := os.ReadFile(marker)
+	if err != nil {
+		return
+	}
+	if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && pid != os.Getpid() && syscall.Kill(pid, 0) == nil {
+		return // the freezer is alive and will resume them
+	}
+	for _, p := range e.worldPIDs(w) {
+		_ = syscall.Kill(p, syscall.SIGCONT)
+	}
+	_ = os.Remove(marker)
+}
+
+// worldPIDs lists the host PIDs of every process in the World's running
+// sessions' PID namespaces, the session inits excluded.
+func (e *Engine) worldPIDs(w *World) []int {
+	ss, _ := ListSessions(e.Paths.World(w.Name))
+	nss := map[string]int{}
+	for _, s := range ss {
+		if (s.State == SessionRunning || s.State == SessionStarting) && s.InitPID > 0 {
+			if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", s.InitPID)); err == nil {
+				nss[ns] = s.InitPID
+			}
+		}
+	}
+	if len(nss) == 0 {
+		return nil
+	}
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, d := range ents {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		ns, err := os.Readlink("/proc/" + d.Name() + "/ns/pid")
+		if err != nil {
+			continue
+		}
+		if initPID, ok := nss[ns]; ok && pid != initPID {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// RollbackOptions are the flags of `strata rollback`.
+type RollbackOptions struct {
+	Kill bool // stop running sessions instead of refusing
+}
+
+// RollbackResult says what a rollback did.
+type RollbackResult struct {
+	World    string    `json:"world"`
+	To       string    `json:"to"`
+	Saved    *Snapshot `json:"saved"` // the automatic snapshot of the state before, so the rollback can be undone
+	Killed   int       `json:"killed_sessions"`
+	Duration string    `json:"duration"`
+}
+
+// Rollback restores the World's upper to a snapshot. It first snapshots the
+// current state (so a rollback can itself be undone), stops the World's
+// sessions (refusing unless Kill), unmounts, restores exactly, remounts.
+func (e *Engine) Rollback(ctx context.Context, name, ref string, o RollbackOptions) (*RollbackResult, error) {
+	start := time.Now()
+	lk, err := e.lockWorld(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer lk.Unlock()
+	w, err := e.World(name)
+	if err != nil {
+		return nil, err
+	}
+	tl, err := e.Timeline(name)
+	if err != nil {
+		return nil, err
+	}
+	target, err := tl.Find(ref)
+	if err != nil {
+		return nil, err
+	}
+	m, err := overlay.ReadManifest(e.manifestPath(target.ID))
+	if err != nil {
+		return nil, fmt.Errorf("rollback world %q to %s: %w", name, target.ID, err)
+	}
+	res := &RollbackResult{World: name, To: target.ID}
+	running := e.runningSessions(w)
+	if len(running) > 0 && !o.Kill {
+		return nil, fmt.Errorf("rollback world %q: %w (%s); stop them first or pass --kill", name, ErrSessionsRunning, strings.Join(running, ", "))
+	}
+	if res.Saved, err = e.snapshotLocked(ctx, w, SnapshotOptions{Message: "before rollback to " + target.ID, Auto: true}); err != nil {
+		return nil, fmt.Errorf("rollback world %q: %w", name, err)
+	}
+	if res.Killed, err = e.stopSessions(ctx, w, running); err != nil {
+		return nil, fmt.Errorf("rollback world %q: %w", name, err)
+	}
+	if err := e.restoreUpper(ctx, w, m); err != nil {
+		return nil, fmt.Errorf("rollback world %q to %s: %w", name, target.ID, err)
+	}
+	tl, err = e.Timeline(name) // re-read: the auto snapshot changed it
+	if err != nil {
+		return nil, err
+	}
+	tl.Head = target.ID
+	if err := e.writeTimeline(tl); err != nil {
+		return nil, err
+	}
+	res.Duration = time.Since(start).Round(time.Microsecond).String()
+	e.activity(ctx, Event{Type: EventRollback, World: name, Detail: map[string]any{"to": target.ID, "saved": res.Saved.ID}})
+	return res, nil
+}
+
+// restoreUpper swaps the World's upper for a manifest's, with the World
+// unmounted, then mounts it again if it was mounted. The stat cache is
+// dropped: every restored file has a new inode.
+func (e *Engine) restoreUpper(ctx context.Context, w *World, m *overlay.Manifest) error {
+	st, err := e.store()
+	if err != nil {
+		return err
+	}
+	wasMounted := w.Backend == RuntimeLocal && e.Mounted(w)
+	if err := e.unmountLocked(ctx, w); err != nil {
+		return err
+	}
+	if err := overlay.RestoreUpperWith(ctx, st, m, e.Paths.Upper(w.Name), w.Dialect, overlay.RestoreOptions{UserXattr: !isRoot(), Lower: w.Source}); err != nil {
+		return err
+	}
+	_ = os.Remove(e.statCachePath(w.Name))
+	if err := resetWorkDir(e.Paths.Work(w.Name)); err != nil {
+		return err
+	}
+	if wasMounted {
+		return e.mountLocked(ctx, w)
+	}
+	return nil
+}
+
+// resetWorkDir empties the overlay work dir so a remount starts clean.
+func resetWorkDir(dir string) error {
+	if err := removeAllForce(dir); err != nil {
+		return fmt.Errorf("reset work dir %s: %w", dir, err)
+	}
+	return os.Mkdir(dir, 0o755)
+}
+
+// stopSessions kills the listed sessions and waits for them to end.
+func (e *Engine) stopSessions(ctx context.Context, w *World, ids []string) (int, error) {
+	n := 0
+	for _, id := range ids {
+		if err := KillSession(e.SessionDir(w.Name, id), syscall.SIGKILL); err == nil {
+			n++
+		}
+	}
+	for _, id := range ids {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := WaitSession(wctx, e.SessionDir(w.Name, id))
+		cancel()
+		if err != nil {
+			return n, fmt.Errorf("session %s did not stop: %w", id, err)
+		}
+	}
+	return n, nil
+}
+
+// ForkOptions are the flags of `strata fork`.
+type ForkOptions struct {
+	Snap   string // snapshot reference; "" = the live state, via an implicit snapshot
+	N      int
+	Prefix string // new names are PREFIX-1..N; default NAME
+	Names  []string
+}
+
+// Fork creates N new Worlds whose uppers are restored from a snapshot of
+// this World, concurrently. Each is independent afterwards.
+func (e *Engine) Fork(ctx context.Context, name string, o ForkOptions) ([]*World, error) {
+	w, err := e.World(name)
+	if err != nil {
+		return nil, err
+	}
+	if o.N <= 0 {
+		o.N = 1
+	}
+	if o.N > 100 {
+		return nil, fmt.Errorf("fork world %q: -n %d: at most 100 at once", name, o.N)
+	}
+	var snap *Snapshot
+	if o.Snap == "" {
+		if snap, err = e.Snapshot(ctx, name, SnapshotOptions{Message: fmt.Sprintf("fork into %d", o.N), Auto: true}); err != nil {
+			return nil, err
+		}
+	} else {
+		tl, err := e.Timeline(name)
+		if err != nil {
+			return nil, err
+		}
+		if snap, err = tl.Find(o.Snap); err != nil {
+			return nil, err
+		}
+	}
+	m, err := overlay.ReadManifest(e.manifestPath(snap.ID))
+	if err != nil {
+		return nil, fmt.Errorf("fork world %q from %s: %w", name, snap.ID, err)
+	}
+	names := o.Names
+	if len(names) == 0 {
+		prefix := o.Prefix
+		if prefix == "" {
+			prefix = name
+		}
+		names = e.freeNames(prefix, o.N)
+	}
+	for _, n := range names {
+		if err := ValidateName(n); err != nil {
+			return nil, fmt.Errorf("fork world %q: %w", name, err)
+		}
+	}
+	st, err := e.store()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*World, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, n := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nw, err := e.Create(ctx, CreateOptions{Name: n, Source: w.Source, Backend: w.Backend, MountBackend: w.MountBackend, Isolation: w.Isolation, Labels: w.Labels})
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			if err := overlay.RestoreUpperWith(ctx, st, m, e.Paths.Upper(n), nw.Dialect, overlay.RestoreOptions{UserXattr: !isRoot(), Lower: w.Source, NoSync: true}); err != nil {
+				errs[i] = fmt.Errorf("restore %s into %q: %w", snap.ID, n, err)
+				return
+			}
+			nw.Base = snap.ID
+			if err := writeWorld(e.Paths, nw); err != nil {
+				errs[i] = err
+				return
+			}
+			tl := &Timeline{World: n, Head: snap.ID, ForkedFrom: &ForkLink{World: name, Snapshot: snap.ID}}
+			if err := e.writeTimeline(tl); err != nil {
+				errs[i] = err
+				return
+			}
+			out[i] = nw
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		// Leave nothing half-made: remove the forks that were created.
+		for i, nw := range out {
+			if nw != nil || errs[i] != nil && !errors.Is(errs[i], ErrWorldExists) {
+				_ = removeAllForce(e.Paths.World(names[i]))
+			}
+		}
+		return nil, fmt.Errorf("fork world %q: %w", name, err)
+	}
+	// One syncfs for all the new uppers instead of one per restore.
+	if f, err := os.Open(e.Paths.Worlds()); err == nil {
+		_ = unix.Syncfs(int(f.Fd()))
+		f.Close()
+	}
+	e.activity(ctx, Event{Type: EventFork, World: name, Detail: map[string]any{"snapshot": snap.ID, "worlds": names}})
+	return out, nil
+}
+
+// freeNames picks n unused names PREFIX-1, PREFIX-2, ...
+func (e *Engine) freeNames(prefix string, n int) []string {
+	var out []string
+	for i := 1; len(out) < n; i++ {
+		cand := fmt.Sprintf("%s-%d", prefix, i)
+		if _, err := os.Stat(e.Paths.World(cand)); errorsIsNotExist(err) {
+			out = append(out, cand)
+		}
+	}
+	return out
+}
+
+// RestorePaths brings single paths back from a snapshot (including "it
+// was deleted" and "it did not exist"). The World must have no running session.
+func (e *Engine) RestorePaths(ctx context.Context, name, ref string, paths []string) error {
+	lk, err := e.lockWorld(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer lk.Unlock()
+	w, err := e.World(name)
+	if err != nil {
+		return err
+	}
+	if running := e.runningSessions(w); len(running) > 0 {
+		return fmt.Errorf("restore in world %q: %w (%s); stop them first", name, ErrSessionsRunning, strings.Join(running, ", "))
+	}
+	tl, err := e.Timeline(name)
+	if err != nil {
+		return err
+	}
+	s, err := tl.Find(ref)
+	if err != nil {
+		return err
+	}
+	m, err := overlay.ReadManifest(e.manifestPath(s.ID))
+	if err != nil {
+		return fmt.Errorf("restore from %s: %w", s.ID, err)
+	}
+	clean := make([]string, 0, len(paths))
+	for _, p := range paths {
+		c, err := e.relToSource(w, p)
+		if err != nil {
+			return err
+		}
+		clean = append(clean, c)
+	}
+	st, err := e.store()
+	if err != nil {
+		return err
+	}
+	wasMounted := e.Mounted(w)
+	if err := e.unmountLocked(ctx, w); err != nil {
+		return err
+	}
+	if err := overlay.RestorePathsWith(ctx, st, m, e.Paths.Upper(w.Name), w.Dialect, clean, overlay.RestoreOptions{UserXattr: !isRoot(), Lower: w.Source}); err != nil {
+		return fmt.Errorf("restore %s from %s in world %q: %w", strings.Join(clean, ", "), s.ID, name, err)
+	}
+	_ = os.Remove(e.statCachePath(w.Name))
+	if err := resetWorkDir(e.Paths.Work(w.Name)); err != nil {
+		return err
+	}
+	if wasMounted {
+		return e.mountLocked(ctx, w)
+	}
+	return nil
+}
+
+// relToSource turns a user's path (relative to the source, or absolute
+// inside it) into a clean relative path.
+func (e *Engine) relToSource(w *World, p string) (string, error) {
+	if filepath.IsAbs(p) {
+		rel, err := filepath.Rel(w.Source, filepath.Clean(p))
+		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			return "", fmt.Errorf("path %q is outside the source %s", p, w.Source)
+		}
+		p = rel
+	}
+	p = filepath.ToSlash(filepath.Clean(p))
+	if p == "." || p == ".." || strings.HasPrefix(p, "../") {
+		return "", fmt.Errorf("path %q is not inside the source %s", p, w.Source)
+	}
+	return p, nil
+}
+
+// SnapDiff lists the paths that differ between two snapshots, or between a
+// snapshot and the World now (b == "").
+func (e *Engine) SnapDiff(ctx context.Context, name, a, b string) ([]overlay.ManifestDelta, error) {
+	tl, err := e.Timeline(name)
+	if err != nil {
+		return nil, err
+	}
+	sa, err := tl.Find(a)
+	if err != nil {
+		return nil, err
+	}
+	ma, err := overlay.ReadManifest(e.manifestPath(sa.ID))
+	if err != nil {
+		return nil, err
+	}
+	var mb *overlay.Manifest
+	if b == "" {
+		w, err := e.World(name)
+		if err != nil {
+			return nil, err
+		}
+		if mb, err = e.captureNow(ctx, w); err != nil {
+			return nil, err
+		}
+	} else {
+		sb, err := tl.Find(b)
+		if err != nil {
+			return nil, err
+		}
+		if mb, err = overlay.ReadManifest(e.manifestPath(sb.ID)); err != nil {
+			return nil, err
+		}
+	}
+	return overlay.DiffManifests(ma, mb), nil
+}
+
+// captureNow freezes the live upper into a manifest without recording a snapshot.
+func (e *Engine) captureNow(ctx context.Context, w *World) (*overlay.Manifest, error) {
+	st, err := e.store()
+	if err != nil {
+		return nil, err
+	}
+	slk, err := st.LockShared(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer slk.Unlock()
+	cache, err := overlay.LoadStatCache(e.statCachePath(w.Name))
+	if err != nil {
+		cache = overlay.NewStatCache()
+	}
+	m, _, err := overlay.CaptureUpper(ctx, st, e.Paths.Upper(w.Name), w.Dialect, cache)
+	return m, err
+}
+
+// unsavedChanges counts changes not covered by the head snapshot: 0 when the
+// World is exactly as its newest snapshot froze it.
+func (e *Engine) unsavedChanges(ctx context.Context, w *World, cs *overlay.ChangeSet) (int, error) {
+	if len(cs.Changes) == 0 {
+		return 0, nil
+	}
+	tl, err := e.Timeline(w.Name)
+	if err != nil || tl.Head == "" {
+		return len(cs.Changes), err
+	}
+	head, err := overlay.ReadManifest(e.manifestPath(tl.Head))
+	if err != nil {
+		return len(cs.Changes), nil
+	}
+	now, err := e.captureNow(ctx, w)
+	if err != nil {
+		return 0, err
+	}
+	return len(overlay.DiffManifests(head, now)), nil
+}
+
+// GCResult is what `strata gc` did.
+type GCResult struct {
+	Removed   int   `json:"removed_objects"`
+	Freed     int64 `json:"freed_bytes"`
+	Manifests int   `json:"manifests"`
+}
+
+// GC drops objects that no snapshot manifest (and no apply base) references.
+// It is safe while snapshots are being taken: they hold the store lock
+// shared until their manifest is on disk.
+func (e *Engine) GC(ctx context.Context) (*GCResult, error) {
+	st, err := e.store()
+	if err != nil {
+		return nil, err
+	}
+	// The live set is gathered before gc takes the store lock; a snapshot
+	// that completes in between only references objects younger than the
+	// store's grace period, which gc keeps. Any unreadable manifest aborts:
+	// gc must never drop what it could not prove dead.
+	res := &GCResult{}
+	var liveIDs []overlay.ObjectID
+	ents, err := os.ReadDir(e.Paths.Snapshots())
+	if err != nil {
+		return nil, fmt.Errorf("gc: %w", err)
+	}
+	for _, d := range ents {
+		if !strings.HasSuffix(d.Name(), ".manifest") {
+			continue
+		}
+		m, err := overlay.ReadManifest(filepath.Join(e.Paths.Snapshots(), d.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("gc: %w (nothing removed)", err)
+		}
+		res.Manifests++
+		for _, en := range m.Entries {
+			if en.Object != "" {
+				liveIDs = append(liveIDs, en.Object)
+			}
+		}
+	}
+	liveIDs = append(liveIDs, e.baseObjects()...)
+	removed, freed, err := st.GC(ctx, func(yield func(overlay.ObjectID) bool) {
+		for _, id := range liveIDs {
+			if !yield(id) {
+				return
+			}
+		}
+	})
+	res.Removed, res.Freed = removed, freed
+	return res, err
+}
+
+// baseObjects lists the objects apply bases reference (kept by gc).
+func (e *Engine) baseObjects() []overlay.ObjectID { return nil }
+
+// TreeLine is one line of a timeline drawn as a tree.
+type TreeLine struct {
+	Prefix   string // indentation and branch glyphs
+	Depth    int
+	Snapshot Snapshot
+}
+
+// TimelineTree orders a timeline depth-first from its roots (snapshots
+// whose parent is not in this timeline, e.g. a fork's origin), children
+// oldest first, so branches made by rollbacks show as indented subtrees.
+func TimelineTree(tl *Timeline) []TreeLine {
+	in := map[string]bool{}
+	kids := map[string][]int{}
+	for _, s := range tl.Snapshots {
+		in[s.ID] = true
+	}
+	var roots []int
+	for i, s := range tl.Snapshots {
+		if s.Parent == "" || !in[s.Parent] {
+			roots = append(roots, i)
+		} else {
+			kids[s.Parent] = append(kids[s.Parent], i)
+		}
+	}
+	var out []TreeLine
+	var walk func(i, depth int, last bool)
+	walk = func(i, depth int, last bool) {
+		s := tl.Snapshots[i]
+		prefix := strings.Repeat("│ ", max(depth-1, 0))
+		if depth > 0 {
+			if last {
+				prefix += "└─"
+			} else {
+				prefix += "├─"
+			}
+		}
+		out = append(out, TreeLine{Prefix: prefix, Depth: depth, Snapshot: s})
+		ch := kids[s.ID]
+		// The first child continues the line at the same depth; later
+		// children (branches after a rollback) are indented.
+		for j, c := range ch {
+			if j == 0 && len(ch) == 1 {
+				walk(c, depth, last)
+				continue
+			}
+			walk(c, depth+1, j == len(ch)-1)
+		}
+	}
+	for _, r := range roots {
+		walk(r, 0, true)
+	}
+	return out
+}

@@ -1,0 +1,41 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+)
+
+// testCallerEnv makes the test binary act as a short-lived strata process that
+// starts a session and then waits to be killed (see TestSessionSurvivesCaller).
+const testCallerEnv = "STRATA_TEST_SESSION_CALLER"
+
+func TestMain(m *testing.M) {
+	// The tests re-execute their own binary as the session init.
+	if len(os.Args) > 1 && os.Args[1] == SessionInitArg {
+		os.Exit(SessionInitMain(os.Args[2:]))
+	}
+	if spec := os.Getenv(testCallerEnv); spec != "" {
+		os.Exit(runTestCaller(spec))
+	}
+	os.Exit(m.Run())
+}
+
+func runTestCaller(specJSON string) int {
+	var spec SessionSpec
+	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	meta, err := StartSession(context.Background(), spec)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	_ = json.NewEncoder(os.Stdout).Encode(meta)
+	time.Sleep(time.Hour)
+	return 0
+}

@@ -1,0 +1,119 @@
+package engine
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/stratahq/strata/overlay"
+)
+
+// Runtime names where a World's sessions run.
+type Runtime string
+
+const (
+	RuntimeLocal Runtime = "local"
+	RuntimeCube  Runtime = "cube"
+)
+
+// WorldState is the persisted lifecycle state of a World. What a person sees
+// (running, waiting, failed...) is derived from it and the sessions: see
+// WorldInfo.Status.
+type WorldState string
+
+const (
+	StateReady   WorldState = "ready"   // layers exist; mounted on demand
+	StatePlanned WorldState = "planned" // a cube World whose sandbox is not created yet
+	StateStopped WorldState = "stopped" // a cube World whose sandbox is gone or paused
+)
+
+// World is worlds/<name>/world.toml.
+type World struct {
+	ID           string            `toml:"id" json:"id"`
+	Name         string            `toml:"name" json:"name"`
+	Source       string            `toml:"source" json:"source"`
+	Backend      Runtime           `toml:"backend" json:"backend"`
+	MountBackend overlay.Backend   `toml:"mount_backend" json:"mount_backend"`
+	Dialect      overlay.Dialect   `toml:"dialect" json:"dialect"`
+	Isolation    string            `toml:"isolation" json:"isolation"`
+	State        WorldState        `toml:"state" json:"state"`
+	Created      time.Time         `toml:"created" json:"created"`
+	Base         string            `toml:"base,omitempty" json:"base,omitempty"` // snapshot it was forked from
+	Labels       map[string]string `toml:"labels,omitempty" json:"labels,omitempty"`
+	Cube         *CubeWorld        `toml:"cube,omitempty" json:"cube,omitempty"`
+}
+
+// CubeWorld is the cube runtime's part of world.toml.
+type CubeWorld struct {
+	SandboxID string `toml:"sandbox_id,omitempty" json:"sandbox_id,omitempty"`
+	Template  string `toml:"template,omitempty" json:"template,omitempty"`
+	Domain    string `toml:"domain,omitempty" json:"domain,omitempty"`
+	Request   string `toml:"request,omitempty" json:"request,omitempty"` // the create request it will send, JSON
+	Driver    string `toml:"driver,omitempty" json:"driver,omitempty"`   // overlay driver inside the guest
+}
+
+// Layers returns the World's overlay layers for reading without a mount.
+func (w *World) Layers(p Paths) overlay.Layers {
+	return overlay.Layers{Upper: p.Upper(w.Name), Lower: w.Source, Dialect: w.Dialect}
+}
+
+func newID(prefix string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// ErrWorldNotFound is returned when no World has the name.
+var ErrWorldNotFound = errors.New("world not found")
+
+// ErrWorldExists is returned when creating a World whose name is taken.
+var ErrWorldExists = errors.New("world already exists")
+
+func readWorld(p Paths, name string) (*World, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	w, err := readWorldFile(p.WorldFile(name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %q (strata ls --all lists every World)", ErrWorldNotFound, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read world %q: %w", name, err)
+	}
+	if w.Name != name {
+		return nil, fmt.Errorf("read world %q: world.toml names %q", name, w.Name)
+	}
+	return w, nil
+}
+
+func readWorldFile(path string) (*World, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var w World
+	if _, err := toml.Decode(string(data), &w); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &w, nil
+}
+
+func writeWorld(p Paths, w *World) error { return writeWorldFile(p.WorldFile(w.Name), w) }
+
+func writeWorldFile(path string, w *World) error {
+	var buf bytes.Buffer
+	if err := toml.NewEncoder(&buf).Encode(w); err != nil {
+		return fmt.Errorf("encode world %q: %w", w.Name, err)
+	}
+	if err := overlay.WriteFileAtomic(path, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("write world %q: %w", w.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,725 @@
+package overlay
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ObjectID names a blob in the Store: the lowercase hex SHA-256 of its content.
+type ObjectID string
+
+// ParseObjectID checks that s is 64 lowercase hex digits; only such ids
+// ever become part of a path.
+func ParseObjectID(s string) (ObjectID, error) {
+	if !validObjectID(s) {
+		return "", fmt.Errorf("invalid object id %q", s)
+	}
+	return ObjectID(s), nil
+}
+
+// Valid reports whether id is 64 lowercase hex digits.
+func (id ObjectID) Valid() bool { return validObjectID(string(id)) }
+
+func validObjectID(s string) bool {
+	if len(s) != sha256.Size*2 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// ErrFileChanged means a file kept changing while it was being stored.
+var ErrFileChanged = errors.New("file changed while it was being read")
+
+// CorruptObjectError says an object's content no longer matches its id (or
+// it cannot be read back whole).
+type CorruptObjectError struct {
+	ID     ObjectID
+	Path   string
+	Reason string
+}
+
+func (e *CorruptObjectError) Error() string {
+	return fmt.Sprintf("corrupt object %s (%s): %s", e.ID, e.Path, e.Reason)
+}
+
+// DefaultGCGrace is how old an unreferenced object must be before GC removes it.
+const DefaultGCGrace = 10 * time.Minute
+
+// smallObjectLimit: files up to this size are read into memory once, hashed,
+// and written only if the store lacks them; bigger ones are streamed.
+const smallObjectLimit = 1 << 20
+
+// Store is a content-addressed blob store shared by every World and snapshot.
+// Layout under Root: <xx>/<remaining 62 hex digits> for objects (0444),
+// .tmp/ for objects being written, .lock for the GC lock.
+//
+// Durability: by default Put does not fsync each object. Whoever is about to
+// write a record that references new objects (a manifest) calls Sync first,
+// which is one syncfs(2) of the store's file system: after it returns, every
+// object put before it is on disk, so a manifest on disk never names an
+// object that a crash could lose. An object put but never synced may be
+// lost or truncated by a crash; no manifest names it, and Put replaces an
+// existing object whose size is wrong instead of trusting it. Set SyncEach
+// to fsync every object before it is renamed into place instead (slower for
+// many small files; see bench_snapshot_test.go).
+//
+// Concurrency and GC: every method is safe for concurrent use, from several
+// processes too. A snapshotter holds LockShared from its first Put until its
+// manifest is durable and discoverable by the live-set function GC is given;
+// GC holds LockExclusive while it lists the live set and deletes. As a second
+// line of defence for writers that do not lock, GC never deletes an object
+// modified less than GCGrace ago, and Put refreshes the mtime of an object it
+// finds already present.
+type Store struct {
+	root string
+
+	// SyncEach makes Put fsync every object before renaming it into place.
+	SyncEach bool
+	// GCGrace overrides DefaultGCGrace when non-zero (a negative value means no grace).
+	GCGrace time.Duration
+
+	fanout    sync.Map    // "xx" -> struct{}: fan-out dirs known to exist
+	noReflink atomic.Bool // FICLONE failed once: use copy_file_range only
+}
+
+// OpenStore opens (creating it if needed) the object store rooted at root,
+// the state root's objects directory.
+func OpenStore(root string) (*Store, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("open object store %s: %w", root, err)
+	}
+	if err := os.MkdirAll(filepath.Join(abs, ".tmp"), 0o755); err != nil {
+		return nil, fmt.Errorf("open object store %s: %w", root, err)
+	}
+	return &Store{root: abs}, nil
+}
+
+// Root is the store's directory.
+func (s *Store) Root() string { return s.root }
+
+// Path is the file holding id, or "" when id is not a valid object id.
+func (s *Store) Path(id ObjectID) string {
+	if !id.Valid() {
+		return ""
+	}
+	return filepath.Join(s.root, string(id[:2]), string(id[2:]))
+}
+
+func (s *Store) objectPath(id ObjectID) (string, error) {
+	if !id.Valid() {
+		return "", fmt.Errorf("invalid object id %q", string(id))
+	}
+	return filepath.Join(s.root, string(id[:2]), string(id[2:])), nil
+}
+
+// Has reports whether the store holds id.
+func (s *Store) Has(id ObjectID) bool {
+	p := s.Path(id)
+	if p == "" {
+		return false
+	}
+	var st unix.Stat_t
+	return unix.Stat(p, &st) == nil
+}
+
+// Open opens id for reading.
+func (s *Store) Open(id ObjectID) (*os.File, error) {
+	p, err := s.objectPath(id)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, fmt.Errorf("open object %s: %w", id, err)
+	}
+	return f, nil
+}
+
+// ReadAll returns the content of id.
+func (s *Store) ReadAll(id ObjectID) ([]byte, error) {
+	p, err := s.objectPath(id)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, fmt.Errorf("read object %s: %w", id, err)
+	}
+	return b, nil
+}
+
+// Verify rehashes id; a mismatch or short read gives *CorruptObjectError.
+func (s *Store) Verify(id ObjectID) error {
+	p, err := s.objectPath(id)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return fmt.Errorf("verify object %s: %w", id, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return &CorruptObjectError{ID: id, Path: p, Reason: err.Error()}
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != string(id) {
+		return &CorruptObjectError{ID: id, Path: p, Reason: "content hashes to " + got}
+	}
+	return nil
+}
+
+// Delete removes id; removing a missing object is not an error.
+func (s *Store) Delete(id ObjectID) error {
+	p, err := s.objectPath(id)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("delete object %s: %w", id, err)
+	}
+	return nil
+}
+
+// Walk calls fn for every object in the store, in no particular order.
+// Files that are not objects (temp files, the lock) are skipped.
+func (s *Store) Walk(fn func(ObjectID) error) error {
+	fans, err := os.ReadDir(s.root)
+	if err != nil {
+		return fmt.Errorf("walk object store %s: %w", s.root, err)
+	}
+	for _, fan := range fans {
+		if !fan.IsDir() || len(fan.Name()) != 2 {
+			continue
+		}
+		names, err := readDirNames(filepath.Join(s.root, fan.Name()))
+		if err != nil {
+			return fmt.Errorf("walk object store %s: %w", s.root, err)
+		}
+		for _, n := range names {
+			id := ObjectID(fan.Name() + n)
+			if !id.Valid() {
+				continue
+			}
+			if err := fn(id); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func readDirNames(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
+
+// Sync makes every object put so far durable with one syncfs(2) of the
+// store's file system. Call it before writing a manifest that names them.
+func (s *Store) Sync() error {
+	fd, err := unix.Open(s.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("sync object store %s: %w", s.root, err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Syncfs(fd); err != nil {
+		return fmt.Errorf("sync object store %s: %w", s.root, err)
+	}
+	return nil
+}
+
+// PutBytes stores b.
+func (s *Store) PutBytes(b []byte) (ObjectID, int64, bool, error) {
+	sum := sha256.Sum256(b)
+	id := ObjectID(hex.EncodeToString(sum[:]))
+	created, err := s.putVerified(id, int64(len(b)), func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	})
+	if err != nil {
+		return "", 0, false, fmt.Errorf("put object: %w", err)
+	}
+	return id, int64(len(b)), created, nil
+}
+
+// Put stores everything read from r. It streams through a temp file, so r
+// may be larger than memory.
+func (s *Store) Put(r io.Reader) (ObjectID, int64, bool, error) {
+	id, n, created, err := s.putStream(r)
+	if err != nil {
+		return "", 0, false, fmt.Errorf("put object: %w", err)
+	}
+	return id, n, created, nil
+}
+
+// PutFile stores the content of the file at path (never following a final
+// symlink). A file whose size or times change while it is read is read once
+// more; if it changes again the error wraps ErrFileChanged.
+func (s *Store) PutFile(path string) (ObjectID, int64, bool, error) {
+	id, n, created, _, err := s.putFileStat(path)
+	return id, n, created, err
+}
+
+// putFileStat is PutFile that also returns the file's stat taken before the
+// read that produced the object (the stat cache keys on it).
+func (s *Store) putFileStat(path string) (ObjectID, int64, bool, unix.Stat_t, error) {
+	for attempt := 0; ; attempt++ {
+		id, n, created, st, err := s.putFileOnce(path)
+		if errors.Is(err, ErrFileChanged) && attempt == 0 {
+			continue
+		}
+		if err != nil {
+			return "", 0, false, st, fmt.Errorf("store %s: %w", path, err)
+		}
+		return id, n, created, st, nil
+	}
+}
+
+func (s *Store) putFileOnce(path string) (ObjectID, int64, bool, unix.Stat_t, error) {
+	var before unix.Stat_t
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NOCTTY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return "", 0, false, before, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	if err := unix.Fstat(fd, &before); err != nil {
+		return "", 0, false, before, &fs.PathError{Op: "fstat", Path: path, Err: err}
+	}
+	if before.Mode&unix.S_IFMT != unix.S_IFREG {
+		return "", 0, false, before, fmt.Errorf("%s: not a regular file", path)
+	}
+	changed := func(n int64) error {
+		var after unix.Stat_t
+		if err := unix.Fstat(fd, &after); err != nil {
+			return &fs.PathError{Op: "fstat", Path: path, Err: err}
+		}
+		if n != before.Size || after.Size != before.Size || after.Mtim != before.Mtim || after.Ctim != before.Ctim {
+			return ErrFileChanged
+		}
+		return nil
+	}
+	var (
+		id      ObjectID
+		n       int64
+		created bool
+	)
+	if before.Size <= smallObjectLimit {
+		buf := make([]byte, before.Size+1)
+		m, err := io.ReadFull(f, buf)
+		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+			return "", 0, false, before, fmt.Errorf("read %s: %w", path, err)
+		}
+		if err := changed(int64(m)); err != nil {
+			return "", 0, false, before, err
+		}
+		buf = buf[:m]
+		sum := sha256.Sum256(buf)
+		id = ObjectID(hex.EncodeToString(sum[:]))
+		n = int64(m)
+		created, err = s.putVerified(id, n, func(w io.Writer) error {
+			_, err := w.Write(buf)
+			return err
+		})
+		if err != nil {
+			return "", 0, false, before, err
+		}
+		return id, n, created, before, nil
+	}
+	id, n, created, err = s.putStream(f)
+	if err != nil {
+		return "", 0, false, before, err
+	}
+	if err := changed(n); err != nil {
+		return "", 0, false, before, err
+	}
+	return id, n, created, before, nil
+}
+
+// putVerified stores content whose id and size are already known: when a
+// good copy exists it only refreshes its mtime (so GC's grace covers it).
+func (s *Store) putVerified(id ObjectID, size int64, write func(io.Writer) error) (bool, error) {
+	dst, err := s.objectPath(id)
+	if err != nil {
+		return false, err
+	}
+	if s.presentAndTouch(dst, size) {
+		return false, nil
+	}
+	tmp, err := os.CreateTemp(filepath.Join(s.root, ".tmp"), "put-*")
+	if err != nil {
+		return false, err
+	}
+	if err := write(tmp); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return false, err
+	}
+	if err := s.commitTemp(tmp, dst, id); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+func (s *Store) putStream(r io.Reader) (ObjectID, int64, bool, error) {
+	tmp, err := os.CreateTemp(filepath.Join(s.root, ".tmp"), "put-*")
+	if err != nil {
+		return "", 0, false, err
+	}
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(tmp, h), r)
+	if err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return "", 0, false, err
+	}
+	id := ObjectID(hex.EncodeToString(h.Sum(nil)))
+	dst, _ := s.objectPath(id)
+	if s.presentAndTouch(dst, n) {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return id, n, false, nil
+	}
+	if err := s.commitTemp(tmp, dst, id); err != nil {
+		return "", 0, false, err
+	}
+	return id, n, true, nil
+}
+
+// presentAndTouch reports whether a plausible copy of the object (right
+// size) exists, refreshing its mtime so a concurrent GC's grace period
+// protects it. A wrong-sized copy (a crash before Sync) is replaced.
+func (s *Store) presentAndTouch(dst string, size int64) bool {
+	var st unix.Stat_t
+	if unix.Stat(dst, &st) != nil || st.Size != size {
+		return false
+	}
+	now := time.Now()
+	_ = os.Chtimes(dst, now, now) // best effort: the lock is the real guard
+	return true
+}
+
+// commitTemp makes the finished temp file read-only and renames it to dst.
+func (s *Store) commitTemp(tmp *os.File, dst string, id ObjectID) error {
+	name := tmp.Name()
+	fail := func(err error) error {
+		tmp.Close()
+		os.Remove(name)
+		return err
+	}
+	if err := tmp.Chmod(0o444); err != nil {
+		return fail(err)
+	}
+	if s.SyncEach {
+		if err := tmp.Sync(); err != nil {
+			return fail(err)
+		}
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(name)
+		return err
+	}
+	fan := string(id[:2])
+	if _, ok := s.fanout.Load(fan); !ok {
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			os.Remove(name)
+			return err
+		}
+		s.fanout.Store(fan, struct{}{})
+	}
+	if err := os.Rename(name, dst); err != nil {
+		os.Remove(name)
+		return err
+	}
+	if s.SyncEach {
+		if d, err := os.Open(filepath.Dir(dst)); err == nil {
+			err = d.Sync()
+			d.Close()
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// CopyTo creates dst (which must not exist) with the content of id and
+// permission bits mode, copying in the kernel (FICLONE where the file system
+// shares extents, else copy_file_range). The copy is independent of the
+// object: writing dst never changes the store.
+func (s *Store) CopyTo(id ObjectID, dst string, mode fs.FileMode) error {
+	fd, err := s.createCopy(id, dst, -1)
+	if err != nil {
+		return err
+	}
+	if err := unix.Fchmod(fd, uint32(unixMode(mode))); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("copy object %s to %s: %w", id, dst, err)
+	}
+	if err := unix.Close(fd); err != nil {
+		return fmt.Errorf("copy object %s to %s: %w", id, dst, err)
+	}
+	return nil
+}
+
+// createCopy creates dst with id's content and returns its open fd. When
+// wantSize >= 0 the object's size must match it (a cheap truncation check).
+func (s *Store) createCopy(id ObjectID, dst string, wantSize int64) (int, error) {
+	src, err := s.objectPath(id)
+	if err != nil {
+		return -1, err
+	}
+	in, err := unix.Open(src, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open object %s: %w", id, &fs.PathError{Op: "open", Path: src, Err: err})
+	}
+	defer unix.Close(in)
+	var st unix.Stat_t
+	if err := unix.Fstat(in, &st); err != nil {
+		return -1, fmt.Errorf("open object %s: %w", id, err)
+	}
+	if wantSize >= 0 && st.Size != wantSize {
+		return -1, &CorruptObjectError{ID: id, Path: src, Reason: fmt.Sprintf("size %d, manifest says %d", st.Size, wantSize)}
+	}
+	out, err := unix.Open(dst, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return -1, fmt.Errorf("copy object %s: %w", id, &fs.PathError{Op: "create", Path: dst, Err: err})
+	}
+	if err := s.copyFD(out, in, st.Size); err != nil {
+		unix.Close(out)
+		return -1, fmt.Errorf("copy object %s to %s: %w", id, dst, err)
+	}
+	return out, nil
+}
+
+func (s *Store) copyFD(out, in int, size int64) error {
+	if size == 0 {
+		return nil
+	}
+	if !s.noReflink.Load() {
+		if err := unix.IoctlFileClone(out, in); err == nil {
+			return nil
+		}
+		s.noReflink.Store(true)
+	}
+	var off int64
+	for off < size {
+		n, err := unix.CopyFileRange(in, nil, out, nil, int(size-off), 0)
+		if err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if off == 0 && (errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP)) {
+				return copyFDUserspace(out, in)
+			}
+			return err
+		}
+		if n == 0 {
+			return io.ErrUnexpectedEOF
+		}
+		off += int64(n)
+	}
+	return nil
+}
+
+func copyFDUserspace(out, in int) error {
+	buf := make([]byte, 256<<10)
+	for {
+		n, err := unix.Read(in, buf)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		if _, err := fdWriter(out).Write(buf[:n]); err != nil {
+			return err
+		}
+	}
+}
+
+type fdWriter int
+
+func (w fdWriter) Write(p []byte) (int, error) {
+	total := 0
+	for total < len(p) {
+		n, err := unix.Write(int(w), p[total:])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return total, err
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// unixMode converts permission and special bits of an fs.FileMode to st_mode bits.
+func unixMode(m fs.FileMode) uint32 {
+	u := uint32(m.Perm())
+	if m&fs.ModeSetuid != 0 {
+		u |= unix.S_ISUID
+	}
+	if m&fs.ModeSetgid != 0 {
+		u |= unix.S_ISGID
+	}
+	if m&fs.ModeSticky != 0 {
+		u |= unix.S_ISVTX
+	}
+	return u
+}
+
+// StoreLock is a held flock on the store's lock file.
+type StoreLock struct{ f *os.File }
+
+// Unlock releases the lock.
+func (l *StoreLock) Unlock() error {
+	if l == nil || l.f == nil {
+		return nil
+	}
+	err := l.f.Close() // closing the only descriptor drops the flock
+	l.f = nil
+	return err
+}
+
+// LockShared takes the store lock shared: snapshotters hold it from their
+// first Put until their manifest is written, so GC cannot run meanwhile.
+// Many shared holders coexist. It waits (polling, so ctx can cancel) while
+// GC holds the lock exclusive.
+func (s *Store) LockShared(ctx context.Context) (*StoreLock, error) {
+	return s.lock(ctx, unix.LOCK_SH)
+}
+
+// LockExclusive takes the store lock exclusive; GC does this itself, so do
+// not call GC while holding any store lock in the same process.
+func (s *Store) LockExclusive(ctx context.Context) (*StoreLock, error) {
+	return s.lock(ctx, unix.LOCK_EX)
+}
+
+func (s *Store) lock(ctx context.Context, how int) (*StoreLock, error) {
+	f, err := os.OpenFile(filepath.Join(s.root, ".lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lock object store: %w", err)
+	}
+	delay := time.Millisecond
+	for {
+		err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB)
+		if err == nil {
+			return &StoreLock{f: f}, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			f.Close()
+			return nil, fmt.Errorf("lock object store: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("lock object store: %w", ctx.Err())
+		case <-time.After(delay):
+		}
+		if delay < 50*time.Millisecond {
+			delay *= 2
+		}
+	}
+}
+
+// GC removes every object that live does not yield and that was last
+// modified more than the grace period (GCGrace, default DefaultGCGrace)
+// before GC started, plus temp files abandoned that long ago. It holds the
+// store lock exclusive for the whole run and calls live only once it holds
+// it, so a snapshotter that holds LockShared until its manifest is
+// discoverable by live can never lose an object. The grace period protects
+// writers that do not take the lock: objects they put (or found already
+// present, which refreshes the mtime) within the grace period are kept.
+func (s *Store) GC(ctx context.Context, live func(yield func(ObjectID) bool)) (removed int, freed int64, err error) {
+	start := time.Now()
+	grace := s.GCGrace
+	if grace == 0 {
+		grace = DefaultGCGrace
+	}
+	if grace < 0 {
+		grace = 0
+	}
+	cutoff := start.Add(-grace)
+	l, err := s.LockExclusive(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("gc: %w", err)
+	}
+	defer l.Unlock()
+
+	keep := make(map[ObjectID]struct{})
+	live(func(id ObjectID) bool {
+		keep[id] = struct{}{}
+		return ctx.Err() == nil
+	})
+	if err := ctx.Err(); err != nil {
+		return 0, 0, fmt.Errorf("gc: %w", err)
+	}
+	old := func(p string) (int64, bool) {
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) != nil {
+			return 0, false
+		}
+		return st.Size, time.Unix(st.Mtim.Unix()).Before(cutoff)
+	}
+	err = s.Walk(func(id ObjectID) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if _, ok := keep[id]; ok {
+			return nil
+		}
+		p := s.Path(id)
+		size, isOld := old(p)
+		if !isOld {
+			return nil
+		}
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove object %s: %w", id, err)
+		}
+		removed++
+		freed += size
+		return nil
+	})
+	if err != nil {
+		return removed, freed, fmt.Errorf("gc: %w", err)
+	}
+	tmpDir := filepath.Join(s.root, ".tmp")
+	names, _ := readDirNames(tmpDir)
+	for _, n := range names {
+		p := filepath.Join(tmpDir, n)
+		if size, isOld := old(p); isOld {
+			if os.Remove(p) == nil {
+				freed += size
+			}
+		}
+	}
+	return removed, freed, nil
+}

@@ -1,0 +1,334 @@
+package overlay
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ProbeResult says whether one backend works here and, if not, why.
+type ProbeResult struct {
+	Backend  Backend
+	OK       bool
+	Reason   string // why it fails; empty when OK
+	Duration time.Duration
+}
+
+// ProbeOptions changes what Probe looks at; the zero value probes the real
+// machine.
+type ProbeOptions struct {
+	// Backends to probe, in this order; nil probes all three.
+	Backends []Backend
+	// LookPath finds FUSE tools; nil means exec.LookPath.
+	LookPath func(file string) (string, error)
+	// DevFuse is the FUSE device; empty means /dev/fuse.
+	DevFuse string
+}
+
+// probeOrder is the order of preference: kernel overlayfs is fastest and
+// writes the kernel dialect; the FUSE tools are fallbacks.
+var probeOrder = []Backend{BackendKernel, BackendFuseOverlayfs, BackendUnionfs}
+
+// Probe tries every backend on scratch directories under scratch.
+func Probe(ctx context.Context, scratch string) []ProbeResult {
+	return ProbeWith(ctx, scratch, ProbeOptions{})
+}
+
+// ProbeWith is Probe with options. For each backend it mounts a scratch lower
+// and upper, reads a lower file, writes a file, deletes a lower file, deletes
+// and recreates a lower dir, checks the merged view, unmounts and checks that
+// the upper holds the marks the backend's dialect promises.
+func ProbeWith(ctx context.Context, scratch string, opts ProbeOptions) []ProbeResult {
+	backends := opts.Backends
+	if backends == nil {
+		backends = probeOrder
+	}
+	if opts.LookPath == nil {
+		opts.LookPath = exec.LookPath
+	}
+	if opts.DevFuse == "" {
+		opts.DevFuse = "/dev/fuse"
+	}
+	results := make([]ProbeResult, 0, len(backends))
+	for _, b := range backends {
+		start := time.Now()
+		err := probeBackend(ctx, scratch, b, opts)
+		r := ProbeResult{Backend: b, OK: err == nil, Duration: time.Since(start)}
+		if err != nil {
+			r.Reason = err.Error()
+		}
+		results = append(results, r)
+	}
+	return results
+}
+
+// PickBackend chooses the backend to mount with: want itself when it works,
+// or for BackendAuto (or "") the first that works in the order kernel,
+// fuse-overlayfs, unionfs-fuse. The error wraps ErrNoBackend and lists why
+// each candidate fails.
+func PickBackend(results []ProbeResult, want Backend) (Backend, error) {
+	byBackend := map[Backend]ProbeResult{}
+	for _, r := range results {
+		byBackend[r.Backend] = r
+	}
+	if want != "" && want != BackendAuto {
+		r, probed := byBackend[want]
+		switch {
+		case !probed:
+			return "", fmt.Errorf("backend %s: not probed: %w", want, ErrNoBackend)
+		case !r.OK:
+			return "", fmt.Errorf("backend %s does not work here: %s: %w", want, r.Reason, ErrNoBackend)
+		}
+		return want, nil
+	}
+	var reasons []string
+	for _, b := range probeOrder {
+		r, probed := byBackend[b]
+		switch {
+		case !probed:
+			reasons = append(reasons, string(b)+": not probed")
+		case r.OK:
+			return b, nil
+		default:
+			reasons = append(reasons, string(b)+": "+r.Reason)
+		}
+	}
+	return "", fmt.Errorf("%w: %s", ErrNoBackend, strings.Join(reasons, "; "))
+}
+
+// InUserNamespace reports whether this process runs in a user namespace
+// other than the initial one, where a kernel overlay needs userxattr.
+func InUserNamespace() bool {
+	data, err := os.ReadFile("/proc/self/uid_map")
+	if err != nil {
+		return false
+	}
+	return strings.Join(strings.Fields(string(data)), " ") != "0 0 4294967295"
+}
+
+func probePrerequisites(b Backend, opts ProbeOptions) (bin string, err error) {
+	switch b {
+	case BackendKernel:
+		if os.Geteuid() != 0 && !InUserNamespace() {
+			return "", errors.New("not root and not in a user namespace: kernel overlayfs needs CAP_SYS_ADMIN (run as root, or rootless inside `unshare -r -m` with userxattr)")
+		}
+		return "", nil
+	case BackendFuseOverlayfs, BackendUnionfs:
+		bin, err := lookFuseTool(opts.LookPath, b)
+		if err != nil {
+			return "", err
+		}
+		if _, err := os.Stat(opts.DevFuse); err != nil {
+			return "", fmt.Errorf("%s missing (modprobe fuse; in a container pass --device /dev/fuse): %w", opts.DevFuse, err)
+		}
+		return bin, nil
+	}
+	return "", fmt.Errorf("unknown backend %q", b)
+}
+
+func probeBackend(ctx context.Context, scratch string, b Backend, opts ProbeOptions) (err error) {
+	bin, err := probePrerequisites(b, opts)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(scratch, 0o755); err != nil {
+		return fmt.Errorf("scratch dir: %w", err)
+	}
+	dir, err := os.MkdirTemp(scratch, "probe-"+string(b)+"-")
+	if err != nil {
+		return fmt.Errorf("scratch dir: %w", err)
+	}
+	defer func() {
+		if rmErr := os.RemoveAll(dir); rmErr != nil && err == nil {
+			err = fmt.Errorf("remove probe dir: %w", rmErr)
+		}
+	}()
+	spec := MountSpec{
+		Lower: filepath.Join(dir, "lower"), Upper: filepath.Join(dir, "upper"),
+		Work: filepath.Join(dir, "work"), Target: filepath.Join(dir, "mnt"),
+		Backend: b, Binary: bin, UserXattr: b == BackendKernel && InUserNamespace(),
+	}
+	if b == BackendUnionfs {
+		spec.Work = ""
+	}
+	for _, d := range []string{spec.Lower, spec.Upper, spec.Work, spec.Target, filepath.Join(spec.Lower, "dir")} {
+		if d == "" {
+			continue
+		}
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("scratch dir: %w", err)
+		}
+	}
+	for name, content := range map[string]string{"keep.txt": "lower keep", "gone.txt": "lower gone", "dir/old.txt": "lower old"} {
+		if err := os.WriteFile(filepath.Join(spec.Lower, name), []byte(content), 0o644); err != nil {
+			return fmt.Errorf("scratch lower: %w", err)
+		}
+	}
+	if err := Mount(ctx, spec); err != nil {
+		return err
+	}
+	mounted := true
+	defer func() {
+		if mounted {
+			if uerr := Unmount(ctx, spec.Target); uerr != nil {
+				_ = ForceUnmount(spec.Target)
+			}
+		}
+	}()
+	if err := probeOperations(spec.Target); err != nil {
+		return err
+	}
+	if err := Unmount(ctx, spec.Target); err != nil {
+		return err
+	}
+	mounted = false
+	if err := checkLowerUntouched(spec.Lower); err != nil {
+		return err
+	}
+	return checkUpperMarks(b, spec.Upper)
+}
+
+// probeOperations exercises the merged view the way a World does, then
+// checks it shows exactly the result.
+func probeOperations(mnt string) error {
+	at := func(p string) string { return filepath.Join(mnt, p) }
+	got, err := os.ReadFile(at("keep.txt"))
+	if err != nil || string(got) != "lower keep" {
+		return fmt.Errorf("read a lower file through the mount: got %q, %v", got, err)
+	}
+	steps := []struct {
+		what string
+		do   func() error
+	}{
+		{"write a new file", func() error { return os.WriteFile(at("new.txt"), []byte("new"), 0o644) }},
+		{"delete a lower file", func() error { return os.Remove(at("gone.txt")) }},
+		{"delete a lower dir", func() error { return os.RemoveAll(at("dir")) }},
+		{"recreate the dir", func() error { return os.Mkdir(at("dir"), 0o755) }},
+		{"write into the recreated dir", func() error { return os.WriteFile(at("dir/fresh.txt"), []byte("fresh"), 0o644) }},
+	}
+	for _, s := range steps {
+		if err := s.do(); err != nil {
+			return fmt.Errorf("%s through the mount: %w", s.what, err)
+		}
+	}
+	if got, err := os.ReadFile(at("new.txt")); err != nil || string(got) != "new" {
+		return fmt.Errorf("read back new file: got %q, %v", got, err)
+	}
+	if _, err := os.Lstat(at("gone.txt")); !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("deleted lower file still visible (lstat: %v)", err)
+	}
+	names, err := probeDirNames(at("dir"))
+	if err != nil {
+		return fmt.Errorf("list recreated dir: %w", err)
+	}
+	if !slices.Equal(names, []string{"fresh.txt"}) {
+		return fmt.Errorf("recreated dir lists %q, want only fresh.txt (lower entries leak through)", names)
+	}
+	return nil
+}
+
+func probeDirNames(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name()
+	}
+	return names, nil
+}
+
+func checkLowerUntouched(lower string) error {
+	for _, p := range []string{"gone.txt", "dir/old.txt"} {
+		if _, err := os.Lstat(filepath.Join(lower, p)); err != nil {
+			return fmt.Errorf("the backend changed the lower layer: %s: %w", p, err)
+		}
+	}
+	for _, p := range []string{"new.txt", "dir/fresh.txt"} {
+		if _, err := os.Lstat(filepath.Join(lower, p)); err == nil {
+			return fmt.Errorf("the backend wrote %s into the lower layer", p)
+		}
+	}
+	return nil
+}
+
+// checkUpperMarks checks the upper holds the deletion and opaque-dir marks of
+// the backend's dialect, which the change-set reader depends on.
+func checkUpperMarks(b Backend, upper string) error {
+	at := func(p string) string { return filepath.Join(upper, p) }
+	if got, err := os.ReadFile(at("new.txt")); err != nil || string(got) != "new" {
+		return fmt.Errorf("upper lacks new.txt: got %q, %v", got, err)
+	}
+	if got, err := os.ReadFile(at("dir/fresh.txt")); err != nil || string(got) != "fresh" {
+		return fmt.Errorf("upper lacks dir/fresh.txt: got %q, %v", got, err)
+	}
+	switch b {
+	case BackendKernel:
+		if !probeIsCharWhiteout(at("gone.txt")) {
+			return errors.New("upper has no char 0/0 whiteout for a deleted lower file")
+		}
+		if !probeHasOpaqueXattr(at("dir"), "trusted.overlay.opaque", "user.overlay.opaque") {
+			return errors.New("recreated dir in upper lacks the overlay.opaque xattr")
+		}
+	case BackendFuseOverlayfs:
+		if !probeIsCharWhiteout(at("gone.txt")) && !probeExists(at(".wh.gone.txt")) {
+			return errors.New("upper has neither a char 0/0 nor a .wh. whiteout for a deleted lower file")
+		}
+		if !probeExists(at("dir/.wh..wh..opq")) &&
+			!probeHasOpaqueXattr(at("dir"), "trusted.overlay.opaque", "user.fuseoverlayfs.opaque", "user.overlay.opaque") {
+			return errors.New("recreated dir in upper has no opaque mark")
+		}
+	case BackendUnionfs:
+		meta := ""
+		for _, m := range []string{".unionfs-fuse", ".unionfs"} {
+			if probeExists(at(m)) {
+				meta = m
+			}
+		}
+		if meta == "" {
+			return errors.New("upper has no .unionfs-fuse meta tree (is cow on?)")
+		}
+		if fi, err := os.Lstat(at(meta + "/gone.txt_HIDDEN~")); err != nil || !fi.Mode().IsRegular() {
+			return fmt.Errorf("upper lacks the %s/gone.txt_HIDDEN~ file marking a deleted lower file", meta)
+		}
+		if fi, err := os.Lstat(at(meta + "/dir_HIDDEN~")); err != nil || !fi.IsDir() {
+			return fmt.Errorf("upper lacks the %s/dir_HIDDEN~ dir marking a replaced dir", meta)
+		}
+	}
+	return nil
+}
+
+func probeExists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+func probeIsCharWhiteout(p string) bool {
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		return false
+	}
+	return st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == 0
+}
+
+func probeHasOpaqueXattr(p string, names ...string) bool {
+	buf := make([]byte, 16)
+	for _, name := range names {
+		n, err := unix.Lgetxattr(p, name, buf)
+		if err == nil && bytes.Equal(buf[:n], []byte("y")) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,121 @@
+package overlay
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+func skipUnlessRootForMount(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount")
+	}
+}
+
+func TestProbeAllBackendsWorkHere(t *testing.T) {
+	skipUnlessRootForMount(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	results := Probe(ctx, t.TempDir())
+	if len(results) != 3 {
+		t.Fatalf("probe returned %d results, want 3: %+v", len(results), results)
+	}
+	for i, want := range []Backend{BackendKernel, BackendFuseOverlayfs, BackendUnionfs} {
+		r := results[i]
+		if r.Backend != want {
+			t.Errorf("result %d is %s, want %s", i, r.Backend, want)
+		}
+		if !r.OK {
+			if want != BackendKernel {
+				if _, err := exec.LookPath(fuseToolNames[want].names[0]); err != nil {
+					t.Logf("%s not installed: %s", want, r.Reason)
+					continue
+				}
+			}
+			t.Errorf("%s: probe failed: %s", r.Backend, r.Reason)
+		}
+		if r.OK && r.Reason != "" {
+			t.Errorf("%s: OK with a reason %q", r.Backend, r.Reason)
+		}
+		if r.Duration <= 0 {
+			t.Errorf("%s: duration %v not measured", r.Backend, r.Duration)
+		}
+		t.Logf("%s: ok=%v in %v", r.Backend, r.OK, r.Duration)
+	}
+	got, err := PickBackend(results, BackendAuto)
+	if err != nil || got != BackendKernel {
+		t.Errorf("PickBackend(auto) = %q, %v; want kernel", got, err)
+	}
+}
+
+func TestProbeReportsWhyABackendCannotWork(t *testing.T) {
+	noTools := func(file string) (string, error) { return "", exec.ErrNotFound }
+	results := ProbeWith(context.Background(), t.TempDir(), ProbeOptions{
+		Backends: []Backend{BackendFuseOverlayfs, BackendUnionfs},
+		LookPath: noTools,
+	})
+	want := map[Backend]string{
+		BackendFuseOverlayfs: "fuse-overlayfs not found on PATH (apt-get install fuse-overlayfs)",
+		BackendUnionfs:       "unionfs not found on PATH (apt-get install unionfs-fuse)",
+	}
+	if len(results) != 2 {
+		t.Fatalf("got %d results, want 2", len(results))
+	}
+	for _, r := range results {
+		if r.OK || r.Reason != want[r.Backend] {
+			t.Errorf("%s: ok=%v reason %q; want reason %q", r.Backend, r.OK, r.Reason, want[r.Backend])
+		}
+	}
+
+	// The tool is there but the FUSE device is not.
+	results = ProbeWith(context.Background(), t.TempDir(), ProbeOptions{
+		Backends: []Backend{BackendFuseOverlayfs},
+		LookPath: func(file string) (string, error) { return "/usr/bin/" + file, nil },
+		DevFuse:  "/nonexistent/fuse",
+	})
+	if r := results[0]; r.OK || !strings.Contains(r.Reason, "/nonexistent/fuse missing") {
+		t.Errorf("probe without /dev/fuse: ok=%v reason %q", r.OK, r.Reason)
+	}
+}
+
+func TestPickBackend(t *testing.T) {
+	all := []ProbeResult{
+		{Backend: BackendKernel, Reason: "not root and not in a user namespace"},
+		{Backend: BackendFuseOverlayfs, OK: true},
+		{Backend: BackendUnionfs, OK: true},
+	}
+	if got, err := PickBackend(all, BackendAuto); err != nil || got != BackendFuseOverlayfs {
+		t.Errorf("auto with kernel failing = %q, %v; want fuse-overlayfs", got, err)
+	}
+	if got, err := PickBackend(all, ""); err != nil || got != BackendFuseOverlayfs {
+		t.Errorf("empty want = %q, %v; want fuse-overlayfs", got, err)
+	}
+	if got, err := PickBackend(all, BackendUnionfs); err != nil || got != BackendUnionfs {
+		t.Errorf("want unionfs = %q, %v", got, err)
+	}
+	_, err := PickBackend(all, BackendKernel)
+	if !errors.Is(err, ErrNoBackend) || !strings.Contains(err.Error(), "not root and not in a user namespace") {
+		t.Errorf("wanted backend failing: %v; want ErrNoBackend with its reason", err)
+	}
+	none := []ProbeResult{
+		{Backend: BackendUnionfs, Reason: "unionfs not found"},
+		{Backend: BackendKernel, Reason: "EPERM"},
+	}
+	_, err = PickBackend(none, BackendAuto)
+	if !errors.Is(err, ErrNoBackend) {
+		t.Fatalf("no backend works: %v", err)
+	}
+	for _, want := range []string{"kernel: EPERM", "fuse-overlayfs: not probed", "unionfs-fuse: unionfs not found"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if _, err := PickBackend(none, BackendFuseOverlayfs); !errors.Is(err, ErrNoBackend) {
+		t.Errorf("unprobed wanted backend: %v", err)
+	}
+}

@@ -1,0 +1,573 @@
+package overlay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// RestoreOptions tunes RestoreUpperWith and RestorePathsWith.
+type RestoreOptions struct {
+	// UserXattr writes kernel opaque marks as user.overlay.opaque, for
+	// overlays mounted with -o userxattr (rootless).
+	UserXattr bool
+	// Lower, when set, supplies mode, owner and times for directories the
+	// restore must create but the manifest does not describe (a whiteout
+	// captured from a unionfs or OCI layer that lacks its parent dirs).
+	// Without it they get 0755, root, and the current time.
+	Lower string
+	// Verify rehashes every object before copying it; without it only the
+	// object's size is checked against the manifest.
+	Verify bool
+	// NoSync skips the syncfs that makes the new upper durable before it
+	// replaces the old one. Only for uppers nobody needs after a crash.
+	NoSync bool
+}
+
+// restoreTmpSuffix names the sibling directory a restore builds in.
+const restoreTmpSuffix = ".restore-tmp"
+
+// RestoreUpper recreates the upper layer at upper exactly as m froze it,
+// in dialect d, replacing whatever is there. See RestoreUpperWith.
+func RestoreUpper(ctx context.Context, store *Store, m *Manifest, upper string, d Dialect) error {
+	return RestoreUpperWith(ctx, store, m, upper, d, RestoreOptions{})
+}
+
+// RestoreUpperWith recreates the upper layer at upper exactly as m froze it,
+// spelling whiteouts and opaque dirs in dialect d. The overlay must not be
+// mounted. The new tree is built in the sibling upper+".restore-tmp",
+// synced, and swapped with upper in one renameat2(RENAME_EXCHANGE); the old
+// tree, now at the temp name, is then removed. A crash at any point leaves
+// upper either wholly old or wholly new; the temp directory it may leave is
+// removed by the next restore (or RemoveRestoreLeftovers). File contents are
+// copied from the store, never hard-linked: the overlay writes upper files
+// in place, and a link would let the World change the snapshot.
+func RestoreUpperWith(ctx context.Context, store *Store, m *Manifest, upper string, d Dialect, opts RestoreOptions) error {
+	if err := restoreCheckDialect(d); err != nil {
+		return fmt.Errorf("restore upper %s: %w", upper, err)
+	}
+	upper = filepath.Clean(upper)
+	tmp := upper + restoreTmpSuffix
+	if err := os.RemoveAll(tmp); err != nil {
+		return fmt.Errorf("restore upper %s: remove leftover %s: %w", upper, tmp, err)
+	}
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return fmt.Errorf("restore upper %s: %w", upper, err)
+	}
+	w := &snapWriter{store: store, root: tmp, d: d, opts: opts}
+	build := func() error {
+		if err := w.applyAttrs("", &m.Root, true); err != nil {
+			return err
+		}
+		for i := range m.Entries {
+			if i%64 == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			if err := w.create(&m.Entries[i]); err != nil {
+				return err
+			}
+		}
+		return w.finishDirTimes()
+	}
+	if err := build(); err != nil {
+		os.RemoveAll(tmp)
+		return fmt.Errorf("restore upper %s: %w", upper, err)
+	}
+	if !opts.NoSync {
+		if err := syncFSOf(tmp); err != nil {
+			os.RemoveAll(tmp)
+			return fmt.Errorf("restore upper %s: %w", upper, err)
+		}
+	}
+	err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, upper, unix.RENAME_EXCHANGE)
+	if errors.Is(err, unix.ENOENT) {
+		err = unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, upper, unix.RENAME_NOREPLACE)
+	}
+	if err != nil {
+		os.RemoveAll(tmp)
+		return fmt.Errorf("restore upper %s: swap in %s: %w", upper, tmp, err)
+	}
+	if err := os.RemoveAll(tmp); err != nil {
+		return fmt.Errorf("restore upper %s: remove old upper at %s: %w", upper, tmp, err)
+	}
+	return nil
+}
+
+// RemoveRestoreLeftovers removes what an interrupted restore of upper left
+// behind (the half-built new tree or the not yet removed old one).
+func RemoveRestoreLeftovers(upper string) error {
+	tmp := filepath.Clean(upper) + restoreTmpSuffix
+	if err := os.RemoveAll(tmp); err != nil {
+		return fmt.Errorf("remove restore leftovers %s: %w", tmp, err)
+	}
+	return nil
+}
+
+func restoreCheckDialect(d Dialect) error {
+	switch d {
+	case DialectKernel, DialectFuseOverlayfs, DialectUnionfs, DialectOCI:
+		return nil
+	}
+	return fmt.Errorf("restore needs a concrete dialect, got %q", d)
+}
+
+func syncFSOf(dir string) error {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Syncfs(fd); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}
+
+// RestorePaths brings the given paths (and everything under them) of the
+// upper back to what m froze: content, metadata, "deleted" (a whiteout) and
+// "not in the upper" (the path falls back to the lower: its upper entry and
+// any whiteout are removed). The overlay must not be mounted. Ancestors the
+// current upper lacks are created; an ancestor the current upper holds as
+// a whiteout or non-directory becomes an opaque directory, so the rest of
+// what was deleted stays deleted. The parents' mtimes are kept.
+func RestorePaths(ctx context.Context, store *Store, m *Manifest, upper string, d Dialect, paths []string) error {
+	return RestorePathsWith(ctx, store, m, upper, d, paths, RestoreOptions{})
+}
+
+// RestorePathsWith is RestorePaths with options.
+func RestorePathsWith(ctx context.Context, store *Store, m *Manifest, upper string, d Dialect, paths []string, opts RestoreOptions) error {
+	if err := restoreCheckDialect(d); err != nil {
+		return fmt.Errorf("restore paths in %s: %w", upper, err)
+	}
+	clean := make([]string, 0, len(paths))
+	for _, p := range paths {
+		c := strings.Trim(path.Clean("/"+filepath.ToSlash(p)), "/")
+		if err := validManifestPath(c); err != nil {
+			return fmt.Errorf("restore paths in %s: %w", upper, err)
+		}
+		clean = append(clean, c)
+	}
+	slices.Sort(clean)
+	w := &snapWriter{store: store, root: filepath.Clean(upper), d: d, opts: opts}
+	var done []string
+	for _, p := range clean {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("restore paths in %s: %w", upper, err)
+		}
+		if slices.ContainsFunc(done, func(q string) bool { return p == q || strings.HasPrefix(p, q+"/") }) {
+			continue
+		}
+		done = append(done, p)
+		if err := w.restoreOnePath(m, p); err != nil {
+			return fmt.Errorf("restore %q in %s: %w", p, upper, err)
+		}
+	}
+	if err := w.finishDirTimes(); err != nil {
+		return fmt.Errorf("restore paths in %s: %w", upper, err)
+	}
+	if !opts.NoSync {
+		if err := syncFSOf(upper); err != nil {
+			return fmt.Errorf("restore paths in %s: %w", upper, err)
+		}
+	}
+	return nil
+}
+
+func (w *snapWriter) restoreOnePath(m *Manifest, p string) error {
+	// Ancestors, top down.
+	parts := strings.Split(p, "/")
+	for i := 1; i < len(parts); i++ {
+		a := strings.Join(parts[:i], "/")
+		var st unix.Stat_t
+		err := unix.Lstat(w.abs(a), &st)
+		switch {
+		case err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR:
+			continue
+		case err == nil:
+			// A whiteout or a non-dir hides the lower's directory now; keep
+			// the rest of it hidden.
+			if err := w.removeCurrent(a); err != nil {
+				return err
+			}
+			if err := w.mkdirAncestor(m, a, true); err != nil {
+				return err
+			}
+		case errors.Is(err, unix.ENOENT):
+			hidden, herr := w.hasNameWhiteout(a)
+			if herr != nil {
+				return herr
+			}
+			if hidden {
+				if err := w.removeNameWhiteout(a); err != nil {
+					return err
+				}
+			}
+			if err := w.mkdirAncestor(m, a, hidden); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("lstat %s: %w", w.abs(a), err)
+		}
+	}
+	parent := path.Dir(p)
+	if parent == "." {
+		parent = ""
+	}
+	var pst unix.Stat_t
+	if err := unix.Lstat(w.abs(parent), &pst); err != nil {
+		return fmt.Errorf("lstat %s: %w", w.abs(parent), err)
+	}
+	if err := w.removeCurrent(p); err != nil {
+		return err
+	}
+	i, _ := slices.BinarySearchFunc(m.Entries, p, func(e ManifestEntry, q string) int { return strings.Compare(e.Path, q) })
+	for ; i < len(m.Entries); i++ {
+		e := &m.Entries[i]
+		if e.Path != p && !strings.HasPrefix(e.Path, p+"/") {
+			if e.Path > p+"/" {
+				break
+			}
+			continue // a sibling sorting between p and p/ (e.g. "p-x")
+		}
+		if err := w.create(e); err != nil {
+			return err
+		}
+	}
+	w.dirTimes = append(w.dirTimes, dirTime{rel: parent, atime: pst.Atim, mtime: pst.Mtim})
+	return nil
+}
+
+// removeCurrent removes whatever the upper holds for p in w's dialect: the
+// entry itself and any whiteout or meta marker naming it.
+func (w *snapWriter) removeCurrent(p string) error {
+	if err := os.RemoveAll(w.abs(p)); err != nil {
+		return err
+	}
+	if err := w.removeNameWhiteout(p); err != nil {
+		return err
+	}
+	if w.d == DialectUnionfs {
+		for _, meta := range snapUnionfsMetaDirs {
+			if err := os.RemoveAll(filepath.Join(w.root, meta, filepath.FromSlash(p))); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// nameWhiteoutPaths lists where dialect d may keep a marker for p that is
+// not at p itself.
+func (w *snapWriter) nameWhiteoutPaths(p string) []string {
+	dir, base := path.Split(p)
+	switch w.d {
+	case DialectOCI, DialectFuseOverlayfs:
+		return []string{w.abs(dir + snapWhPrefix + base)}
+	case DialectUnionfs:
+		var out []string
+		for _, meta := range snapUnionfsMetaDirs {
+			out = append(out, filepath.Join(w.root, meta, filepath.FromSlash(p+snapHiddenSuffix)))
+		}
+		return out
+	}
+	return nil
+}
+
+func (w *snapWriter) hasNameWhiteout(p string) (bool, error) {
+	for _, m := range w.nameWhiteoutPaths(p) {
+		var st unix.Stat_t
+		err := unix.Lstat(m, &st)
+		if err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
+			return false, fmt.Errorf("lstat %s: %w", m, err)
+		}
+	}
+	return false, nil
+}
+
+func (w *snapWriter) removeNameWhiteout(p string) error {
+	for _, m := range w.nameWhiteoutPaths(p) {
+		if err := os.RemoveAll(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mkdirAncestor creates directory a, described by its manifest entry when
+// the manifest has it as a dir, else by the lower or defaults.
+func (w *snapWriter) mkdirAncestor(m *Manifest, a string, opaque bool) error {
+	e := m.Lookup(a)
+	if e == nil || e.Kind != EntryDir {
+		return w.mkdirImplied(a, opaque)
+	}
+	de := *e
+	de.Opaque = opaque
+	return w.create(&de)
+}
+
+// snapWriter creates manifest entries under root in one dialect.
+type snapWriter struct {
+	store    *Store
+	root     string
+	d        Dialect
+	opts     RestoreOptions
+	dirTimes []dirTime
+}
+
+type dirTime struct {
+	rel          string
+	atime, mtime unix.Timespec
+}
+
+func (w *snapWriter) abs(rel string) string {
+	if rel == "" {
+		return w.root
+	}
+	return filepath.Join(w.root, filepath.FromSlash(rel))
+}
+
+// create makes e at its path; its parent must exist or be creatable.
+func (w *snapWriter) create(e *ManifestEntry) error {
+	if err := validManifestPath(e.Path); err != nil {
+		return err
+	}
+	if err := w.ensureParent(path.Dir(e.Path)); err != nil {
+		return err
+	}
+	p := w.abs(e.Path)
+	switch e.Kind {
+	case EntryDir:
+		if err := os.Mkdir(p, 0o700); err != nil {
+			return err
+		}
+		return w.applyAttrs(e.Path, e, true)
+	case EntryFile:
+		fd, err := w.store.createCopy(e.Object, p, e.Size)
+		if err != nil {
+			return fmt.Errorf("%s: %w", e.Path, err)
+		}
+		defer unix.Close(fd)
+		if w.opts.Verify {
+			if err := w.store.Verify(e.Object); err != nil {
+				return fmt.Errorf("%s: %w", e.Path, err)
+			}
+		}
+		if err := unix.Fchown(fd, e.UID, e.GID); err != nil {
+			return fmt.Errorf("chown %s: %w", p, err)
+		}
+		if err := unix.Fchmod(fd, e.Mode&0o7777); err != nil {
+			return fmt.Errorf("chmod %s: %w", p, err)
+		}
+		for name, value := range e.Xattrs {
+			if err := unix.Fsetxattr(fd, name, value, 0); err != nil {
+				return fmt.Errorf("set xattr %s on %s: %w", name, p, err)
+			}
+		}
+		ts := []unix.Timespec{unix.NsecToTimespec(e.MTime), unix.NsecToTimespec(e.MTime)}
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return fmt.Errorf("set times of %s: %w", p, err)
+		}
+		return nil
+	case EntrySymlink:
+		if err := os.Symlink(e.Target, p); err != nil {
+			return err
+		}
+		return w.applyAttrs(e.Path, e, false)
+	case EntryWhiteout:
+		return w.createWhiteout(e)
+	case EntryOther:
+		if err := unix.Mknod(p, e.Mode, int(e.Rdev)); err != nil {
+			return fmt.Errorf("mknod %s: %w", p, err)
+		}
+		return w.applyAttrs(e.Path, e, false)
+	}
+	return fmt.Errorf("%s: unknown entry kind %d", e.Path, e.Kind)
+}
+
+func (w *snapWriter) createWhiteout(e *ManifestEntry) error {
+	dir, base := path.Split(e.Path)
+	var marker string
+	switch w.d {
+	case DialectKernel, DialectFuseOverlayfs:
+		p := w.abs(e.Path)
+		if err := unix.Mknod(p, unix.S_IFCHR, 0); err != nil {
+			return fmt.Errorf("mknod whiteout %s: %w", p, err)
+		}
+		if err := unix.Lchown(p, e.UID, e.GID); err != nil {
+			return fmt.Errorf("chown %s: %w", p, err)
+		}
+		return w.setTimes(p, e.MTime)
+	case DialectOCI:
+		marker = w.abs(dir + snapWhPrefix + base)
+	case DialectUnionfs:
+		marker = filepath.Join(w.root, snapUnionfsMetaDirs[0], filepath.FromSlash(e.Path+snapHiddenSuffix))
+		if err := os.MkdirAll(filepath.Dir(marker), 0o755); err != nil {
+			return err
+		}
+	}
+	f, err := os.OpenFile(marker, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("create whiteout marker: %w", err)
+	}
+	return f.Close()
+}
+
+// markOpaque spells "this directory hides the lower's" in w's dialect.
+func (w *snapWriter) markOpaque(rel string) error {
+	p := w.abs(rel)
+	switch w.d {
+	case DialectKernel:
+		name := "trusted.overlay.opaque"
+		if w.opts.UserXattr {
+			name = "user.overlay.opaque"
+		}
+		if err := unix.Lsetxattr(p, name, []byte("y"), 0); err != nil {
+			return fmt.Errorf("set %s on %s: %w", name, p, err)
+		}
+	case DialectFuseOverlayfs:
+		// fuse-overlayfs itself writes all three marks; it honours any one.
+		if err := unix.Lsetxattr(p, "trusted.overlay.opaque", []byte("y"), 0); err != nil {
+			return fmt.Errorf("set opaque xattr on %s: %w", p, err)
+		}
+		if err := unix.Mknod(filepath.Join(p, snapFuseOpqDevice), unix.S_IFCHR, 0); err != nil {
+			return fmt.Errorf("mark %s opaque: %w", p, err)
+		}
+		return touchEmpty(filepath.Join(p, snapOpaqueMarker))
+	case DialectOCI:
+		if rel == "" {
+			return nil // a layer root has no lower directory to hide
+		}
+		return touchEmpty(filepath.Join(p, snapOpaqueMarker))
+	case DialectUnionfs:
+		if rel == "" {
+			return nil
+		}
+		marker := filepath.Join(w.root, snapUnionfsMetaDirs[0], filepath.FromSlash(rel+snapHiddenSuffix))
+		if err := os.MkdirAll(marker, 0o755); err != nil {
+			return fmt.Errorf("mark %s opaque: %w", p, err)
+		}
+	}
+	return nil
+}
+
+func touchEmpty(p string) error {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// applyAttrs sets owner, mode, xattrs and (for non-dirs) times of the
+// entry just created at rel; directory times wait until their children exist.
+func (w *snapWriter) applyAttrs(rel string, e *ManifestEntry, isDir bool) error {
+	p := w.abs(rel)
+	if err := unix.Lchown(p, e.UID, e.GID); err != nil {
+		return fmt.Errorf("chown %s: %w", p, err)
+	}
+	if e.Kind != EntrySymlink {
+		// chmod after chown: chown clears setuid and setgid.
+		if err := unix.Chmod(p, e.Mode&0o7777); err != nil {
+			return fmt.Errorf("chmod %s: %w", p, err)
+		}
+	}
+	for name, value := range e.Xattrs {
+		if err := unix.Lsetxattr(p, name, value, 0); err != nil {
+			return fmt.Errorf("set xattr %s on %s: %w", name, p, err)
+		}
+	}
+	if isDir {
+		if e.Opaque {
+			if err := w.markOpaque(rel); err != nil {
+				return err
+			}
+		}
+		ts := unix.NsecToTimespec(e.MTime)
+		w.dirTimes = append(w.dirTimes, dirTime{rel: rel, atime: ts, mtime: ts})
+		return nil
+	}
+	return w.setTimes(p, e.MTime)
+}
+
+func (w *snapWriter) setTimes(p string, mtime int64) error {
+	ts := []unix.Timespec{unix.NsecToTimespec(mtime), unix.NsecToTimespec(mtime)}
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return fmt.Errorf("set times of %s: %w", p, err)
+	}
+	return nil
+}
+
+// ensureParent creates parent directories the manifest does not list
+// (whiteouts captured from layers that lack them).
+func (w *snapWriter) ensureParent(dir string) error {
+	if dir == "." || dir == "" {
+		return nil
+	}
+	var st unix.Stat_t
+	err := unix.Lstat(w.abs(dir), &st)
+	if err == nil {
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return fmt.Errorf("%s is not a directory", w.abs(dir))
+		}
+		return nil
+	}
+	if !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("lstat %s: %w", w.abs(dir), err)
+	}
+	if err := w.ensureParent(path.Dir(dir)); err != nil {
+		return err
+	}
+	return w.mkdirImplied(dir, false)
+}
+
+// mkdirImplied creates a directory the manifest does not describe, with the
+// lower's attributes when RestoreOptions.Lower is set.
+func (w *snapWriter) mkdirImplied(rel string, opaque bool) error {
+	e := ManifestEntry{Path: rel, Kind: EntryDir, Mode: 0o755, Opaque: opaque}
+	e.MTime = time.Now().UnixNano()
+	if w.opts.Lower != "" {
+		var st unix.Stat_t
+		if unix.Lstat(filepath.Join(w.opts.Lower, filepath.FromSlash(rel)), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			e.Mode = uint32(st.Mode) & 0o7777
+			e.UID, e.GID = int(st.Uid), int(st.Gid)
+			e.MTime = st.Mtim.Nano()
+		}
+	}
+	if err := w.ensureParent(path.Dir(rel)); err != nil {
+		return err
+	}
+	if err := os.Mkdir(w.abs(rel), 0o700); err != nil {
+		return err
+	}
+	return w.applyAttrs(rel, &e, true)
+}
+
+// finishDirTimes sets directory times, deepest first, once nothing more
+// will be created inside them.
+func (w *snapWriter) finishDirTimes() error {
+	for i := len(w.dirTimes) - 1; i >= 0; i-- {
+		dt := w.dirTimes[i]
+		p := w.abs(dt.rel)
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, []unix.Timespec{dt.atime, dt.mtime}, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue
+			}
+			return fmt.Errorf("set times of %s: %w", p, err)
+		}
+	}
+	w.dirTimes = w.dirTimes[:0]
+	return nil
+}

@@ -1,0 +1,284 @@
+package overlay
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrUnsafePath marks a path that would leave the root or pass through a
+// symlink: a source tree is never written or read through a link.
+var ErrUnsafePath = errors.New("unsafe path")
+
+// ErrInvalidPath marks a path that is not a clean, relative, slash-separated
+// path under the root.
+var ErrInvalidPath = errors.New("invalid path")
+
+// beneathResolve is what every lookup under a root uses: stay beneath the
+// starting directory and follow no link of any kind.
+const beneathResolve = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
+
+// openat2Missing is set once the kernel answers ENOSYS (or a test forces the
+// fallback), so later lookups go straight to per-component openat.
+var openat2Missing atomic.Bool
+
+// ValidateRelPath reports whether rel is a clean relative slash path naming
+// something strictly under a root: not empty, not absolute, no NUL, no empty,
+// "." or ".." component.
+func ValidateRelPath(rel string) error {
+	bad := func(why string) error { return fmt.Errorf("%w %q: %s", ErrInvalidPath, rel, why) }
+	switch {
+	case rel == "":
+		return bad("empty")
+	case strings.IndexByte(rel, 0) >= 0:
+		return bad("contains NUL")
+	case strings.HasPrefix(rel, "/"):
+		return bad("absolute")
+	}
+	for _, comp := range strings.Split(rel, "/") {
+		switch comp {
+		case "":
+			return bad("empty component")
+		case ".", "..":
+			return bad("contains " + comp)
+		}
+	}
+	return nil
+}
+
+// classifyResolveErr turns the errors that mean "this path escapes or goes
+// through a link" into ErrUnsafePath, keeping the errno for errors.Is.
+func classifyResolveErr(rel string, err error) error {
+	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) {
+		return fmt.Errorf("%w: %s: %w", ErrUnsafePath, rel, err)
+	}
+	return err
+}
+
+// openBeneathFd opens rel under dirfd following no symlink in any component
+// (the last one included, unless flags carries O_PATH|O_NOFOLLOW, which then
+// yields the link itself). rel must already be validated; "." opens dirfd's
+// directory again.
+func openBeneathFd(dirfd int, rel string, flags int) (int, error) {
+	flags |= unix.O_CLOEXEC | unix.O_NOFOLLOW
+	if !openat2Missing.Load() {
+		for {
+			fd, err := unix.Openat2(dirfd, rel, &unix.OpenHow{Flags: uint64(flags), Resolve: beneathResolve})
+			if err == nil {
+				return fd, nil
+			}
+			if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) {
+				// EAGAIN: a concurrent rename raced the lookup; retrying is what the man page asks.
+				continue
+			}
+			if errors.Is(err, unix.ENOSYS) {
+				openat2Missing.Store(true)
+				break
+			}
+			if errors.Is(err, unix.ENOTDIR) && isSymlinkBeneath(dirfd, rel) {
+				// O_DIRECTORY|O_NOFOLLOW on a final symlink answers ENOTDIR; it is a link.
+				err = unix.ELOOP
+			}
+			return -1, classifyResolveErr(rel, err)
+		}
+	}
+	return openComponentsFd(dirfd, rel, flags)
+}
+
+// isSymlinkBeneath reports whether rel under dirfd is itself a symlink,
+// looking it up without following anything.
+func isSymlinkBeneath(dirfd int, rel string) bool {
+	fd, err := unix.Openat2(dirfd, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: beneathResolve})
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	return unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
+}
+
+// openComponentsFd is the openat2 fallback: one openat per component with
+// O_NOFOLLOW, so a symlink anywhere fails with ELOOP (or ENOTDIR) instead of
+// being followed. Validated paths have no "..", so nothing climbs out.
+func openComponentsFd(dirfd int, rel string, flags int) (int, error) {
+	if rel == "." {
+		fd, err := unix.Openat(dirfd, ".", flags, 0)
+		return fd, err
+	}
+	comps := strings.Split(rel, "/")
+	cur := dirfd
+	closeCur := func() {
+		if cur != dirfd {
+			unix.Close(cur)
+		}
+	}
+	for i, comp := range comps {
+		last := i == len(comps)-1
+		f := unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+		if last {
+			f = flags
+		}
+		next, err := openatRetry(cur, comp, f)
+		if err != nil {
+			if errors.Is(err, unix.ENOTDIR) {
+				// O_NOFOLLOW|O_DIRECTORY on a symlink answers ENOTDIR; say it is a link.
+				var st unix.Stat_t
+				if unix.Fstatat(cur, comp, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+					err = unix.ELOOP
+				}
+			}
+			closeCur()
+			return -1, classifyResolveErr(rel, err)
+		}
+		closeCur()
+		cur = next
+	}
+	return cur, nil
+}
+
+func openatRetry(dirfd int, name string, flags int) (int, error) {
+	for {
+		fd, err := unix.Openat(dirfd, name, flags, 0)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		return fd, err
+	}
+}
+
+// openRootFd opens the root directory itself. The root is configuration, not
+// input: it may be reached through links, but nothing under it may.
+func openRootFd(root string) (int, error) {
+	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open root %s: %w", root, err)
+	}
+	return fd, nil
+}
+
+// OpenBeneath opens the regular file or directory rel under root for
+// reading without following any symlink on the way, the last component
+// included: a link anywhere fails with ErrUnsafePath.
+func OpenBeneath(root, rel string) (*os.File, error) {
+	if err := ValidateRelPath(rel); err != nil {
+		return nil, err
+	}
+	rootFd, err := openRootFd(root)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(rootFd)
+	fd, err := openBeneathFd(rootFd, rel, unix.O_RDONLY)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open beneath", Path: rel, Err: err}
+	}
+	return os.NewFile(uintptr(fd), rel), nil
+}
+
+// ReadFileBeneath reads the regular file rel under root the way OpenBeneath
+// opens it, returning its content and the info of the very inode read.
+func ReadFileBeneath(root, rel string) ([]byte, fs.FileInfo, error) {
+	f, err := OpenBeneath(root, rel)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, nil, fmt.Errorf("stat %s: %w", rel, err)
+	}
+	if !info.Mode().IsRegular() {
+		return nil, nil, &fs.PathError{Op: "read beneath", Path: rel, Err: fmt.Errorf("not a regular file (%s)", info.Mode().Type())}
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read %s: %w", rel, err)
+	}
+	return data, info, nil
+}
+
+// LstatBeneath describes rel under root without following a symlink in any
+// component; a symlink as the last component is described, not followed.
+func LstatBeneath(root, rel string) (fs.FileInfo, error) {
+	if err := ValidateRelPath(rel); err != nil {
+		return nil, err
+	}
+	rootFd, err := openRootFd(root)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(rootFd)
+	fd, err := openBeneathFd(rootFd, rel, unix.O_PATH)
+	if err != nil {
+		return nil, &fs.PathError{Op: "lstat beneath", Path: rel, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), rel)
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, &fs.PathError{Op: "lstat beneath", Path: rel, Err: err}
+	}
+	return info, nil
+}
+
+// ReadlinkBeneath reads the symlink rel under root, its parent directories
+// reached without following links.
+func ReadlinkBeneath(root, rel string) (string, error) {
+	if err := ValidateRelPath(rel); err != nil {
+		return "", err
+	}
+	rootFd, err := openRootFd(root)
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(rootFd)
+	dirFd, base, err := openParentBeneath(rootFd, rel)
+	if err != nil {
+		return "", &fs.PathError{Op: "readlink beneath", Path: rel, Err: err}
+	}
+	defer unix.Close(dirFd)
+	target, err := readlinkat(dirFd, base)
+	if err != nil {
+		return "", &fs.PathError{Op: "readlink beneath", Path: rel, Err: err}
+	}
+	return target, nil
+}
+
+// openParentBeneath opens the directory holding rel and returns its fd and
+// rel's last component.
+func openParentBeneath(rootFd int, rel string) (int, string, error) {
+	dir, base := splitRel(rel)
+	fd, err := openBeneathFd(rootFd, dir, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return -1, "", err
+	}
+	return fd, base, nil
+}
+
+// splitRel splits a validated rel into its parent ("." for the root) and name.
+func splitRel(rel string) (string, string) {
+	i := strings.LastIndexByte(rel, '/')
+	if i < 0 {
+		return ".", rel
+	}
+	return rel[:i], rel[i+1:]
+}
+
+func readlinkat(dirFd int, name string) (string, error) {
+	for size := 256; ; size *= 2 {
+		buf := make([]byte, size)
+		n, err := unix.Readlinkat(dirFd, name, buf)
+		if err != nil {
+			return "", err
+		}
+		if n < size {
+			return string(buf[:n]), nil
+		}
+	}
+}
