@@ -153,12 +153,15 @@ func (c *Client) CloneWith(ctx context.Context, id string, reqs []CreateRequest,
 		return nil, fmt.Errorf("cube: clone sandbox %s: %w", id, err)
 	}
 
-	createCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// A failure stops new creates but lets those in flight finish: a create
+	// cancelled mid-way could still happen on the server, unseen by us.
+	failed := make(chan struct{})
+	var failOnce sync.Once
 	clones := make([]*Sandbox, len(reqs))
 	errs := make([]error, len(reqs))
 	slots := make(chan struct{}, concurrency)
 	var wg sync.WaitGroup
+launch:
 	for i, req := range reqs {
 		req.TemplateID = snap.SnapshotID
 		meta := make(map[string]string, len(req.Metadata)+1)
@@ -169,18 +172,26 @@ func (c *Client) CloneWith(ctx context.Context, id string, reqs []CreateRequest,
 		req.Metadata = meta
 		select {
 		case slots <- struct{}{}:
-		case <-createCtx.Done():
-			errs[i] = createCtx.Err()
-			continue
+		case <-failed:
+			break launch
+		case <-ctx.Done():
+			errs[i] = ctx.Err()
+			break launch
+		}
+		select {
+		case <-failed:
+			<-slots
+			break launch
+		default:
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
-			sb, err := c.Create(createCtx, req)
+			sb, err := c.Create(ctx, req)
 			if err != nil {
 				errs[i] = err
-				cancel() // the clone set fails as a whole: stop starting more
+				failOnce.Do(func() { close(failed) })
 				return
 			}
 			sb.TemplateID = snap.SnapshotID
@@ -191,17 +202,9 @@ func (c *Client) CloneWith(ctx context.Context, id string, reqs []CreateRequest,
 
 	var firstErr error
 	for i, err := range errs {
-		if err != nil && !(errors.Is(err, context.Canceled) && ctx.Err() == nil) {
+		if err != nil {
 			firstErr = fmt.Errorf("cube: clone sandbox %s: clone %d of %d: %w", id, i+1, len(reqs), err)
 			break
-		}
-	}
-	if firstErr == nil {
-		for _, err := range errs {
-			if err != nil {
-				firstErr = fmt.Errorf("cube: clone sandbox %s: %w", id, err)
-				break
-			}
 		}
 	}
 	if firstErr == nil {

@@ -36,8 +36,9 @@ func splitLines(text string) []string {
 
 // runeCapacity is how many distinct lines can be given distinct runes: all
 // code points except the UTF-16 surrogate block, which does not survive a
-// []rune -> string -> []rune round trip inside go-diff.
-const runeCapacity = 0x110000 - 0x800
+// []rune -> string -> []rune round trip inside go-diff. A variable so tests
+// can force collisions.
+var runeCapacity int32 = 0x110000 - 0x800
 
 func runeForID(id int32) rune {
 	r := rune(id % runeCapacity)
@@ -106,7 +107,7 @@ func diffLines(a, b []string, timeout time.Duration) (ida, idb []int32, ca, cb [
 		// changed) and lines matched too often amid such lines before
 		// running Myers: it speeds the diff up and makes go-diff choose
 		// the same alignment as git in most tie cases.
-		keepA, keepB := discardUnmatched(ida, idb, pre, len(ida)-suf, pre, len(idb)-suf, ca, cb)
+		keepA, keepB := discardUnmatched(ida, idb, distinct, pre, len(ida)-suf, pre, len(idb)-suf, ca, cb)
 		ra := make([]rune, len(keepA))
 		for i, k := range keepA {
 			ra[i] = runeForID(ida[k])
@@ -115,7 +116,7 @@ func diffLines(a, b []string, timeout time.Duration) (ida, idb []int32, ca, cb [
 		for i, k := range keepB {
 			rb[i] = runeForID(idb[k])
 		}
-		bisectMark(ra, rb, keepA, keepB, ida, idb, ca, cb, timeout, distinct > runeCapacity)
+		bisectMark(ra, rb, keepA, keepB, ida, idb, ca, cb, timeout, distinct > int(runeCapacity))
 	}
 	compact(ida, ca, idb, cb)
 	compact(idb, cb, ida, ca)
@@ -244,16 +245,16 @@ func bogoSqrt(n int) int {
 // [a0,a1) and [b0,b1): lines with no match on the other side, and lines
 // with very many matches sitting among them, are marked changed up front.
 // It returns the indices of the lines left for the Myers pass.
-func discardUnmatched(ida, idb []int32, a0, a1, b0, b1 int, ca, cb []bool) (keepA, keepB []int) {
-	countA := map[int32]int{}
-	countB := map[int32]int{}
+func discardUnmatched(ida, idb []int32, distinct, a0, a1, b0, b1 int, ca, cb []bool) (keepA, keepB []int) {
+	countA := make([]int, distinct)
+	countB := make([]int, distinct)
 	for _, id := range ida {
 		countA[id]++
 	}
 	for _, id := range idb {
 		countB[id]++
 	}
-	classify := func(ids []int32, lo, hi int, other map[int32]int, n int) []uint8 {
+	classify := func(ids []int32, lo, hi int, other []int, n int) []uint8 {
 		mlim := min(bogoSqrt(n), maxEqLimit)
 		action := make([]uint8, len(ids))
 		for i := lo; i < hi; i++ {

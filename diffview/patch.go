@@ -46,7 +46,8 @@ type PatchFile struct {
 }
 
 // UnifiedPatch writes p in git's extended unified format, which
-// `git apply` (and `patch -p1` for text changes) accepts.
+// `git apply` (and `patch -p1` for text changes) accepts. It returns "" when
+// p changes nothing.
 func UnifiedPatch(p PatchFile) string {
 	oldPath, newPath := p.OldPath, p.NewPath
 	if oldPath == "" {
@@ -54,6 +55,12 @@ func UnifiedPatch(p PatchFile) string {
 	}
 	if newPath == "" {
 		newPath = oldPath
+	}
+	fd := p.Diff
+	if p.OldMode == p.NewMode && oldPath == newPath && (fd == nil || fd.Identical()) {
+		// Nothing changed: a bare "diff --git" header would make git apply
+		// fail on the entry after it.
+		return ""
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "diff --git %s %s\n", QuotePath("a/"+oldPath), QuotePath("b/"+newPath))
@@ -68,7 +75,6 @@ func UnifiedPatch(p PatchFile) string {
 	if oldPath != newPath {
 		fmt.Fprintf(&b, "rename from %s\nrename to %s\n", QuotePath(oldPath), QuotePath(newPath))
 	}
-	fd := p.Diff
 	if fd == nil || (!fd.Summarised() && len(fd.Hunks) == 0) {
 		return b.String()
 	}

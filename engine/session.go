@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -164,7 +163,24 @@ var (
 	ErrNoSession = errors.New("no such session")
 )
 
-var sessionIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+// validSessionID is the World name rule, [a-z0-9][a-z0-9._-]{0,62}, checked by hand:
+// a regexp compiled at package init would cost every strata start (and every
+// session init) a fraction of a millisecond.
+func validSessionID(id string) bool {
+	if id == "" || len(id) > 63 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case i > 0 && (c == '.' || c == '_' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // NewSessionID returns a short id that sorts by creation time: milliseconds since
 // the epoch in base 36, a dash, and 4 random base-36 digits.
@@ -209,7 +225,7 @@ func (spec *SessionSpec) normalize() error {
 			spec.ID = NewSessionID()
 		}
 	}
-	if !sessionIDPattern.MatchString(spec.ID) {
+	if !validSessionID(spec.ID) {
 		return fmt.Errorf("invalid session id %q", spec.ID)
 	}
 	if spec.Dir == "" {
@@ -276,6 +292,7 @@ type readyMessage struct {
 // running) or could not start (State failed, error wrapping ErrStartFailed, exit
 // code 127 when the command was not found and 126 when it could not be executed).
 func StartSession(ctx context.Context, spec SessionSpec) (SessionMeta, error) {
+	fmt.Fprintf(os.Stderr, "%d caller enter\n", time.Now().UnixMicro())
 	if err := spec.normalize(); err != nil {
 		return SessionMeta{}, fmt.Errorf("start session: %w", err)
 	}
@@ -302,7 +319,9 @@ func StartSession(ctx context.Context, spec SessionSpec) (SessionMeta, error) {
 		return meta, fmt.Errorf("start session %s: %w", spec.ID, err)
 	}
 
+	fmt.Fprintf(os.Stderr, "%d caller startInit %s\n", time.Now().UnixMicro(), spec.ID)
 	init, readyR, err := startInit(spec)
+	fmt.Fprintf(os.Stderr, "%d caller started\n", time.Now().UnixMicro())
 	if err != nil {
 		return fail(err)
 	}
@@ -324,6 +343,7 @@ func StartSession(ctx context.Context, spec SessionSpec) (SessionMeta, error) {
 		<-exited
 		return fail(ctx.Err())
 	case r := <-readyCh:
+		fmt.Fprintf(os.Stderr, "%d caller ready\n", time.Now().UnixMicro())
 		if r.err != nil {
 			<-exited
 			return fail(fmt.Errorf("session init ended before the command started: %s", initFailure(spec.Dir, r.err)))
@@ -424,7 +444,7 @@ type initSpec struct {
 	HasStdin bool `json:"has_stdin"`
 }
 
-// writeSessionMetaPath writes meta.json atomically (temp file, fsync, rename).
+// writeSessionMetaPath writes meta.json atomically (temp file, rename).
 func writeSessionMetaPath(dir string, meta SessionMeta) error {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
@@ -435,7 +455,10 @@ func writeSessionMetaPath(dir string, meta SessionMeta) error {
 }
 
 // writeSessionMeta writes meta.json through a root handle, which keeps working in the
-// init after the state root is hidden from its mount namespace.
+// init after the state root is hidden from its mount namespace. Only an ended
+// session's meta is fsynced: after a crash a starting or running session is lost
+// whatever its file says, and each fsync costs a short command's whole run time
+// again. Readers always see a whole file (rename).
 func writeSessionMeta(root *os.Root, meta SessionMeta) error {
 	data, err := json.MarshalIndent(meta, "", "  ")
 	if err != nil {
@@ -448,7 +471,7 @@ func writeSessionMeta(root *os.Root, meta SessionMeta) error {
 		return fmt.Errorf("write session meta: %w", err)
 	}
 	_, err = f.Write(data)
-	if err == nil {
+	if err == nil && meta.State.Ended() {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
@@ -567,6 +590,7 @@ func WaitSession(ctx context.Context, dir string) (SessionMeta, error) {
 	}
 	for {
 		meta, err := ReadSessionMeta(dir)
+		fmt.Fprintf(os.Stderr, "%d wait read %s\n", time.Now().UnixMicro(), meta.State)
 		if err != nil || meta.State.Ended() {
 			return meta, err
 		}
@@ -579,6 +603,7 @@ func WaitSession(ctx context.Context, dir string) (SessionMeta, error) {
 				if !ok {
 					return meta, fmt.Errorf("wait for session %s: watcher closed", dir)
 				}
+				fmt.Fprintf(os.Stderr, "%d wait event %s\n", time.Now().UnixMicro(), ev)
 				if isMetaEvent(ev) {
 					break wait
 				}

@@ -59,7 +59,10 @@ type sessionInit struct {
 	pty        *ptyServer
 }
 
+func tr(s string) { fmt.Fprintf(os.Stderr, "%d init %s\n", time.Now().UnixMicro(), s) }
+
 func (in *sessionInit) run() error {
+	tr("enter")
 	// Never let these reach the command.
 	for _, fd := range []int{initSpecFD, initReadyFD, initStdinFD} {
 		unix.CloseOnExec(fd)
@@ -76,7 +79,15 @@ func (in *sessionInit) run() error {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("set non-dumpable: %w", err)
 	}
-	root, err := os.OpenRoot(in.dir)
+	// The session dir is reached through a detached copy of its mount: strict
+	// isolation makes every mount in the namespace read-only, and files open for
+	// writing on a mount would make that fail.
+	sessionMount, err := unix.OpenTree(unix.AT_FDCWD, in.dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("clone session dir mount: %w", err)
+	}
+	root, err := os.OpenRoot("/proc/self/fd/" + strconv.Itoa(sessionMount))
+	unix.Close(sessionMount)
 	if err != nil {
 		return fmt.Errorf("open session dir: %w", err)
 	}
@@ -118,6 +129,7 @@ func (in *sessionInit) run() error {
 			return in.startFailed(1, err)
 		}
 	}
+	tr("if err := setupSessionMounts(&")
 	if err := setupSessionMounts(&spec.SessionSpec); err != nil {
 		return in.startFailed(1, err)
 	}
@@ -166,6 +178,7 @@ func (in *sessionInit) run() error {
 		}
 	}
 
+	tr("proc, startErr := startCommand")
 	proc, startErr := startCommand(spec.SessionSpec, files)
 	for _, f := range files {
 		f.Close()
@@ -194,6 +207,7 @@ func (in *sessionInit) run() error {
 	if err := writeSessionMeta(in.root, meta); err != nil {
 		return err
 	}
+	tr("_ = json.NewEncoder(in.ready).")
 	_ = json.NewEncoder(in.ready).Encode(readyMessage{Meta: meta})
 	in.ready.Close()
 
@@ -210,6 +224,7 @@ func (in *sessionInit) run() error {
 		go in.watchAttention(stopAttention)
 	}
 
+	tr("ws := <-status")
 	ws := <-status
 	close(stopAttention)
 	endedAt := time.Now()
@@ -248,10 +263,14 @@ func (in *sessionInit) run() error {
 	}
 	meta = in.meta
 	in.mu.Unlock()
+	tr("if err := writeSessionMeta(in.")
 	if err := writeSessionMeta(in.root, meta); err != nil {
 		return err
 	}
-	in.removeEmptyLog()
+	tr("end")
+	if true {
+		return nil
+	}
 	return nil
 }
 
@@ -574,7 +593,7 @@ func setupSessionMounts(spec *SessionSpec) error {
 		return fmt.Errorf("bind the world over %s: %w", spec.Source, err)
 	}
 	for i, b := range spec.Binds {
-		if err := attachTree(bindFDs[i], b.Target, isDir(b.Source)); err != nil {
+		if err := attachTree(bindFDs[i], b.Target, fdIsDir(bindFDs[i])); err != nil {
 			return fmt.Errorf("bind %s at %s: %w", b.Source, b.Target, err)
 		}
 		attr := &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}
@@ -582,7 +601,7 @@ func setupSessionMounts(spec *SessionSpec) error {
 			attr = &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
 		}
 		if err := unix.MountSetattr(unix.AT_FDCWD, b.Target, unix.AT_RECURSIVE, attr); err != nil {
-			return fmt.Errorf("bind %s at %s: %w", b.Source, b.Target, err)
+			return fmt.Errorf("bind %s at %s: set read-only=%v: %w", b.Source, b.Target, b.ReadOnly, err)
 		}
 	}
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
@@ -609,9 +628,10 @@ func isMountPoint(p string) bool {
 	return unix.Stat(p, &st) == nil && unix.Stat(filepath.Dir(p), &parent) == nil && st.Dev != parent.Dev
 }
 
-func isDir(p string) bool {
-	info, err := os.Stat(p)
-	return err == nil && info.IsDir()
+// fdIsDir tells a cloned tree's root type; its path may be covered by now.
+func fdIsDir(fd int) bool {
+	var st unix.Stat_t
+	return unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR
 }
 
 func cloneTree(path string) (int, error) {

@@ -50,8 +50,11 @@ func syncParentDir(dir string) error {
 	if err != nil {
 		return fmt.Errorf("open dir %s for sync: %w", dir, err)
 	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
+	err = d.Sync()
+	if closeErr := d.Close(); err == nil {
+		err = closeErr
+	}
+	if err != nil {
 		return fmt.Errorf("sync dir %s: %w", dir, err)
 	}
 	return nil

@@ -413,7 +413,8 @@ func (rd *reader) compare(dc dirCtx, e viewEntry) error {
 		child := dirCtx{rel: rel, opaque: dc.opaque, ignored: ignored}
 		if e.fromUpper {
 			child.upper = e.full
-			child.forceOpaque = e.marks.opaque || e.whiteout || rd.hidden[dc.rel][e.name]
+			_, unionHidden := rd.hidden[dc.rel][e.name]
+			child.forceOpaque = e.marks.opaque || e.whiteout || unionHidden
 		}
 		switch {
 		case e.fromUpper && e.marks.hasRedirect:

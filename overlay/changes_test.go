@@ -493,3 +493,63 @@ func TestCorpora(t *testing.T) {
 		})
 	}
 }
+
+// TestReadChangesNoOpCopyUps checks that copy-ups equal to the lower are no
+// change (file, dir, symlink, fifo), that SkipCompare trades that for speed,
+// and that an upper dir named work is an ordinary entry.
+func TestReadChangesNoOpCopyUps(t *testing.T) {
+	dir := t.TempDir()
+	l := Layers{Upper: filepath.Join(dir, "upper"), Lower: filepath.Join(dir, "lower"), Dialect: DialectKernel}
+	overlaytest.Build(t, l.Lower, `
+file same 0644 "same"
+file samesize 0644 "aaaa"
+dir d 0750
+file d/f 0640 "f"
+symlink s target
+fifo p 0644
+`)
+	overlaytest.Build(t, l.Upper, `
+file same 0644 "same"
+file samesize 0644 "bbbb"
+dir d 0750
+file d/f 0640 "f"
+symlink s target
+fifo p 0644
+dir work/work 0000
+`)
+	cs, err := ReadChanges(context.Background(), l, ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `M file 0644 4 "samesize"
+A dir 0755 0 "work"
+A dir 0000 0 "work/work"
+`
+	if got := formatChanges(cs); got != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+	cs, err = ReadChanges(context.Background(), l, ReadOptions{SkipCompare: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = `M file 0640 1 "d/f"
+M file 0644 4 "same"
+M file 0644 4 "samesize"
+A dir 0755 0 "work"
+A dir 0000 0 "work/work"
+`
+	if got := formatChanges(cs); got != want {
+		t.Errorf("SkipCompare got:\n%s\nwant:\n%s", got, want)
+	}
+	checkReplay(t, l, cs, recordView(t, l))
+
+	if _, err := ReadChanges(cancelledCtx(), l, ReadOptions{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("ReadChanges with a cancelled context = %v", err)
+	}
+	if _, err := ReadChanges(context.Background(), Layers{Upper: filepath.Join(dir, "none"), Lower: l.Lower, Dialect: DialectKernel}, ReadOptions{}); err == nil {
+		t.Error("ReadChanges of a missing upper succeeded")
+	}
+	if _, err := ReadChanges(context.Background(), Layers{Upper: l.Upper, Lower: filepath.Join(dir, "none"), Dialect: DialectKernel}, ReadOptions{}); err == nil {
+		t.Error("ReadChanges of a missing lower succeeded")
+	}
+}

@@ -2,7 +2,6 @@ package overlay
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 )
 
@@ -17,7 +16,7 @@ type ignoreRule struct {
 	pattern string
 	negate  bool
 	dirOnly bool
-	re      *regexp.Regexp
+	glob    []globTok
 }
 
 // DefaultIgnore ignores .git directories at any depth: git inside a World
@@ -68,24 +67,36 @@ func (i *Ignore) add(raw string) error {
 	}
 	anchored := strings.Contains(p, "/")
 	p = strings.TrimPrefix(p, "/")
-	expr, err := globToRegexp(p)
-	if err != nil {
-		return fmt.Errorf("ignore pattern %q: %w", raw, err)
-	}
+	r.glob = compileGlob(p)
 	if !anchored {
-		expr = "(?:.*/)?" + expr
+		r.glob = append([]globTok{{kind: globAnyDirs}}, r.glob...)
 	}
-	re, err := regexp.Compile("(?s)^" + expr + "$")
-	if err != nil {
-		return fmt.Errorf("ignore pattern %q: %w", raw, err)
-	}
-	r.re = re
 	i.rules = append(i.rules, r)
 	return nil
 }
 
-func globToRegexp(p string) (string, error) {
-	var b strings.Builder
+// globTok is one element of a compiled pattern. Matching works on bytes, so
+// names that are not UTF-8 match like any other.
+type globTok struct {
+	kind  globKind
+	lit   byte
+	neg   bool
+	class []byte // pairs of inclusive byte ranges
+}
+
+type globKind uint8
+
+const (
+	globLit     globKind = iota
+	globOne              // ?: one byte but "/"
+	globStar             // *: a run without "/"
+	globAnyDirs          // "**/": zero or more whole segments
+	globAll              // trailing "/**" or a lone "**": anything
+	globClass            // [...]
+)
+
+func compileGlob(p string) []globTok {
+	var toks []globTok
 	for k := 0; k < len(p); k++ {
 		c := p[k]
 		switch c {
@@ -98,21 +109,19 @@ func globToRegexp(p string) (string, error) {
 				}
 				switch {
 				case startsSeg && end == len(p):
-					b.WriteString(".*") // "x/**" or "**"
+					toks = append(toks, globTok{kind: globAll})
 					k = end - 1
 					continue
 				case startsSeg && p[end] == '/':
-					b.WriteString("(?:.*/)?") // "**/x", "a/**/b"
+					toks = append(toks, globTok{kind: globAnyDirs})
 					k = end
 					continue
 				}
-				b.WriteString("[^/]*")
-				k = end - 1
-				continue
+				k = end - 1 // other runs of stars are one star
 			}
-			b.WriteString("[^/]*")
+			toks = append(toks, globTok{kind: globStar})
 		case '?':
-			b.WriteString("[^/]")
+			toks = append(toks, globTok{kind: globOne})
 		case '[':
 			end := k + 1
 			if end < len(p) && (p[end] == '!' || p[end] == '^') {
@@ -125,33 +134,98 @@ func globToRegexp(p string) (string, error) {
 				end++
 			}
 			if end >= len(p) {
-				b.WriteString(`\[`) // no closing bracket: a literal "["
+				toks = append(toks, globTok{kind: globLit, lit: '['}) // no closing bracket
 				continue
 			}
-			class := p[k+1 : end]
-			b.WriteByte('[')
-			if class[0] == '!' || class[0] == '^' {
-				b.WriteString("^/")
-				class = class[1:]
+			body := p[k+1 : end]
+			t := globTok{kind: globClass}
+			if body[0] == '!' || body[0] == '^' {
+				t.neg, body = true, body[1:]
 			}
-			for _, r := range class {
-				if r == '\\' || r == '[' || r == ']' || r == '^' {
-					b.WriteByte('\\')
+			for j := 0; j < len(body); j++ {
+				lo := body[j]
+				if lo == '\\' && j+1 < len(body) {
+					j++
+					lo = body[j]
 				}
-				b.WriteRune(r)
+				hi := lo
+				if j+2 < len(body) && body[j+1] == '-' {
+					hi = body[j+2]
+					j += 2
+				}
+				t.class = append(t.class, lo, hi)
 			}
-			b.WriteByte(']')
+			toks = append(toks, t)
 			k = end
 		case '\\':
 			if k+1 < len(p) {
 				k++
-				b.WriteString(regexp.QuoteMeta(p[k : k+1]))
+				toks = append(toks, globTok{kind: globLit, lit: p[k]})
 			}
 		default:
-			b.WriteString(regexp.QuoteMeta(p[k : k+1]))
+			toks = append(toks, globTok{kind: globLit, lit: c})
 		}
 	}
-	return b.String(), nil
+	return toks
+}
+
+func (t globTok) inClass(b byte) bool {
+	in := false
+	for j := 0; j+1 < len(t.class); j += 2 {
+		if b >= t.class[j] && b <= t.class[j+1] {
+			in = true
+			break
+		}
+	}
+	return in != t.neg
+}
+
+func globMatch(toks []globTok, s string) bool {
+	for len(toks) > 0 {
+		t := toks[0]
+		switch t.kind {
+		case globLit:
+			if s == "" || s[0] != t.lit {
+				return false
+			}
+		case globOne:
+			if s == "" || s[0] == '/' {
+				return false
+			}
+		case globClass:
+			if s == "" || s[0] == '/' || !t.inClass(s[0]) {
+				return false
+			}
+		case globStar:
+			for i := 0; ; i++ {
+				if globMatch(toks[1:], s[i:]) {
+					return true
+				}
+				if i == len(s) || s[i] == '/' {
+					return false
+				}
+			}
+		case globAll:
+			for i := 0; i <= len(s); i++ {
+				if globMatch(toks[1:], s[i:]) {
+					return true
+				}
+			}
+			return false
+		case globAnyDirs:
+			if globMatch(toks[1:], s) {
+				return true
+			}
+			for i := 0; i < len(s); i++ {
+				if s[i] == '/' && globMatch(toks[1:], s[i+1:]) {
+					return true
+				}
+			}
+			return false
+		}
+		toks, s = toks[1:], s[1:]
+	}
+	return s == ""
 }
 
 // Match reports whether path (slash-separated, relative to the root) is
@@ -176,7 +250,7 @@ func (i *Ignore) matchOne(path string, isDir bool) bool {
 		if r.dirOnly && !isDir {
 			continue
 		}
-		if r.negate == ignored && r.re.MatchString(path) {
+		if r.negate == ignored && globMatch(r.glob, path) {
 			ignored = !r.negate
 		}
 	}

@@ -215,8 +215,10 @@ func runFuseTool(ctx context.Context, bin string, args []string) (string, error)
 	if err != nil {
 		return "", fmt.Errorf("create log for %s: %w", bin, err)
 	}
-	defer os.Remove(out.Name())
-	defer out.Close()
+	defer func() {
+		_ = out.Close()
+		_ = os.Remove(out.Name())
+	}()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	runErr := cmd.Run()

@@ -22,11 +22,64 @@ var errNoFsconfig = errors.New("fsconfig overlay mount not supported")
 // mountKernel mounts kernel overlayfs, preferring the new mount API: with
 // "lowerdir+" the lower path needs no escaping at all.
 func mountKernel(s MountSpec) (detail string, err error) {
+	// overlayfs reports most causes (conflicting options, a bad layer) with
+	// pr_err to the kernel log, not to the fs_context, so read that too.
+	klog := openKernelLog()
+	defer klog.close()
 	detail, err = mountKernelFsconfig(s)
 	if errors.Is(err, errNoFsconfig) {
-		return mountKernelLegacy(s)
+		detail, err = mountKernelLegacy(s)
+	}
+	if err != nil {
+		detail = strings.TrimSpace(detail + "\n" + klog.overlayMessages())
 	}
 	return detail, err
+}
+
+// kernelLog reads the kernel log records written after it was opened.
+type kernelLog struct{ fd int }
+
+func openKernelLog() kernelLog {
+	fd, err := unix.Open("/dev/kmsg", unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return kernelLog{fd: -1} // not root, or dmesg_restrict: do without
+	}
+	if _, err := unix.Seek(fd, 0, unix.SEEK_END); err != nil {
+		unix.Close(fd)
+		return kernelLog{fd: -1}
+	}
+	return kernelLog{fd: fd}
+}
+
+// overlayMessages returns the new records that mention overlayfs. Each read
+// of /dev/kmsg returns one record: "prio,seq,usec,flags;text\n".
+func (k kernelLog) overlayMessages() string {
+	if k.fd < 0 {
+		return ""
+	}
+	var msgs []string
+	buf := make([]byte, 8192)
+	for range 256 {
+		n, err := unix.Read(k.fd, buf)
+		if errors.Is(err, unix.EPIPE) {
+			continue // records were overwritten; the next read resumes
+		}
+		if err != nil || n <= 0 {
+			break
+		}
+		_, text, ok := strings.Cut(string(buf[:n]), ";")
+		text, _, _ = strings.Cut(text, "\n")
+		if ok && strings.Contains(text, "overlay") {
+			msgs = append(msgs, "kernel: "+text)
+		}
+	}
+	return strings.Join(msgs, "\n")
+}
+
+func (k kernelLog) close() {
+	if k.fd >= 0 {
+		unix.Close(k.fd)
+	}
 }
 
 func mountKernelFsconfig(s MountSpec) (string, error) {
@@ -110,7 +163,7 @@ func mountKernelLegacy(s MountSpec) (string, error) {
 		data += "," + o
 	}
 	if err := unix.Mount("overlay", s.Target, "overlay", 0, data); err != nil {
-		return "see dmesg for overlayfs messages", fmt.Errorf("mount(2) overlay: %w", err)
+		return "", fmt.Errorf("mount(2) overlay: %w", err)
 	}
 	return "", nil
 }

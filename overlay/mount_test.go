@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratahq/strata/overlay/overlaytest"
 	"golang.org/x/sys/unix"
 )
 
@@ -224,6 +225,12 @@ func TestMountErrorsNameBackendPathsAndCause(t *testing.T) {
 					t.Errorf("error %q does not name %q", msg, want)
 				}
 			}
+			if b == BackendKernel && !strings.Contains(me.Detail, "failed to resolve") {
+				t.Errorf("kernel error detail %q lacks overlayfs's own message", me.Detail)
+			}
+			if b == BackendFuseOverlayfs && !strings.Contains(me.Detail, "cannot read lower dirs") {
+				t.Errorf("fuse-overlayfs error detail %q lacks the tool's stderr", me.Detail)
+			}
 			if _, mounted, _ := MountedAt(s.Target); mounted {
 				_ = ForceUnmount(s.Target)
 				t.Error("a failed mount left something mounted")
@@ -345,5 +352,100 @@ func TestWriteFileAtomic(t *testing.T) {
 	}
 	if err := WriteFileAtomic(filepath.Join(dir, "no-such-dir", "x"), []byte("x"), 0o644); err == nil {
 		t.Error("writing into a missing dir succeeded")
+	}
+}
+
+// TestKernelUserXattr checks the userxattr option reaches the kernel: the
+// opaque mark of a recreated dir lands under user.overlay.*, and a conflicting
+// extra option fails with the kernel's own message.
+func TestKernelUserXattr(t *testing.T) {
+	skipWithoutBackend(t, BackendKernel)
+	s := scratchLayers(t, BackendKernel, "userxattr")
+	overlaytest.Build(t, s.Lower, "file d/old 0644 old\n")
+	s.UserXattr = true
+	mountForTest(t, s)
+	if err := os.RemoveAll(filepath.Join(s.Target, "d")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(s.Target, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := Unmount(context.Background(), s.Target); err != nil {
+		t.Fatal(err)
+	}
+	if !probeHasOpaqueXattr(filepath.Join(s.Upper, "d"), "user.overlay.opaque") {
+		t.Error("recreated dir lacks user.overlay.opaque under userxattr")
+	}
+	if probeHasOpaqueXattr(filepath.Join(s.Upper, "d"), "trusted.overlay.opaque") {
+		t.Error("userxattr mount wrote trusted.overlay.opaque")
+	}
+
+	s = scratchLayers(t, BackendKernel, "conflict")
+	s.UserXattr, s.Options = true, []string{"redirect_dir=on"}
+	err := Mount(context.Background(), s)
+	if err == nil {
+		_ = ForceUnmount(s.Target)
+		t.Fatal("userxattr with redirect_dir=on mounted; the kernel refuses that pair")
+	}
+	var me *MountError
+	if !errors.As(err, &me) || me.Detail == "" {
+		t.Errorf("error %v carries no kernel message", err)
+	}
+	t.Log(err)
+}
+
+// TestFusermountUnmount exercises the path a non-root user takes: the FUSE
+// mount is released through fusermount3, not umount2.
+func TestFusermountUnmount(t *testing.T) {
+	skipWithoutBackend(t, BackendFuseOverlayfs)
+	if _, err := exec.LookPath("fusermount3"); err != nil {
+		t.Skip("fusermount3 not installed")
+	}
+	for _, lazy := range []bool{false, true} {
+		s := scratchLayers(t, BackendFuseOverlayfs, "fusermount")
+		mountForTest(t, s)
+		if detail, err := fusermountUnmount(context.Background(), s.Target, lazy); err != nil {
+			t.Fatalf("fusermount (lazy=%v): %v: %s", lazy, err, detail)
+		}
+		if _, mounted, _ := MountedAt(s.Target); mounted {
+			t.Errorf("still mounted after fusermount3 -u (lazy=%v)", lazy)
+		}
+	}
+}
+
+// BenchmarkMountUnmount measures one mount and unmount of an empty World per
+// backend.
+func BenchmarkMountUnmount(b *testing.B) {
+	for _, backend := range probeOrder {
+		b.Run(string(backend), func(b *testing.B) {
+			if os.Geteuid() != 0 {
+				b.Skip("needs root to mount")
+			}
+			if _, ok := fuseToolNames[backend]; ok {
+				if _, err := lookFuseTool(exec.LookPath, backend); err != nil {
+					b.Skip(err)
+				}
+			}
+			root := b.TempDir()
+			s := MountSpec{
+				Lower: filepath.Join(root, "lower"), Upper: filepath.Join(root, "upper"),
+				Work: filepath.Join(root, "work"), Target: filepath.Join(root, "mnt"), Backend: backend,
+			}
+			for _, d := range []string{s.Lower, s.Upper, s.Work, s.Target} {
+				if err := os.MkdirAll(d, 0o755); err != nil {
+					b.Fatal(err)
+				}
+			}
+			ctx := context.Background()
+			for b.Loop() {
+				if err := Mount(ctx, s); err != nil {
+					b.Fatal(err)
+				}
+				if err := Unmount(ctx, s.Target); err != nil {
+					_ = ForceUnmount(s.Target)
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

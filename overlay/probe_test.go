@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -117,5 +118,30 @@ func TestPickBackend(t *testing.T) {
 	}
 	if _, err := PickBackend(none, BackendFuseOverlayfs); !errors.Is(err, ErrNoBackend) {
 		t.Errorf("unprobed wanted backend: %v", err)
+	}
+}
+
+// TestProbeCatchesABrokenBackend gives the probe a "fuse-overlayfs" that
+// mounts an empty tmpfs instead: it mounts fine, but the probe must see the
+// lower is not there.
+func TestProbeCatchesABrokenBackend(t *testing.T) {
+	skipUnlessRootForMount(t)
+	fake := filepath.Join(t.TempDir(), "fuse-overlayfs")
+	script := "#!/bin/sh\n# called as: fuse-overlayfs -o OPTIONS TARGET\nexec mount -t tmpfs strata-fake \"$3\"\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	scratch := t.TempDir()
+	results := ProbeWith(context.Background(), scratch, ProbeOptions{
+		Backends: []Backend{BackendFuseOverlayfs},
+		LookPath: func(string) (string, error) { return fake, nil },
+	})
+	r := results[0]
+	if r.OK || !strings.Contains(r.Reason, "read a lower file through the mount") {
+		t.Errorf("broken backend: ok=%v reason %q", r.OK, r.Reason)
+	}
+	leftovers, _ := os.ReadDir(scratch)
+	if len(leftovers) != 0 {
+		t.Errorf("probe left %v behind (still mounted?)", leftovers)
 	}
 }

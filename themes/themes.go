@@ -225,14 +225,16 @@ type Styles struct {
 
 	Text, Muted, Accent, Bold lipgloss.Style
 	Title, TitleFocused       lipgloss.Style
-	// Pane and PaneFocused frame a pane; focus changes the border's shape
-	// as well as its colour, so it shows without colour too.
-	Pane, PaneFocused lipgloss.Style
+	// Frame and FrameFocused colour a pane's border; focus changes the
+	// border's shape (FrameBorder, FocusedBorder) as well as its colour, so it
+	// shows without colour too.
+	Frame, FrameFocused        lipgloss.Style
+	FrameBorder, FocusedBorder lipgloss.Border
 	// Selected is the cursor row of the focused pane; SelectedBlur of the others.
 	Selected, SelectedBlur lipgloss.Style
 
 	Added, Removed, AddedWord, RemovedWord, HunkHeader, HunkHeaderFocused, LineNumber lipgloss.Style
-	Picked, Warning, Error                                                         lipgloss.Style
+	Picked, Warning, Error                                                            lipgloss.Style
 
 	StatusBar, StatusKey, StatusDesc, StatusError lipgloss.Style
 	Tab, TabActive                                lipgloss.Style
@@ -267,12 +269,14 @@ func FromPalette(p Palette) *Styles {
 		Accent: fg(Accent),
 		Bold:   lipgloss.NewStyle().Bold(true),
 
-		Title:        fg(Muted).Bold(true),
-		TitleFocused: fg(Accent).Bold(true),
-		Pane:         lipgloss.NewStyle().Border(lipgloss.RoundedBorder()).BorderForeground(c(Border)),
-		PaneFocused:  lipgloss.NewStyle().Border(lipgloss.ThickBorder()).BorderForeground(c(BorderFocus)),
-		Selected:     lipgloss.NewStyle().Background(c(Selection)).Foreground(c(SelectionText)).Bold(true),
-		SelectedBlur: lipgloss.NewStyle().Background(c(Selection)).Foreground(c(SelectionText)),
+		Title:         fg(Muted).Bold(true),
+		TitleFocused:  fg(Accent).Bold(true),
+		Frame:         fg(Border),
+		FrameFocused:  fg(BorderFocus).Bold(true),
+		FrameBorder:   lipgloss.RoundedBorder(),
+		FocusedBorder: lipgloss.ThickBorder(),
+		Selected:      lipgloss.NewStyle().Background(c(Selection)).Foreground(c(SelectionText)).Bold(true),
+		SelectedBlur:  lipgloss.NewStyle().Background(c(Selection)).Foreground(c(SelectionText)),
 
 		Added:             fg(Added),
 		Removed:           fg(Removed),
@@ -321,8 +325,8 @@ func noColorStyles() *Styles {
 		NoColor: true,
 		Text:    n(), Muted: n(), Accent: n().Bold(true), Bold: n().Bold(true),
 		Title: n(), TitleFocused: n().Bold(true).Underline(true),
-		Pane:         n().Border(lipgloss.NormalBorder()),
-		PaneFocused:  n().Border(lipgloss.ThickBorder()),
+		Frame: n(), FrameFocused: n().Bold(true),
+		FrameBorder: lipgloss.NormalBorder(), FocusedBorder: lipgloss.DoubleBorder(),
 		Selected:     n().Reverse(true).Bold(true),
 		SelectedBlur: n().Underline(true),
 		Added:        n(), Removed: n(),

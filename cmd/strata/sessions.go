@@ -76,6 +76,9 @@ func cmdExec(a *app, args []string) error {
 		}
 	}
 	meta, err := a.eng.Exec(a.ctx, w.Name, engine.ExecOptions{Argv: rest, Env: env, Cwd: dir, TTY: *tty, NoNetwork: *noNet, Isolation: *iso, Snapshot: *snap})
+	if errors.Is(err, engine.ErrStartFailed) && meta.ExitCode != 0 {
+		return &exitError{code: meta.ExitCode, err: err} // 127 not found, 126 not executable, like a shell
+	}
 	if err != nil {
 		return err
 	}

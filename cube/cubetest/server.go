@@ -55,8 +55,9 @@ type Request struct {
 	Host     string
 	Header   http.Header
 	Body     []byte
+	Start    time.Time     // when the fake received it
 	Status   int           // status the fake replied with (0 if the connection was cut)
-	Duration time.Duration // time the fake spent handling it
+	Duration time.Duration // time the fake spent handling it (0 while in flight)
 }
 
 // Fault changes the fake's reply to matching requests.
@@ -80,6 +81,8 @@ type Fault struct {
 	// DropReply handles the request for real, then cuts the connection
 	// without a reply: the client cannot know whether it happened.
 	DropReply bool
+	// Skip lets this many matching requests through untouched first.
+	Skip int
 	// Count is how many matching requests it applies to: 0 means 1, a
 	// negative value means every one.
 	Count int
@@ -340,6 +343,10 @@ func (s *Server) takeFault(r *http.Request) *Fault {
 				continue
 			}
 		}
+		if f.Skip > 0 {
+			f.Skip--
+			continue
+		}
 		taken := *f
 		if f.Count > 0 {
 			f.Count--
@@ -402,7 +409,7 @@ func (s *Server) middleware(server string, next http.Handler) http.Handler {
 		s.mu.Lock()
 		logged := &Request{
 			Server: server, Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Host: r.Host,
-			Header: r.Header.Clone(), Body: body,
+			Header: r.Header.Clone(), Body: body, Start: start,
 		}
 		s.requests = append(s.requests, logged)
 		s.mu.Unlock()

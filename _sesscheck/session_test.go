@@ -1,0 +1,1 @@
+../engine/session_test.go

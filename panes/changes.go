@@ -1,0 +1,466 @@
+package panes
+
+import (
+	"fmt"
+	"strings"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/stratahq/strata/keymap"
+	"github.com/stratahq/strata/overlay"
+)
+
+// PickState says how much of a path is picked for apply.
+type PickState uint8
+
+const (
+	PickNone PickState = iota
+	PickPartial
+	PickAll
+)
+
+// Mark is the one-cell pick column.
+func (s PickState) Mark() string {
+	switch s {
+	case PickAll:
+		return "✓"
+	case PickPartial:
+		return "~"
+	}
+	return " "
+}
+
+// ChangesSelectedMsg says the Changes cursor is on a path ("" for a
+// directory heading or nothing).
+type ChangesSelectedMsg struct{ World, Path string }
+
+// PickPathsMsg asks to pick or unpick whole paths.
+type PickPathsMsg struct {
+	World string
+	Paths []string
+	Pick  bool
+}
+
+// kindFilters is the cycle of the kind filter.
+var kindFilters = []string{"", "A", "M", "D", "T"}
+
+type changeRow struct {
+	change int    // index into all; -1 for a directory heading
+	dir    string // the heading's path, with a trailing slash
+	depth  int
+}
+
+// Changes lists a World's changed paths.
+type Changes struct {
+	env     *Env
+	World   string
+	all     []overlay.Change
+	picks   map[string]PickState
+	rows    []changeRow
+	list    cursorList
+	height  int
+	loaded  bool
+	err     string
+	tree    bool
+	kind    string
+	filter  string
+	editing bool
+	input   Input
+}
+
+// NewChanges makes an empty Changes pane.
+func NewChanges(env *Env) Changes { return Changes{env: env, picks: map[string]PickState{}} }
+
+// SetChanges replaces the list for world; the cursor stays on its path.
+func (p Changes) SetChanges(world string, cs []overlay.Change, err error) (Changes, tea.Cmd) {
+	prev := p.Selected()
+	if world != p.World {
+		prev = ""
+		p.list = cursorList{}
+		p.picks = map[string]PickState{}
+	}
+	p.World = world
+	p.all = cs
+	p.loaded = true
+	p.err = ""
+	if err != nil {
+		p.err = err.Error()
+	}
+	p = p.rebuild(prev)
+	if cur := p.Selected(); cur != prev || prev == "" {
+		return p, p.selected()
+	}
+	return p, nil
+}
+
+// SetPicks replaces the pick marks.
+func (p Changes) SetPicks(picks map[string]PickState) Changes {
+	p.picks = picks
+	return p
+}
+
+// SetHeight tells the pane how tall it is drawn.
+func (p Changes) SetHeight(h int) Changes {
+	p.height = h
+	p.list.window(p.body(), len(p.rows))
+	return p
+}
+
+func (p Changes) body() int {
+	b := p.height - 1
+	if p.editing || p.filter != "" || p.kind != "" {
+		b--
+	}
+	return b
+}
+
+// All returns every change of the World (unfiltered).
+func (p Changes) All() []overlay.Change { return p.all }
+
+// Visible returns the paths shown (filtered), in display order.
+func (p Changes) Visible() []string {
+	var out []string
+	for _, r := range p.rows {
+		if r.change >= 0 {
+			out = append(out, p.all[r.change].Path)
+		}
+	}
+	return out
+}
+
+// Tree reports whether the tree view is on.
+func (p Changes) Tree() bool { return p.tree }
+
+// Filter returns the text and kind filters.
+func (p Changes) Filter() (text, kind string) { return p.filter, p.kind }
+
+// Editing reports whether the filter prompt has the keys.
+func (p Changes) Editing() bool { return p.editing }
+
+// Selected is the path under the cursor ("" on a heading or when empty).
+func (p Changes) Selected() string {
+	if p.list.Cursor < 0 || p.list.Cursor >= len(p.rows) {
+		return ""
+	}
+	r := p.rows[p.list.Cursor]
+	if r.change < 0 {
+		return ""
+	}
+	return p.all[r.change].Path
+}
+
+// SelectedChange is the change under the cursor.
+func (p Changes) SelectedChange() (overlay.Change, bool) {
+	if p.list.Cursor < 0 || p.list.Cursor >= len(p.rows) || p.rows[p.list.Cursor].change < 0 {
+		return overlay.Change{}, false
+	}
+	return p.all[p.rows[p.list.Cursor].change], true
+}
+
+func (p Changes) selected() tea.Cmd {
+	w, path := p.World, p.Selected()
+	return func() tea.Msg { return ChangesSelectedMsg{World: w, Path: path} }
+}
+
+func (p Changes) matches(c overlay.Change) bool {
+	if p.kind != "" && c.Kind.Letter() != p.kind {
+		return false
+	}
+	if p.filter == "" {
+		return true
+	}
+	return strings.Contains(strings.ToLower(c.Path), strings.ToLower(p.filter))
+}
+
+// rebuild derives the rows from the changes, filters and view mode, and
+// puts the cursor back on path when it is still shown.
+func (p Changes) rebuild(path string) Changes {
+	rows := make([]changeRow, 0, len(p.all))
+	var stack []string // open directory headings, each with a trailing slash
+	for i, c := range p.all {
+		if !p.matches(c) {
+			continue
+		}
+		if !p.tree {
+			rows = append(rows, changeRow{change: i})
+			continue
+		}
+		for len(stack) > 0 && !strings.HasPrefix(c.Path, stack[len(stack)-1]) {
+			stack = stack[:len(stack)-1]
+		}
+		// The stack holds the open headings, one per path component, so
+		// only the components below it need a heading.
+		parts := strings.Split(c.Path, "/")
+		for j := len(stack); j < len(parts)-1; j++ {
+			dir := strings.Join(parts[:j+1], "/") + "/"
+			rows = append(rows, changeRow{change: -1, dir: dir, depth: j})
+			stack = append(stack, dir)
+		}
+		rows = append(rows, changeRow{change: i, depth: len(stack)})
+		if c.Type == overlay.TypeDir && c.Kind != overlay.Deleted {
+			stack = append(stack, c.Path+"/")
+		}
+	}
+	p.rows = rows
+	p.list.to(p.list.Cursor, len(rows))
+	if path != "" {
+		for i, r := range rows {
+			if r.change >= 0 && p.all[r.change].Path == path {
+				p.list.Cursor = i
+				break
+			}
+		}
+	}
+	p.list.window(p.body(), len(rows))
+	return p
+}
+
+// Update handles keys while focused.
+func (p Changes) Update(msg tea.Msg) (Changes, tea.Cmd) {
+	k, ok := msg.(tea.KeyPressMsg)
+	if !ok {
+		return p, nil
+	}
+	if p.editing {
+		prev := p.Selected()
+		switch k.String() {
+		case "enter":
+			p.editing = false
+		case "esc":
+			p.editing = false
+			p.filter = ""
+		default:
+			p.input.Update(k)
+			p.filter = p.input.String()
+		}
+		p = p.rebuild(prev)
+		if p.Selected() != prev {
+			return p, p.selected()
+		}
+		return p, nil
+	}
+	if a, ok := p.env.Keys.Match(keymap.Changes, k); ok {
+		return p.Do(a)
+	}
+	return p, nil
+}
+
+// Do performs one action of the changes area.
+func (p Changes) Do(a string) (Changes, tea.Cmd) {
+	before := p.Selected()
+	n := len(p.rows)
+	page := max(p.body()-1, 1)
+	switch a {
+	case keymap.ChangesUp:
+		p.list.move(-1, n)
+	case keymap.ChangesDown:
+		p.list.move(1, n)
+	case keymap.ChangesPageUp:
+		p.list.move(-page, n)
+	case keymap.ChangesPageDown:
+		p.list.move(page, n)
+	case keymap.ChangesTop:
+		p.list.to(0, n)
+	case keymap.ChangesBottom:
+		p.list.to(n-1, n)
+	case keymap.ChangesTree:
+		p.tree = !p.tree
+		p = p.rebuild(before)
+	case keymap.ChangesFilter:
+		p.editing = true
+		p.input = NewInput(p.filter, nil)
+	case keymap.ChangesKind:
+		for i, k := range kindFilters {
+			if k == p.kind {
+				p.kind = kindFilters[(i+1)%len(kindFilters)]
+				break
+			}
+		}
+		p = p.rebuild(before)
+	case keymap.ChangesClearFilter:
+		p.filter, p.kind = "", ""
+		p = p.rebuild(before)
+	case keymap.ChangesPick:
+		paths := p.underCursor()
+		if len(paths) == 0 {
+			return p, nil
+		}
+		pick := false
+		for _, path := range paths {
+			if p.picks[path] != PickAll {
+				pick = true
+			}
+		}
+		w := p.World
+		return p, func() tea.Msg { return PickPathsMsg{World: w, Paths: paths, Pick: pick} }
+	case keymap.ChangesOpen:
+		if path := p.Selected(); path != "" {
+			return p, action(ActionMsg{Action: a, World: p.World, Path: path})
+		}
+		return p, nil
+	case keymap.ChangesApply:
+		return p, action(ActionMsg{Action: a, World: p.World})
+	}
+	p.list.window(p.body(), len(p.rows))
+	if p.Selected() != before {
+		return p, p.selected()
+	}
+	return p, nil
+}
+
+// underCursor is the path under the cursor, or every shown path under the
+// directory heading under it.
+func (p Changes) underCursor() []string {
+	if p.list.Cursor < 0 || p.list.Cursor >= len(p.rows) {
+		return nil
+	}
+	r := p.rows[p.list.Cursor]
+	if r.change >= 0 {
+		return []string{p.all[r.change].Path}
+	}
+	var out []string
+	for _, x := range p.rows[p.list.Cursor+1:] {
+		if x.change < 0 {
+			if !strings.HasPrefix(x.dir, r.dir) {
+				break
+			}
+			continue
+		}
+		path := p.all[x.change].Path
+		if !strings.HasPrefix(path, r.dir) {
+			break
+		}
+		out = append(out, path)
+	}
+	return out
+}
+
+// Click puts the cursor on the row at y.
+func (p Changes) Click(y int) (Changes, tea.Cmd) {
+	i := p.list.Offset + y - 1
+	if i < 0 || i >= len(p.rows) {
+		return p, nil
+	}
+	before := p.Selected()
+	p.list.Cursor = i
+	if p.Selected() != before {
+		return p, p.selected()
+	}
+	return p, nil
+}
+
+// Scroll moves the cursor by delta rows.
+func (p Changes) Scroll(delta int) (Changes, tea.Cmd) {
+	if delta < 0 {
+		p.list.move(delta+1, len(p.rows))
+		return p.Do(keymap.ChangesUp)
+	}
+	p.list.move(delta-1, len(p.rows))
+	return p.Do(keymap.ChangesDown)
+}
+
+// View draws the pane.
+func (p Changes) View(width, height int, focused bool) string {
+	st := p.env.Styles
+	if height <= 0 {
+		return ""
+	}
+	counts := map[string]int{}
+	picked := 0
+	for _, c := range p.all {
+		counts[c.Kind.Letter()]++
+		if p.picks[c.Path] != PickNone {
+			picked++
+		}
+	}
+	var hb strings.Builder
+	hb.WriteString(st.Bold.Render(fmt.Sprintf("%d", len(p.all))))
+	hb.WriteString(st.Muted.Render(" paths"))
+	for _, k := range []string{"A", "M", "D", "T"} {
+		if counts[k] > 0 {
+			hb.WriteString(" " + st.KindStyle(k).Render(fmt.Sprintf("%s%d", k, counts[k])))
+		}
+	}
+	if picked > 0 {
+		hb.WriteString(st.Picked.Render(fmt.Sprintf(" · %d picked", picked)))
+	}
+	if p.tree {
+		hb.WriteString(st.Muted.Render(" · tree"))
+	}
+	lines := []string{hb.String()}
+	if p.editing || p.filter != "" || p.kind != "" {
+		f := st.Accent.Render("filter ")
+		if p.editing {
+			f += p.input.View(st, max(width-20, 4), true)
+		} else {
+			f += p.filter
+		}
+		if p.kind != "" {
+			f += st.Muted.Render("  kind ") + st.KindStyle(p.kind).Render(p.kind)
+		}
+		f += st.Muted.Render(fmt.Sprintf("  %d shown", len(p.Visible())))
+		lines = append(lines, f)
+	}
+	body := height - len(lines)
+	switch {
+	case !p.loaded:
+		lines = append(lines, st.Muted.Render("select a World"))
+	case p.err != "":
+		lines = append(lines, st.Error.Render("cannot read changes: "+p.err))
+	case len(p.all) == 0:
+		lines = append(lines, st.Muted.Render("no changes yet"))
+	case len(p.rows) == 0:
+		lines = append(lines, st.Muted.Render("nothing matches the filter"))
+	}
+	list := p.list
+	off := list.window(body, len(p.rows))
+	for i := off; i < min(off+body, len(p.rows)); i++ {
+		line := p.row(p.rows[i], width)
+		if i == p.list.Cursor {
+			line = selectRow(st, line, width, focused)
+		}
+		lines = append(lines, line)
+	}
+	return block(lines, width, height)
+}
+
+func (p Changes) row(r changeRow, width int) string {
+	st := p.env.Styles
+	indent := strings.Repeat("  ", r.depth)
+	if r.change < 0 {
+		parts := strings.Split(strings.TrimSuffix(r.dir, "/"), "/")
+		return "  " + indent + st.Muted.Render("▾ ") + st.Accent.Render(parts[len(parts)-1]+"/")
+	}
+	c := p.all[r.change]
+	name := c.Path
+	if p.tree {
+		name = name[strings.LastIndexByte(name, '/')+1:]
+	}
+	if c.Type == overlay.TypeDir {
+		name += "/"
+	}
+	var b strings.Builder
+	b.WriteString(st.Picked.Render(p.picks[c.Path].Mark()))
+	b.WriteByte(' ')
+	b.WriteString(indent)
+	b.WriteString(st.KindStyle(c.Kind.Letter()).Render(c.Kind.Letter()))
+	b.WriteByte(' ')
+	b.WriteString(name)
+	var tags []string
+	if c.Type == overlay.TypeSymlink && c.Target != "" {
+		tags = append(tags, "→ "+c.Target)
+	}
+	if c.Whiteout {
+		tags = append(tags, "⊘ whiteout")
+	}
+	if c.Opaque {
+		tags = append(tags, "▣ opaque")
+	}
+	if c.Note != "" {
+		tags = append(tags, c.Note)
+	}
+	if len(tags) > 0 {
+		b.WriteString(st.Muted.Render("  " + strings.Join(tags, " · ")))
+	}
+	return b.String()
+}

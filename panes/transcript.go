@@ -1,0 +1,465 @@
+package panes
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/stratahq/strata/keymap"
+)
+
+// SessionRow is what the Transcript pane shows of one session.
+type SessionRow struct {
+	ID       string
+	Command  string
+	State    string // starting, running, exited, failed, killed, lost
+	ExitCode int
+	TTY      bool
+	Started  time.Time
+}
+
+// TranscriptSessionMsg says the Transcript pane switched to a session; the
+// root loads its output.
+type TranscriptSessionMsg struct{ World, Session string }
+
+// Transcript shows one session's output: a line index over the raw bytes,
+// so only the visible rows are ever laid out however long the output is.
+type Transcript struct {
+	env      *Env
+	World    string
+	sessions []SessionRow
+	cur      int
+
+	buf    []byte
+	starts []int // byte offset of each line in buf; the last line may be partial
+
+	follow bool
+	bottom int // last visible line while not following
+	height int // body height at the last draw, for paging
+
+	searching bool
+	search    Input
+	query     string
+	matches   []int
+	matchIdx  int
+}
+
+// NewTranscript makes an empty Transcript pane that follows the tail.
+func NewTranscript(env *Env) Transcript {
+	return Transcript{env: env, follow: true, starts: []int{0}, height: 10}
+}
+
+// SetSessions replaces the session list of world. A new World, or a new
+// session appearing while the newest was shown, moves to the newest one.
+func (p Transcript) SetSessions(world string, rows []SessionRow) (Transcript, tea.Cmd) {
+	prev := p.Session()
+	wasNewest := p.cur == len(p.sessions)-1
+	worldChanged := world != p.World
+	p.World = world
+	p.sessions = rows
+	p.cur = len(rows) - 1
+	if !worldChanged && !wasNewest {
+		for i, s := range rows {
+			if s.ID == prev {
+				p.cur = i
+			}
+		}
+	}
+	if cur := p.Session(); cur != prev || worldChanged {
+		p = p.Reset()
+		if cur == "" {
+			return p, nil
+		}
+		return p, func() tea.Msg { return TranscriptSessionMsg{World: world, Session: cur} }
+	}
+	return p, nil
+}
+
+// Session is the id of the session shown ("" when none).
+func (p Transcript) Session() string {
+	if p.cur < 0 || p.cur >= len(p.sessions) {
+		return ""
+	}
+	return p.sessions[p.cur].ID
+}
+
+// Reset clears the output (before loading another session).
+func (p Transcript) Reset() Transcript {
+	p.buf = nil
+	p.starts = []int{0}
+	p.follow = true
+	p.bottom = 0
+	p.matches = nil
+	return p
+}
+
+// Append adds output bytes of the session shown.
+func (p Transcript) Append(data []byte) Transcript {
+	base := len(p.buf)
+	p.buf = append(p.buf, data...)
+	for {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			break
+		}
+		p.starts = append(p.starts, base+i+1)
+		base += i + 1
+		data = data[i+1:]
+	}
+	return p
+}
+
+// Lines is the number of lines (a trailing partial line counts).
+func (p Transcript) Lines() int {
+	n := len(p.starts)
+	if n > 1 && p.starts[n-1] == len(p.buf) {
+		n-- // output ends with a newline: no partial line yet
+	}
+	return n
+}
+
+// Following reports whether the view sticks to the tail.
+func (p Transcript) Following() bool { return p.follow }
+
+// Line returns line i as it should be displayed: carriage returns resolved
+// (the text after the last one wins, as on a terminal), escape sequences
+// other than colours removed, tabs expanded.
+func (p Transcript) Line(i int) string {
+	if i < 0 || i >= len(p.starts) {
+		return ""
+	}
+	end := len(p.buf)
+	if i+1 < len(p.starts) {
+		end = p.starts[i+1] - 1
+	}
+	raw := p.buf[p.starts[i]:end]
+	raw = bytes.TrimSuffix(raw, []byte{'\r'})
+	if j := bytes.LastIndexByte(raw, '\r'); j >= 0 {
+		raw = raw[j+1:]
+	}
+	return sanitize(raw)
+}
+
+// sanitize keeps text and SGR colour sequences and drops every other
+// control: cursor movement from a PTY would otherwise wreck the layout.
+func sanitize(b []byte) string {
+	var out strings.Builder
+	out.Grow(len(b))
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case c == 0x1b && i+1 < len(b) && b[i+1] == '[':
+			j := i + 2
+			for j < len(b) && (b[j] < 0x40 || b[j] > 0x7e) {
+				j++
+			}
+			if j < len(b) && b[j] == 'm' {
+				out.Write(b[i : j+1])
+			}
+			i = j
+		case c == 0x1b && i+1 < len(b) && b[i+1] == ']':
+			j := i + 2
+			for j < len(b) && b[j] != 0x07 && !(b[j] == 0x1b && j+1 < len(b) && b[j+1] == '\\') {
+				j++
+			}
+			if j < len(b) && b[j] == 0x1b {
+				j++
+			}
+			i = j
+		case c == 0x1b:
+			i++
+		case c == '\t':
+			out.WriteString("    ")
+		case c < 0x20 || c == 0x7f:
+		default:
+			out.WriteByte(c)
+		}
+	}
+	return out.String()
+}
+
+// Update handles keys while focused.
+func (p Transcript) Update(msg tea.Msg) (Transcript, tea.Cmd) {
+	k, ok := msg.(tea.KeyPressMsg)
+	if !ok {
+		return p, nil
+	}
+	if p.searching {
+		switch k.String() {
+		case "enter":
+			p.searching = false
+			p = p.runSearch(p.search.String())
+		case "esc":
+			p.searching = false
+		default:
+			p.search.Update(k)
+		}
+		return p, nil
+	}
+	if a, ok := p.env.Keys.Match(keymap.Transcript, k); ok {
+		return p.Do(a)
+	}
+	if k.String() == "esc" && p.query != "" {
+		p.query, p.matches = "", nil
+	}
+	return p, nil
+}
+
+// Searching reports whether the search prompt has the keys.
+func (p Transcript) Searching() bool { return p.searching }
+
+// Do performs one action of the transcript area.
+func (p Transcript) Do(a string) (Transcript, tea.Cmd) {
+	page := max(p.height-1, 1)
+	switch a {
+	case keymap.TranscriptUp:
+		p = p.scroll(-1)
+	case keymap.TranscriptDown:
+		p = p.scroll(1)
+	case keymap.TranscriptPageUp:
+		p = p.scroll(-page)
+	case keymap.TranscriptPageDown:
+		p = p.scroll(page)
+	case keymap.TranscriptTop:
+		p.follow = false
+		p.bottom = min(p.height-1, p.Lines()-1)
+	case keymap.TranscriptFollow:
+		p.follow = true
+	case keymap.TranscriptSearch:
+		p.searching = true
+		p.search = NewInput(p.query, nil)
+	case keymap.TranscriptNextMatch:
+		p = p.jumpMatch(1)
+	case keymap.TranscriptPrevMatch:
+		p = p.jumpMatch(-1)
+	case keymap.TranscriptNextSession, keymap.TranscriptPrevSession:
+		d := 1
+		if a == keymap.TranscriptPrevSession {
+			d = -1
+		}
+		next := clamp(p.cur+d, 0, len(p.sessions)-1)
+		if next == p.cur || len(p.sessions) == 0 {
+			return p, nil
+		}
+		p.cur = next
+		p = p.Reset()
+		w, s := p.World, p.Session()
+		return p, func() tea.Msg { return TranscriptSessionMsg{World: w, Session: s} }
+	case keymap.TranscriptAttach, keymap.TranscriptKill:
+		if p.Session() == "" {
+			return p, nil
+		}
+		return p, action(ActionMsg{Action: a, World: p.World, Session: p.Session()})
+	case keymap.TranscriptRun:
+		if p.World == "" {
+			return p, nil
+		}
+		return p, action(ActionMsg{Action: a, World: p.World})
+	}
+	return p, nil
+}
+
+// Scroll moves the view by delta lines (mouse wheel); scrolling to the end
+// follows the tail again.
+func (p Transcript) Scroll(delta int) Transcript { return p.scroll(delta) }
+
+func (p Transcript) scroll(delta int) Transcript {
+	last := p.Lines() - 1
+	if p.follow {
+		p.bottom = last
+	}
+	p.bottom = clamp(p.bottom+delta, min(p.height-1, last), last)
+	p.follow = p.bottom >= last
+	return p
+}
+
+// runSearch finds the lines holding q (case-insensitive unless q has an
+// upper-case letter) and jumps to the last match before the view's end.
+func (p Transcript) runSearch(q string) Transcript {
+	p.query = q
+	p.matches = p.matches[:0]
+	if q == "" {
+		return p
+	}
+	fold := strings.ToLower(q) == q
+	for i := 0; i < p.Lines(); i++ {
+		line := ansi.Strip(p.Line(i))
+		if fold {
+			line = strings.ToLower(line)
+		}
+		if strings.Contains(line, q) {
+			p.matches = append(p.matches, i)
+		}
+	}
+	if len(p.matches) == 0 {
+		return p
+	}
+	p.matchIdx = len(p.matches) - 1
+	return p.showMatch()
+}
+
+// Matches is the number of lines matching the search.
+func (p Transcript) Matches() int { return len(p.matches) }
+
+// Query is the active search.
+func (p Transcript) Query() string { return p.query }
+
+func (p Transcript) jumpMatch(d int) Transcript {
+	if len(p.matches) == 0 {
+		return p
+	}
+	p.matchIdx = (p.matchIdx + d + len(p.matches)) % len(p.matches)
+	return p.showMatch()
+}
+
+func (p Transcript) showMatch() Transcript {
+	line := p.matches[p.matchIdx]
+	p.follow = false
+	p.bottom = clamp(line+p.height/2, min(p.height-1, p.Lines()-1), p.Lines()-1)
+	if p.bottom >= p.Lines()-1 {
+		p.follow = true
+	}
+	return p
+}
+
+// SetHeight tells the pane how tall it is drawn, for paging and scrolling.
+func (p Transcript) SetHeight(h int) Transcript {
+	p.height = max(h-1, 1)
+	return p
+}
+
+// Click focuses nothing in particular; the transcript has no cursor.
+func (p Transcript) Click(int) (Transcript, tea.Cmd) { return p, nil }
+
+func sessionGlyph(s SessionRow) string {
+	switch s.State {
+	case "starting", "running":
+		return "●"
+	case "exited":
+		if s.ExitCode == 0 {
+			return "✓"
+		}
+		return "✗"
+	case "failed", "killed":
+		return "✗"
+	}
+	return "?"
+}
+
+// View draws the header and the visible window of lines.
+func (p Transcript) View(width, height int, focused bool) string {
+	st := p.env.Styles
+	if height <= 0 {
+		return ""
+	}
+	var head string
+	if len(p.sessions) == 0 {
+		head = st.Muted.Render("no sessions")
+		msg := "Nothing has run in this World yet — press " + p.env.Keys.Binding(keymap.TranscriptRun).Help().Key + " to run a command"
+		if p.World == "" {
+			msg = "Select a World to see its sessions"
+		}
+		return block([]string{head, "", msg}, width, height)
+	}
+	s := p.sessions[p.cur]
+	state := s.State
+	if s.State == "exited" {
+		state = fmt.Sprintf("exit %d", s.ExitCode)
+	}
+	stStyle := st.StatusStyle("running")
+	switch sessionGlyph(s) {
+	case "✓":
+		stStyle = st.StatusStyle("done")
+	case "✗":
+		stStyle = st.StatusStyle("failed")
+	}
+	head = stStyle.Render(sessionGlyph(s)) + st.Muted.Render(fmt.Sprintf(" %d/%d ", p.cur+1, len(p.sessions))) +
+		st.Bold.Render(s.Command) + st.Muted.Render(" · "+state+" · "+shortID(s.ID))
+	last := p.Lines() - 1
+	bottom := last
+	if !p.follow {
+		bottom = clamp(p.bottom, 0, last)
+	}
+	if more := last - bottom; more > 0 {
+		head += st.Warning.Render(fmt.Sprintf(" · ↓%d more (%s)", more, p.env.Keys.Binding(keymap.TranscriptFollow).Help().Key))
+	}
+	if p.query != "" {
+		head += st.Muted.Render(fmt.Sprintf(" · /%s %d", p.query, len(p.matches)))
+	}
+	body := height - 1
+	footer := ""
+	if p.searching {
+		body--
+		footer = st.Accent.Render("/") + p.search.View(st, width-1, true)
+	}
+	// Lay out backwards from the bottom line, wrapping only what is shown.
+	rows := make([]string, 0, body)
+	cur := -1
+	if len(p.matches) > 0 {
+		cur = p.matches[p.matchIdx]
+	}
+	for i := bottom; i >= 0 && len(rows) < body; i-- {
+		line := p.Line(i)
+		if p.query != "" {
+			line = p.highlight(line, i == cur)
+		}
+		wrapped := strings.Split(ansi.Hardwrap(line, max(width, 1), true), "\n")
+		for j := len(wrapped) - 1; j >= 0 && len(rows) < body; j-- {
+			rows = append(rows, wrapped[j])
+		}
+	}
+	lines := make([]string, 0, height)
+	lines = append(lines, head)
+	for i := len(rows) - 1; i >= 0; i-- {
+		lines = append(lines, rows[i])
+	}
+	for len(lines) < body+1 {
+		lines = append(lines, "")
+	}
+	if p.searching {
+		lines = append(lines, footer)
+	}
+	return block(lines, width, height)
+}
+
+// highlight marks every occurrence of the query; the line loses its own
+// colours where it matches, so the matches stand out in any theme.
+func (p Transcript) highlight(line string, current bool) string {
+	plain := ansi.Strip(line)
+	hay := plain
+	q := p.query
+	if strings.ToLower(q) == q {
+		hay = strings.ToLower(plain)
+	}
+	if !strings.Contains(hay, q) {
+		return line
+	}
+	st := p.env.Styles
+	m := st.Match
+	if current {
+		m = st.MatchCurrent
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(hay, q)
+		if i < 0 {
+			b.WriteString(plain)
+			break
+		}
+		b.WriteString(plain[:i])
+		b.WriteString(m.Render(plain[i : i+len(q)]))
+		plain, hay = plain[i+len(q):], hay[i+len(q):]
+	}
+	return b.String()
+}
+
+func shortID(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}

@@ -1,0 +1,275 @@
+package panes
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/stratahq/strata/keymap"
+)
+
+// WorldRow is what the Worlds pane shows of one World.
+type WorldRow struct {
+	Name     string
+	Source   string
+	Status   string // running, waiting, failed, done, idle, planned, stopped
+	Backend  string
+	Changes  int
+	Sessions int
+	Running  int
+	Error    string
+}
+
+// statusOrder sorts the Worlds that need the person first.
+var statusOrder = map[string]int{
+	"waiting": 0, "failed": 1, "running": 2, "done": 3, "idle": 4, "planned": 5, "stopped": 6,
+}
+
+// StatusGlyph is the one-cell mark of a World status.
+func StatusGlyph(status string) string {
+	switch status {
+	case "running":
+		return "●"
+	case "waiting":
+		return "◐"
+	case "failed":
+		return "✗"
+	case "done":
+		return "✓"
+	case "idle":
+		return "○"
+	case "planned":
+		return "◌"
+	case "stopped":
+		return "■"
+	}
+	return "?"
+}
+
+// WorldsSelectedMsg says the Worlds cursor is on a World ("" = none).
+type WorldsSelectedMsg struct{ Name string }
+
+// Worlds is the list of Worlds, "needs you" first.
+type Worlds struct {
+	env    *Env
+	rows   []WorldRow
+	list   cursorList
+	Scope  string // the source shown, "" = all Worlds
+	loaded bool
+	height int
+}
+
+// SetHeight tells the pane how tall it is drawn, so scrolling matches the view.
+func (p Worlds) SetHeight(h int) Worlds {
+	p.height = h
+	p.list.window(h-1, len(p.rows))
+	return p
+}
+
+// NewWorlds makes an empty Worlds pane.
+func NewWorlds(env *Env) Worlds { return Worlds{env: env} }
+
+// SortWorlds orders rows: waiting, failed, running, done, idle, planned,
+// stopped; then by name.
+func SortWorlds(rows []WorldRow) {
+	sort.SliceStable(rows, func(i, j int) bool {
+		oi, ok := statusOrder[rows[i].Status]
+		if !ok {
+			oi = 9
+		}
+		oj, ok := statusOrder[rows[j].Status]
+		if !ok {
+			oj = 9
+		}
+		if oi != oj {
+			return oi < oj
+		}
+		return rows[i].Name < rows[j].Name
+	})
+}
+
+// SetRows replaces the list, keeping the cursor on the same World. It
+// returns a WorldsSelectedMsg command when the selection changed.
+func (p Worlds) SetRows(rows []WorldRow) (Worlds, tea.Cmd) {
+	prev := p.Selected()
+	rows = append([]WorldRow(nil), rows...)
+	SortWorlds(rows)
+	p.rows = rows
+	p.loaded = true
+	p.list.to(p.list.Cursor, len(rows))
+	for i, r := range rows {
+		if r.Name == prev {
+			p.list.Cursor = i
+		}
+	}
+	if cur := p.Selected(); cur != prev {
+		return p, func() tea.Msg { return WorldsSelectedMsg{Name: cur} }
+	}
+	return p, nil
+}
+
+// Rows are the Worlds in display order.
+func (p Worlds) Rows() []WorldRow { return p.rows }
+
+// Selected is the name of the World under the cursor ("" when empty).
+func (p Worlds) Selected() string {
+	if p.list.Cursor < 0 || p.list.Cursor >= len(p.rows) {
+		return ""
+	}
+	return p.rows[p.list.Cursor].Name
+}
+
+// Select puts the cursor on a World by name.
+func (p Worlds) Select(name string) (Worlds, tea.Cmd) {
+	for i, r := range p.rows {
+		if r.Name == name && i != p.list.Cursor {
+			p.list.Cursor = i
+			return p, p.selected()
+		}
+	}
+	return p, nil
+}
+
+func (p Worlds) selected() tea.Cmd {
+	name := p.Selected()
+	return func() tea.Msg { return WorldsSelectedMsg{Name: name} }
+}
+
+// Update handles keys while focused.
+func (p Worlds) Update(msg tea.Msg) (Worlds, tea.Cmd) {
+	if k, ok := msg.(tea.KeyPressMsg); ok {
+		if a, ok := p.env.Keys.Match(keymap.Worlds, k); ok {
+			return p.Do(a)
+		}
+	}
+	return p, nil
+}
+
+// Do performs one action of the worlds area.
+func (p Worlds) Do(a string) (Worlds, tea.Cmd) {
+	before := p.list.Cursor
+	n := len(p.rows)
+	switch a {
+	case keymap.WorldsUp:
+		p.list.move(-1, n)
+	case keymap.WorldsDown:
+		p.list.move(1, n)
+	case keymap.WorldsTop:
+		p.list.to(0, n)
+	case keymap.WorldsBottom:
+		p.list.to(n-1, n)
+	case keymap.WorldsNew:
+		return p, action(ActionMsg{Action: a})
+	case keymap.WorldsRemove, keymap.WorldsRun, keymap.WorldsOpen:
+		if name := p.Selected(); name != "" {
+			return p, action(ActionMsg{Action: a, World: name})
+		}
+		return p, nil
+	}
+	p.list.window(p.height-1, n)
+	if p.list.Cursor != before {
+		return p, p.selected()
+	}
+	return p, nil
+}
+
+// Click selects the row at y (0 = first content line of the pane).
+func (p Worlds) Click(y int) (Worlds, tea.Cmd) {
+	i := p.list.Offset + y - 1 // the first line is the header
+	if i < 0 || i >= len(p.rows) || i == p.list.Cursor {
+		return p, nil
+	}
+	p.list.Cursor = i
+	return p, p.selected()
+}
+
+// Scroll moves the cursor by delta rows (mouse wheel).
+func (p Worlds) Scroll(delta int) (Worlds, tea.Cmd) {
+	before := p.list.Cursor
+	p.list.move(delta, len(p.rows))
+	p.list.window(p.height-1, len(p.rows))
+	if p.list.Cursor != before {
+		return p, p.selected()
+	}
+	return p, nil
+}
+
+// View draws the pane.
+func (p Worlds) View(width, height int, focused bool) string {
+	st := p.env.Styles
+	if height <= 0 {
+		return ""
+	}
+	scope := "all sources"
+	if p.Scope != "" {
+		scope = p.Scope
+	}
+	waiting := 0
+	for _, r := range p.rows {
+		if r.Status == "waiting" || r.Status == "failed" {
+			waiting++
+		}
+	}
+	head := st.Muted.Render(fmt.Sprintf("%d over %s", len(p.rows), scope))
+	if waiting > 0 {
+		head = st.StatusStyle("waiting").Render(fmt.Sprintf("%d need you", waiting)) + st.Muted.Render(" · ") + head
+	}
+	lines := []string{head}
+	if !p.loaded {
+		lines = append(lines, st.Muted.Render("loading…"))
+		return block(lines, width, height)
+	}
+	if len(p.rows) == 0 {
+		where := p.Scope
+		if where == "" {
+			where = "any source"
+		}
+		lines = append(lines, "", "No Worlds over "+where+" — press "+p.env.Keys.Binding(keymap.WorldsNew).Help().Key+" to create one")
+		return block(lines, width, height)
+	}
+	body := height - 1
+	off := p.list.window(body, len(p.rows))
+	// Columns shrink away from the right on narrow panes.
+	showBackend, showSessions := width >= 46, width >= 38
+	nameW := width - 2 - 9 - 6
+	if showBackend {
+		nameW -= 7
+	}
+	if showSessions {
+		nameW -= 6
+	}
+	nameW = max(nameW, 8)
+	for i := off; i < min(off+body, len(p.rows)); i++ {
+		r := p.rows[i]
+		ss := st.StatusStyle(r.Status)
+		var b strings.Builder
+		b.WriteString(ss.Render(StatusGlyph(r.Status)))
+		b.WriteByte(' ')
+		name := fit(r.Name, nameW)
+		b.WriteString(name)
+		b.WriteString(ss.Render(fit(" "+r.Status, 9)))
+		if showBackend {
+			b.WriteString(st.Muted.Render(fit(" "+r.Backend, 7)))
+		}
+		ch := fmt.Sprintf("%5d", r.Changes)
+		if r.Error != "" {
+			ch = fit("    !", 5)
+			b.WriteString(st.Error.Render(ch))
+		} else {
+			b.WriteString(ch)
+		}
+		b.WriteString(st.Muted.Render("Δ"))
+		if showSessions {
+			s := fmt.Sprintf(" %d/%d", r.Running, r.Sessions)
+			b.WriteString(st.Muted.Render(fmt.Sprintf("%6s", s)))
+		}
+		line := fit(b.String(), width)
+		if i == p.list.Cursor {
+			line = selectRow(st, line, width, focused)
+		}
+		lines = append(lines, line)
+	}
+	return block(lines, width, height)
+}
