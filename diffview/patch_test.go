@@ -269,16 +269,18 @@ func randomPatchesWithGit(t *testing.T, ctx int) {
 		// Pick a random subset of hunks; the expected file is Apply's
 		// result, and the patch carries only the picked hunks.
 		sel := NewSelection(fd, false)
-		partial := &FileDiff{}
-		*partial = *fd
-		partial.Hunks = nil
+		var picked []int
 		for i := range fd.Hunks {
 			if g.rng.IntN(2) == 0 {
 				_ = sel.PickHunk(i)
-				partial.Hunks = append(partial.Hunks, fd.Hunks[i])
+				picked = append(picked, i)
 			}
 		}
 		expect, err := fd.Apply(old, sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		partial, err := fd.Subset(picked)
 		if err != nil {
 			t.Fatal(err)
 		}

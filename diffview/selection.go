@@ -406,3 +406,38 @@ func joinLines(lines []string) string {
 	}
 	return b.String()
 }
+
+// Subset returns a diff holding only the given hunks (0-based, in order),
+// with new-side line numbers and headers recomputed as if only those hunks
+// had been made, so its UnifiedPatch applies on the old version (even with
+// `git apply --unidiff-zero` for zero-context hunks, which trusts them).
+// It is meant for patch output: the lines keep their full-diff numbers.
+func (fd *FileDiff) Subset(hunks []int) (*FileDiff, error) {
+	out := *fd
+	out.Hunks = nil
+	out.Added, out.Removed = 0, 0
+	delta := 0
+	last := -1
+	for _, i := range hunks {
+		if i < 0 || i >= len(fd.Hunks) {
+			return nil, &RangeError{What: "hunk", Index: i, Len: len(fd.Hunks)}
+		}
+		if i <= last {
+			return nil, fmt.Errorf("subset of hunks: index %d is out of order", i)
+		}
+		last = i
+		h := fd.Hunks[i]
+		newOff := h.oldOffset() + delta
+		h.NewStart = newOff
+		if h.NewLines > 0 {
+			h.NewStart++
+		}
+		h.Header = fmt.Sprintf("@@ -%s +%s @@", rangeText(h.OldStart, h.OldLines), rangeText(h.NewStart, h.NewLines))
+		delta += h.NewLines - h.OldLines
+		out.Hunks = append(out.Hunks, h)
+		out.Added += h.Added()
+		out.Removed += h.Removed()
+	}
+	out.NewLineCount = fd.OldLineCount + delta
+	return &out, nil
+}

@@ -33,7 +33,7 @@ func (e *Engine) Info(ctx context.Context, w *World) WorldInfo {
 			wi.Running++
 		}
 	}
-	wi.Attention = WorldAttention(ss)
+	wi.Attention = WorldAttention(currentSessions(ss))
 	wi.Status = worldStatus(w, ss, wi.Attention)
 	return wi
 }
@@ -87,4 +87,26 @@ func cwdOrEmpty() string {
 		return ""
 	}
 	return d
+}
+
+// currentSessions are the sessions that describe a World now: every live
+// one, plus the one that ended last. An old failure followed by successful
+// runs is history, not something that needs the person.
+func currentSessions(ss []SessionMeta) []SessionMeta {
+	var out []SessionMeta
+	var last *SessionMeta
+	for i := range ss {
+		s := &ss[i]
+		if s.State == SessionRunning || s.State == SessionStarting {
+			out = append(out, *s)
+			continue
+		}
+		if last == nil || s.EndedAt.After(last.EndedAt) {
+			last = s
+		}
+	}
+	if last != nil {
+		out = append(out, *last)
+	}
+	return out
 }

@@ -111,6 +111,8 @@ const (
 	DialogPrevField   = "dialog.prev-field"
 	DialogHistoryPrev = "dialog.history-prev"
 	DialogHistoryNext = "dialog.history-next"
+	DialogYes         = "dialog.yes"
+	DialogNo          = "dialog.no"
 )
 
 // Action is one named binding.
@@ -223,6 +225,8 @@ func defaults() []def {
 		{DialogPrevField, k("shift+tab"), "previous field", false},
 		{DialogHistoryPrev, k("up"), "older entry", false},
 		{DialogHistoryNext, k("down"), "newer entry", false},
+		{DialogYes, k("y"), "yes (questions without fields)", false},
+		{DialogNo, k("n"), "no (questions without fields)", false},
 	}
 }
 

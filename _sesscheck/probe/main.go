@@ -2,29 +2,29 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"golang.org/x/sys/unix"
 )
 
 func main() {
 	for i := 0; i < 5; i++ {
-		t0 := time.Now()
-		w, _ := fsnotify.NewWatcher()
-		w.Add("/tmp")
-		t1 := time.Now()
-		w.Close()
-		t2 := time.Now()
 		fd, _ := unix.InotifyInit1(unix.IN_CLOEXEC)
-		unix.InotifyAddWatch(fd, "/tmp", unix.IN_MOVED_TO)
+		wd, _ := unix.InotifyAddWatch(fd, "/tmp", unix.IN_MOVED_TO)
 		t3 := time.Now()
-		unix.Close(fd)
+		unix.InotifyRmWatch(fd, uint32(wd))
 		t4 := time.Now()
-		fd, _ = unix.InotifyInit1(unix.IN_CLOEXEC)
-		t5 := time.Now()
 		unix.Close(fd)
-		fmt.Fprintln(os.Stdout, "fsnotify new+add", t1.Sub(t0), "close", t2.Sub(t1), "raw add", t3.Sub(t2), "raw close", t4.Sub(t3), "close no watch", time.Since(t5))
+		t5 := time.Now()
+		fmt.Println("rm", t4.Sub(t3), "close", t5.Sub(t4))
+	}
+	for i := 0; i < 3; i++ {
+		fd, _ := unix.InotifyInit1(unix.IN_CLOEXEC)
+		wd, _ := unix.InotifyAddWatch(fd, "/tmp", unix.IN_MOVED_TO)
+		unix.InotifyRmWatch(fd, uint32(wd))
+		time.Sleep(50 * time.Millisecond)
+		t4 := time.Now()
+		unix.Close(fd)
+		fmt.Println("close after sleep", time.Since(t4))
 	}
 }
