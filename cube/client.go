@@ -33,6 +33,8 @@ type Config struct {
 	Scheme string
 	// HTTPClient is used for all calls when set. With ProxyAddr its
 	// Transport must be nil or an *http.Transport (it is cloned for envd).
+	// Leave its Timeout zero: it would cut long exec streams; deadlines
+	// belong in the contexts.
 	HTTPClient *http.Client
 	// Retry bounds retries of calls that are safe to repeat.
 	Retry RetryPolicy
@@ -51,17 +53,17 @@ var DefaultRetry = RetryPolicy{Max: 4, Base: 200 * time.Millisecond, MaxDelay: 5
 
 // Client talks to one CubeSandbox deployment. It is safe for concurrent use.
 type Client struct {
-	endpoint   *url.URL
-	apiKey     string
-	bearer     bool
-	scheme     string
-	api        *http.Client
-	envd       *http.Client
-	retry      RetryPolicy
-	ownsEnvd   bool
-	dialer     net.Dialer
-	proxyAddr  string
-	userAgent  string
+	endpoint  *url.URL
+	apiKey    string
+	bearer    bool
+	scheme    string
+	api       *http.Client
+	envd      *http.Client
+	retry     RetryPolicy
+	ownsEnvd  bool
+	dialer    net.Dialer
+	proxyAddr string
+	userAgent string
 }
 
 // New checks cfg and builds a Client.
@@ -293,7 +295,7 @@ func (c *Client) send(ctx context.Context, cl call) (rep *reply, sent bool, err 
 	if err != nil {
 		return nil, sent, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return nil, true, fmt.Errorf("read reply: %w", err)

@@ -39,7 +39,8 @@ type ExecRequest struct {
 	Envs map[string]string
 	Cwd  string
 	// Timeout, when positive, is sent as Connect-Timeout-Ms: envd ends the
-	// process when it passes.
+	// process when it passes. A context deadline that comes first is sent
+	// instead.
 	Timeout time.Duration
 }
 
@@ -163,8 +164,16 @@ func (c *Client) Exec(ctx context.Context, sb *Sandbox, req ExecRequest, stdout,
 	}
 	header := c.envdHeader(sb)
 	header.Set("Connect-Protocol-Version", "1")
-	if req.Timeout > 0 {
-		header.Set("Connect-Timeout-Ms", strconv.FormatInt(req.Timeout.Milliseconds(), 10))
+	// envd ends the process at the earlier of the request's timeout and the
+	// caller's deadline, so a command does not outlive the caller's interest.
+	timeout := req.Timeout
+	if deadline, ok := ctx.Deadline(); ok {
+		if left := time.Until(deadline); timeout <= 0 || left < timeout {
+			timeout = max(left, time.Millisecond)
+		}
+	}
+	if timeout > 0 {
+		header.Set("Connect-Timeout-Ms", strconv.FormatInt(max(timeout.Milliseconds(), 1), 10))
 	}
 	resp, sent, err := c.open(ctx, call{
 		op: op, method: http.MethodPost, url: c.EnvdURL(sb) + "/process.Process/Start",
@@ -176,7 +185,7 @@ func (c *Client) Exec(ctx context.Context, sb *Sandbox, req ExecRequest, stdout,
 		}
 		return ExecResult{}, &TransportError{Op: op, Sent: sent, Err: err}
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		return ExecResult{}, parseAPIError(op, resp, body)

@@ -18,7 +18,7 @@ func numbered(n int) []string {
 func TestDiffHunksAndHeaders(t *testing.T) {
 	old := numbered(20)
 	nw := append([]string(nil), old...)
-	nw[1] = "changed 2\n"                                 // hunk 1
+	nw[1] = "changed 2\n"                                          // hunk 1
 	nw = append(nw[:15], append([]string{"new\n"}, nw[15:]...)...) // hunk 2: insert after line 15
 	fd := Diff(join(old), join(nw), Options{})
 	if len(fd.Hunks) != 2 {
@@ -36,8 +36,12 @@ func TestDiffHunksAndHeaders(t *testing.T) {
 		text         string
 		oldNo, newNo int
 	}{
-		{Equal, "line 1", 1, 1}, {Delete, "line 2", 2, 0}, {Insert, "changed 2", 0, 2},
-		{Equal, "line 3", 3, 3}, {Equal, "line 4", 4, 4}, {Equal, "line 5", 5, 5},
+		{Equal, "line 1", 1, 1},
+		{Delete, "line 2", 2, 0},
+		{Insert, "changed 2", 0, 2},
+		{Equal, "line 3", 3, 3},
+		{Equal, "line 4", 4, 4},
+		{Equal, "line 5", 5, 5},
 	}
 	if len(h.Lines) != len(want) {
 		t.Fatalf("hunk 0 has %d lines", len(h.Lines))

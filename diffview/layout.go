@@ -259,7 +259,7 @@ func humanBytes(n int) string {
 // fullRow is a one-row, full-width text (headers, summaries), truncated.
 func (l *layouter) fullRow(kind RowKind, hunk int, role Role, text string) Row {
 	cells := textCells(text, role, role, nil, l.tabWidth)
-	segs := l.fit(cells, l.opts.Width, role)
+	segs := l.fit(l.opts.Width, role, cells)
 	return Row{Kind: kind, Segments: segs, Hunk: hunk, Line: -1, PairLine: -1}
 }
 
@@ -273,7 +273,7 @@ func (l *layouter) hunkHeader(i int) Row {
 		cells = append(cells, cell{l.marks[state], 1, RolePickMark}, cell{" ", 1, RoleHunkHeader})
 	}
 	cells = append(cells, textCells(h.Header, RoleHunkHeader, RoleHunkHeader, nil, l.tabWidth)...)
-	return Row{Kind: RowHunkHeader, Segments: l.fit(cells, l.opts.Width, RoleHunkHeader), Hunk: i, Line: -1, PairLine: -1, Picked: picked}
+	return Row{Kind: RowHunkHeader, Segments: l.fit(l.opts.Width, RoleHunkHeader, cells), Hunk: i, Line: -1, PairLine: -1, Picked: picked}
 }
 
 func (l *layouter) unwrappedCount(i int) int {
@@ -333,13 +333,19 @@ func (l *layouter) gutterCells(nums []int, blank bool) []cell {
 	if l.numWidth == 0 {
 		return nil
 	}
-	var cells []cell
+	cells := make([]cell, 0, len(nums)+2)
 	for _, n := range nums {
-		s := strings.Repeat(" ", l.numWidth)
+		buf := make([]byte, 0, l.numWidth+1)
+		digits := ""
 		if n > 0 && !blank {
-			s = fmt.Sprintf("%*d", l.numWidth, n)
+			digits = strconv.Itoa(n)
 		}
-		cells = append(cells, cell{s + " ", l.numWidth + 1, RoleGutter})
+		for range l.numWidth - len(digits) {
+			buf = append(buf, ' ')
+		}
+		buf = append(buf, digits...)
+		buf = append(buf, ' ')
+		cells = append(cells, cell{string(buf), l.numWidth + 1, RoleGutter})
 	}
 	return cells
 }
@@ -347,6 +353,9 @@ func (l *layouter) gutterCells(nums []int, blank bool) []cell {
 // prefixCells is gutter, pick mark and op marker of a line row.
 func (l *layouter) prefixCells(line *Line, nums []int, cont bool) []cell {
 	cells := l.gutterCells(nums, cont)
+	if cells == nil {
+		cells = make([]cell, 0, 2)
+	}
 	role, _ := lineRoles(line.Op)
 	if l.sel != nil {
 		mark := " "
@@ -375,9 +384,8 @@ func (l *layouter) unifiedLine(h, k int) []Row {
 	picked := line.Op != Equal && l.sel != nil && l.sel.picked(line)
 	rows := make([]Row, len(body))
 	for r, cells := range body {
-		all := append(l.prefixCells(line, nums, r > 0), cells...)
 		rows[r] = Row{
-			Kind: RowLine, Segments: l.fit(all, l.opts.Width, role),
+			Kind: RowLine, Segments: l.fit(l.opts.Width, role, l.prefixCells(line, nums, r > 0), cells),
 			Hunk: h, Line: k, PairLine: -1, Continuation: r > 0, Picked: picked,
 		}
 	}
@@ -497,8 +505,7 @@ func (l *layouter) sideColumn(h *Hunk, idx int, left bool, w int) [][]Segment {
 	body := l.bodyRows(textCells(line.Text, role, word, line.Changed, l.tabWidth), textW)
 	out := make([][]Segment, len(body))
 	for r, cells := range body {
-		all := append(l.prefixCells(line, []int{num}, r > 0), cells...)
-		out[r] = l.fit(all, w, role)
+		out[r] = l.fit(w, role, l.prefixCells(line, []int{num}, r > 0), cells)
 	}
 	return out
 }
@@ -539,7 +546,13 @@ func textCells(text string, role, word Role, spans []Span, tabWidth int) []cell 
 	for rest := text; rest != ""; {
 		var cluster string
 		var w int
-		cluster, rest, w, state = uniseg.FirstGraphemeClusterInString(rest, state)
+		if c := rest[0]; c >= 0x20 && c < 0x7f && (len(rest) == 1 || rest[1] < 0x80) {
+			// Printable ASCII not followed by a combining sequence is a
+			// cluster of its own, one cell wide: skip the segmenter.
+			cluster, rest, w, state = rest[:1], rest[1:], 1, -1
+		} else {
+			cluster, rest, w, state = uniseg.FirstGraphemeClusterInString(rest, state)
+		}
 		r := role
 		for si < len(spans) && spans[si].End <= off {
 			si++
@@ -611,22 +624,46 @@ func truncateCells(cells []cell, width int) []cell {
 	return cells
 }
 
-// fit clips cells to width and pads them with spaces of padRole to exactly
-// width (no clipping or padding when width <= 0), as merged segments.
-func (l *layouter) fit(cells []cell, width int, padRole Role) []Segment {
-	var segs []Segment
+// fit clips the concatenated cell parts to width and pads them with spaces
+// of padRole to exactly width (no clipping or padding when width <= 0),
+// building merged segments directly.
+func (l *layouter) fit(width int, padRole Role, parts ...[]cell) []Segment {
+	segs := make([]Segment, 0, 6)
+	var b strings.Builder
+	var cur Role
+	flush := func() {
+		if b.Len() > 0 {
+			segs = append(segs, Segment{b.String(), cur})
+			b = strings.Builder{}
+		}
+	}
+	add := func(text string, role Role) {
+		if role != cur {
+			flush()
+			cur = role
+		}
+		b.WriteString(text)
+	}
 	w := 0
-	for _, c := range cells {
-		if width > 0 && w+c.width > width {
+	full := false
+	for _, cells := range parts {
+		for _, c := range cells {
+			if width > 0 && w+c.width > width {
+				full = true
+				break
+			}
+			add(c.text, c.role)
+			w += c.width
+		}
+		if full {
 			break
 		}
-		segs = append(segs, Segment{c.text, c.role})
-		w += c.width
 	}
 	if width > w {
-		segs = append(segs, Segment{strings.Repeat(" ", width-w), padRole})
+		add(strings.Repeat(" ", width-w), padRole)
 	}
-	return mergeSegments(segs)
+	flush()
+	return segs
 }
 
 // mergeSegments joins neighbouring segments of the same role.

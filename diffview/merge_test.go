@@ -22,17 +22,27 @@ func TestMerge3Cases(t *testing.T) {
 		{"only theirs", "a\nb\nc\n", "a\nb\nc\n", "a\nb\nC\n", "a\nb\nC\n", true},
 		{"separate regions", "1\n2\n3\n4\n5\n", "X\n2\n3\n4\n5\n", "1\n2\n3\n4\nY\n", "X\n2\n3\n4\nY\n", true},
 		{"identical change", "a\nb\nc\n", "a\nX\nc\n", "a\nX\nc\n", "a\nX\nc\n", true},
-		{"same line differently", "a\nb\nc\n", "a\nX\nc\n", "a\nY\nc\n",
-			"a\n<<<<<<< ours\nX\n||||||| base\nb\n=======\nY\n>>>>>>> theirs\nc\n", false},
-		{"adjacent edits conflict as in git", "a\nb\nc\nd\n", "a\nB\nc\nd\n", "a\nb\nC\nd\n",
-			"a\n<<<<<<< ours\nB\nc\n||||||| base\nb\nc\n=======\nb\nC\n>>>>>>> theirs\nd\n", false},
-		{"insert at same place", "a\nb\n", "a\nX\nb\n", "a\nY\nb\n",
-			"a\n<<<<<<< ours\nX\n||||||| base\n=======\nY\n>>>>>>> theirs\nb\n", false},
-		{"delete vs modify", "a\nb\nc\n", "a\nc\n", "a\nB\nc\n",
-			"a\n<<<<<<< ours\n||||||| base\nb\n=======\nB\n>>>>>>> theirs\nc\n", false},
+		{
+			"same line differently", "a\nb\nc\n", "a\nX\nc\n", "a\nY\nc\n",
+			"a\n<<<<<<< ours\nX\n||||||| base\nb\n=======\nY\n>>>>>>> theirs\nc\n", false,
+		},
+		{
+			"adjacent edits conflict as in git", "a\nb\nc\nd\n", "a\nB\nc\nd\n", "a\nb\nC\nd\n",
+			"a\n<<<<<<< ours\nB\nc\n||||||| base\nb\nc\n=======\nb\nC\n>>>>>>> theirs\nd\n", false,
+		},
+		{
+			"insert at same place", "a\nb\n", "a\nX\nb\n", "a\nY\nb\n",
+			"a\n<<<<<<< ours\nX\n||||||| base\n=======\nY\n>>>>>>> theirs\nb\n", false,
+		},
+		{
+			"delete vs modify", "a\nb\nc\n", "a\nc\n", "a\nB\nc\n",
+			"a\n<<<<<<< ours\n||||||| base\nb\n=======\nB\n>>>>>>> theirs\nc\n", false,
+		},
 		{"no final newline kept", "a\nb", "A\nb", "a\nb", "A\nb", true},
-		{"conflict on last line without newline", "a\nb", "a\nX", "a\nY",
-			"a\n<<<<<<< ours\nX\n||||||| base\nb\n=======\nY\n>>>>>>> theirs\n", false},
+		{
+			"conflict on last line without newline", "a\nb", "a\nX", "a\nY",
+			"a\n<<<<<<< ours\nX\n||||||| base\nb\n=======\nY\n>>>>>>> theirs\n", false,
+		},
 		{"empty base both add", "", "x\n", "x\n", "x\n", true},
 	}
 	for _, c := range cases {

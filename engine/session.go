@@ -18,7 +18,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"golang.org/x/sys/unix"
 )
 
@@ -30,6 +29,9 @@ const SessionInitArg = "__session-init"
 const (
 	MetaFile       = "meta.json"
 	AttachSocket   = "attach.sock"
+	// endFIFO is held open for writing by the init until the session's end is
+	// recorded; see endWatch.
+	endFIFO = "end.fifo"
 	initLogFile    = "init.log"
 	metaTempPrefix = ".meta.json.tmp-"
 )
@@ -292,7 +294,6 @@ type readyMessage struct {
 // running) or could not start (State failed, error wrapping ErrStartFailed, exit
 // code 127 when the command was not found and 126 when it could not be executed).
 func StartSession(ctx context.Context, spec SessionSpec) (SessionMeta, error) {
-	fmt.Fprintf(os.Stderr, "%d caller enter\n", time.Now().UnixMicro())
 	if err := spec.normalize(); err != nil {
 		return SessionMeta{}, fmt.Errorf("start session: %w", err)
 	}
@@ -300,6 +301,9 @@ func StartSession(ctx context.Context, spec SessionSpec) (SessionMeta, error) {
 		return SessionMeta{}, fmt.Errorf("start session %s: %w", spec.ID, err)
 	}
 	if err := os.Mkdir(spec.Dir, 0o700); err != nil {
+		return SessionMeta{}, fmt.Errorf("start session %s: %w", spec.ID, err)
+	}
+	if err := unix.Mkfifo(filepath.Join(spec.Dir, endFIFO), 0o600); err != nil {
 		return SessionMeta{}, fmt.Errorf("start session %s: %w", spec.ID, err)
 	}
 	meta := SessionMeta{
@@ -319,9 +323,7 @@ func StartSession(ctx context.Context, spec SessionSpec) (SessionMeta, error) {
 		return meta, fmt.Errorf("start session %s: %w", spec.ID, err)
 	}
 
-	fmt.Fprintf(os.Stderr, "%d caller startInit %s\n", time.Now().UnixMicro(), spec.ID)
 	init, readyR, err := startInit(spec)
-	fmt.Fprintf(os.Stderr, "%d caller started\n", time.Now().UnixMicro())
 	if err != nil {
 		return fail(err)
 	}
@@ -343,7 +345,6 @@ func StartSession(ctx context.Context, spec SessionSpec) (SessionMeta, error) {
 		<-exited
 		return fail(ctx.Err())
 	case r := <-readyCh:
-		fmt.Fprintf(os.Stderr, "%d caller ready\n", time.Now().UnixMicro())
 		if r.err != nil {
 			<-exited
 			return fail(fmt.Errorf("session init ended before the command started: %s", initFailure(spec.Dir, r.err)))
@@ -580,39 +581,66 @@ func parseProcStat(data []byte) (procStat, error) {
 
 // WaitSession waits until the session has ended (or is lost) and returns its meta.
 func WaitSession(ctx context.Context, dir string) (SessionMeta, error) {
-	watcher, err := fsnotify.NewWatcher()
-	if err != nil {
-		return SessionMeta{}, fmt.Errorf("wait for session %s: %w", dir, err)
-	}
-	defer watcher.Close()
-	if err := watcher.Add(dir); err != nil {
-		return SessionMeta{}, fmt.Errorf("wait for session %s: %w", dir, err)
-	}
+	end := openEndWatch(dir)
+	defer end.close()
 	for {
 		meta, err := ReadSessionMeta(dir)
-		fmt.Fprintf(os.Stderr, "%d wait read %s\n", time.Now().UnixMicro(), meta.State)
 		if err != nil || meta.State.Ended() {
 			return meta, err
 		}
-	wait:
-		for {
-			select {
-			case <-ctx.Done():
-				return meta, ctx.Err()
-			case ev, ok := <-watcher.Events:
-				if !ok {
-					return meta, fmt.Errorf("wait for session %s: watcher closed", dir)
-				}
-				fmt.Fprintf(os.Stderr, "%d wait event %s\n", time.Now().UnixMicro(), ev)
-				if isMetaEvent(ev) {
-					break wait
-				}
-			case err := <-watcher.Errors:
-				return meta, fmt.Errorf("wait for session %s: %w", dir, err)
-			case <-time.After(lostCheckInterval):
-				break wait
-			}
+		if err := ctx.Err(); err != nil {
+			return meta, err
 		}
+		end.wait(ctx, lostCheckInterval)
+	}
+}
+
+// endWatch notices a session's end without inotify (closing an inotify watch costs
+// a kernel grace period, 5-40 ms, on every short strata process): the init holds
+// end.fifo open for writing while it runs and closes it right after writing its
+// end, so a reader holding the FIFO sees POLLHUP then, or when the init dies.
+type endWatch struct {
+	fd  int
+	hup bool
+}
+
+func openEndWatch(dir string) *endWatch {
+	fd, err := unix.Open(filepath.Join(dir, endFIFO), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &endWatch{fd: -1}
+	}
+	return &endWatch{fd: fd}
+}
+
+// wait returns when the init let go of the FIFO, after timeout, or when ctx ends
+// (within 100 ms). A FIFO reports a hang-up only if a writer came and went since
+// it was opened, so callers re-read the meta after each wait.
+func (e *endWatch) wait(ctx context.Context, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for {
+		left := time.Until(deadline)
+		if left <= 0 || ctx.Err() != nil {
+			return
+		}
+		step := min(left, 100*time.Millisecond)
+		if e.fd < 0 || e.hup {
+			// Nothing to poll (an old session, or the end already seen while the
+			// meta lags behind, e.g. a killed init still exiting).
+			time.Sleep(min(step, 5*time.Millisecond))
+			continue
+		}
+		fds := []unix.PollFd{{Fd: int32(e.fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, int(max(step.Milliseconds(), 1)))
+		if err == nil && n > 0 && fds[0].Revents&(unix.POLLHUP|unix.POLLIN|unix.POLLERR) != 0 {
+			e.hup = true
+			return
+		}
+	}
+}
+
+func (e *endWatch) close() {
+	if e.fd >= 0 {
+		unix.Close(e.fd)
 	}
 }
 

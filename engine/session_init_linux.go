@@ -51,6 +51,8 @@ type sessionInit struct {
 	spec  initSpec
 	root  *os.Root
 	ready *os.File
+	// endFIFO is closed once the session's end is in meta.json.
+	endFIFO *os.File
 
 	mu   sync.Mutex
 	meta SessionMeta
@@ -59,10 +61,7 @@ type sessionInit struct {
 	pty        *ptyServer
 }
 
-func tr(s string) { fmt.Fprintf(os.Stderr, "%d init %s\n", time.Now().UnixMicro(), s) }
-
 func (in *sessionInit) run() error {
-	tr("enter")
 	// Never let these reach the command.
 	for _, fd := range []int{initSpecFD, initReadyFD, initStdinFD} {
 		unix.CloseOnExec(fd)
@@ -92,6 +91,10 @@ func (in *sessionInit) run() error {
 		return fmt.Errorf("open session dir: %w", err)
 	}
 	in.root = root
+	// Held until the end is recorded: waiters see it closed (see endWatch).
+	if in.endFIFO, err = root.OpenFile(endFIFO, os.O_RDWR|unix.O_NONBLOCK, 0); err != nil {
+		return fmt.Errorf("open %s: %w", endFIFO, err)
+	}
 	spec := in.spec
 	in.meta = SessionMeta{
 		ID: spec.ID, World: spec.World, Argv: spec.Argv, Env: RedactEnv(spec.Env, spec.EnvRedact),
@@ -129,7 +132,6 @@ func (in *sessionInit) run() error {
 			return in.startFailed(1, err)
 		}
 	}
-	tr("if err := setupSessionMounts(&")
 	if err := setupSessionMounts(&spec.SessionSpec); err != nil {
 		return in.startFailed(1, err)
 	}
@@ -178,7 +180,6 @@ func (in *sessionInit) run() error {
 		}
 	}
 
-	tr("proc, startErr := startCommand")
 	proc, startErr := startCommand(spec.SessionSpec, files)
 	for _, f := range files {
 		f.Close()
@@ -207,7 +208,6 @@ func (in *sessionInit) run() error {
 	if err := writeSessionMeta(in.root, meta); err != nil {
 		return err
 	}
-	tr("_ = json.NewEncoder(in.ready).")
 	_ = json.NewEncoder(in.ready).Encode(readyMessage{Meta: meta})
 	in.ready.Close()
 
@@ -224,7 +224,6 @@ func (in *sessionInit) run() error {
 		go in.watchAttention(stopAttention)
 	}
 
-	tr("ws := <-status")
 	ws := <-status
 	close(stopAttention)
 	endedAt := time.Now()
@@ -263,14 +262,11 @@ func (in *sessionInit) run() error {
 	}
 	meta = in.meta
 	in.mu.Unlock()
-	tr("if err := writeSessionMeta(in.")
 	if err := writeSessionMeta(in.root, meta); err != nil {
 		return err
 	}
-	tr("end")
-	if true {
-		return nil
-	}
+	in.endFIFO.Close()
+	in.removeEmptyLog()
 	return nil
 }
 
@@ -288,12 +284,18 @@ func (in *sessionInit) startFailed(code int, err error) error {
 	}
 	_ = json.NewEncoder(in.ready).Encode(readyMessage{Meta: meta})
 	in.ready.Close()
+	if in.endFIFO != nil {
+		in.endFIFO.Close()
+	}
 	in.removeEmptyLog()
 	// A command that was not found is the command's failure, not the init's.
 	return nil
 }
 
 func (in *sessionInit) removeEmptyLog() {
+	if in.root == nil {
+		return
+	}
 	if info, err := in.root.Stat(initLogFile); err == nil && info.Size() == 0 {
 		_ = in.root.Remove(initLogFile)
 	}

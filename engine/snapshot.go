@@ -728,8 +728,15 @@ func (e *Engine) GC(ctx context.Context) (*GCResult, error) {
 	return res, err
 }
 
-// baseObjects lists the objects apply bases reference (kept by gc).
-func (e *Engine) baseObjects() []overlay.ObjectID { return nil }
+// baseObjects lists the objects apply bases of every World reference (kept by gc).
+func (e *Engine) baseObjects() []overlay.ObjectID {
+	ws, _ := e.Worlds()
+	var out []overlay.ObjectID
+	for _, w := range ws {
+		out = append(out, e.bases(w.Name).Objects()...)
+	}
+	return out
+}
 
 // TreeLine is one line of a timeline drawn as a tree.
 type TreeLine struct {

@@ -23,7 +23,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 )
 
 // TranscriptFile is the transcript's file name inside a session dir.
@@ -193,30 +192,27 @@ func parseFrames(data []byte) ([]Record, int, error) {
 
 // FollowTranscript calls fn for every record from fromOffset on, following the file
 // until the session has ended (or is lost) and all its output has been delivered.
-// It returns fn's error, ctx's error, or nil at the end of the session.
+// It returns fn's error, ctx's error, or nil at the end of the session. New output
+// is looked for after 1 ms, backing off to 25 ms while the session is quiet.
 func FollowTranscript(ctx context.Context, dir string, fromOffset int64, fn func(Record) error) error {
-	watcher, err := fsnotify.NewWatcher()
-	if err != nil {
-		return fmt.Errorf("follow transcript in %s: %w", dir, err)
-	}
-	defer watcher.Close()
-	if err := watcher.Add(dir); err != nil {
-		return fmt.Errorf("follow transcript in %s: %w", dir, err)
-	}
+	end := openEndWatch(dir)
+	defer end.close()
 	path := filepath.Join(dir, TranscriptFile)
 	offset := fromOffset
 	checkMeta := true
+	lastMetaCheck := time.Time{}
+	backoff := minFollowPoll
 	for {
-		// The init writes all output before the final meta, so a session seen ended
-		// before a read has nothing left to write after it.
+		// The init writes all output before the end in meta.json, so a session seen
+		// ended before a read has nothing left to write after it.
 		ended := false
-		if checkMeta {
-			checkMeta = false
+		if checkMeta || time.Since(lastMetaCheck) >= lostCheckInterval {
+			checkMeta, lastMetaCheck = false, time.Now()
 			meta, err := ReadSessionMeta(dir)
-			if err != nil && !errors.Is(err, os.ErrNotExist) {
-				return err
+			if err != nil {
+				return fmt.Errorf("follow transcript: %w", err)
 			}
-			ended = err == nil && meta.State.Ended()
+			ended = meta.State.Ended()
 		}
 		records, next, err := ReadTranscript(path, offset)
 		for _, r := range records {
@@ -231,44 +227,23 @@ func FollowTranscript(ctx context.Context, dir string, fromOffset int64, fn func
 		if ended {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case ev, ok := <-watcher.Events:
-			if !ok {
-				return fmt.Errorf("follow transcript in %s: watcher closed", dir)
-			}
-			checkMeta = isMetaEvent(ev)
-			checkMeta = drainEvents(watcher.Events) || checkMeta
-		case err := <-watcher.Errors:
-			return fmt.Errorf("follow transcript in %s: %w", dir, err)
-		case <-time.After(lostCheckInterval):
-			checkMeta = true
+		if err := ctx.Err(); err != nil {
+			return err
 		}
+		if len(records) > 0 {
+			backoff = minFollowPoll
+		} else {
+			backoff = min(backoff*2, maxFollowPoll)
+		}
+		end.wait(ctx, backoff)
+		checkMeta = end.hup
 	}
 }
 
-// lostCheckInterval is how often followers look at the init's pid when nothing was
-// written: an init killed with SIGKILL cannot write its end.
-const lostCheckInterval = 250 * time.Millisecond
-
-func isMetaEvent(ev fsnotify.Event) bool {
-	// meta.json is replaced by rename, which inotify reports as a create.
-	return filepath.Base(ev.Name) == MetaFile
-}
-
-// drainEvents coalesces queued events so a burst of writes costs one read.
-func drainEvents(events <-chan fsnotify.Event) bool {
-	meta := false
-	for {
-		select {
-		case ev, ok := <-events:
-			if !ok {
-				return meta
-			}
-			meta = meta || isMetaEvent(ev)
-		default:
-			return meta
-		}
-	}
-}
+const (
+	minFollowPoll = time.Millisecond
+	maxFollowPoll = 25 * time.Millisecond
+	// lostCheckInterval is how often waiters look at the init's pid when nothing
+	// else tells them: an init killed before it opened end.fifo cannot close it.
+	lostCheckInterval = 250 * time.Millisecond
+)

@@ -424,13 +424,14 @@ func Recover(ctx context.Context, journalDir string) ([]RecoveryReport, error) {
 	var reports []RecoveryReport
 	var errs []error
 	for _, h := range hashes {
-		unlock, err := LockRoot(ctx, filepath.Join(journalDir, h+lockSuffix))
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		rs, err := recoverRootLocked(ctx, journalDir, h, nil)
-		unlock()
+		rs, err := func() ([]RecoveryReport, error) {
+			unlock, err := LockRoot(ctx, filepath.Join(journalDir, h+lockSuffix))
+			if err != nil {
+				return nil, err
+			}
+			defer unlock()
+			return recoverRootLocked(ctx, journalDir, h, nil)
+		}()
 		reports = append(reports, rs...)
 		if err != nil {
 			errs = append(errs, err)

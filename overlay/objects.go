@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -98,6 +99,7 @@ type Store struct {
 
 	fanout    sync.Map    // "xx" -> struct{}: fan-out dirs known to exist
 	noReflink atomic.Bool // FICLONE failed once: use copy_file_range only
+	noTmpfile atomic.Bool // O_TMPFILE unsupported: use named temp files
 }
 
 // OpenStore opens (creating it if needed) the object store rooted at root,
@@ -107,10 +109,27 @@ func OpenStore(root string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open object store %s: %w", root, err)
 	}
-	if err := os.MkdirAll(filepath.Join(abs, ".tmp"), 0o755); err != nil {
+	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return nil, fmt.Errorf("open object store %s: %w", root, err)
 	}
-	return &Store{root: abs}, nil
+	s := &Store{root: abs}
+	err = os.Mkdir(filepath.Join(abs, ".tmp"), 0o755)
+	if errors.Is(err, fs.ErrExist) {
+		return s, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open object store %s: %w", root, err)
+	}
+	// A new store: make the 256 fan-out dirs now, so the first snapshot
+	// does not pay for them.
+	for i := range 256 {
+		fan := fmt.Sprintf("%02x", i)
+		if err := os.Mkdir(filepath.Join(abs, fan), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("open object store %s: %w", root, err)
+		}
+		s.fanout.Store(fan, struct{}{})
+	}
+	return s, nil
 }
 
 // Root is the store's directory.
@@ -369,13 +388,12 @@ func (s *Store) putVerified(id ObjectID, size int64, write func(io.Writer) error
 	if s.presentAndTouch(dst, size) {
 		return false, nil
 	}
-	tmp, err := os.CreateTemp(filepath.Join(s.root, ".tmp"), "put-*")
+	tmp, err := s.createTemp()
 	if err != nil {
 		return false, err
 	}
 	if err := write(tmp); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
+		s.dropTemp(tmp)
 		return false, err
 	}
 	if err := s.commitTemp(tmp, dst, id); err != nil {
@@ -385,22 +403,20 @@ func (s *Store) putVerified(id ObjectID, size int64, write func(io.Writer) error
 }
 
 func (s *Store) putStream(r io.Reader) (ObjectID, int64, bool, error) {
-	tmp, err := os.CreateTemp(filepath.Join(s.root, ".tmp"), "put-*")
+	tmp, err := s.createTemp()
 	if err != nil {
 		return "", 0, false, err
 	}
 	h := sha256.New()
 	n, err := io.Copy(io.MultiWriter(tmp, h), r)
 	if err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
+		s.dropTemp(tmp)
 		return "", 0, false, err
 	}
 	id := ObjectID(hex.EncodeToString(h.Sum(nil)))
 	dst, _ := s.objectPath(id)
 	if s.presentAndTouch(dst, n) {
-		tmp.Close()
-		os.Remove(tmp.Name())
+		s.dropTemp(tmp)
 		return id, n, false, nil
 	}
 	if err := s.commitTemp(tmp, dst, id); err != nil {
@@ -422,36 +438,67 @@ func (s *Store) presentAndTouch(dst string, size int64) bool {
 	return true
 }
 
-// commitTemp makes the finished temp file read-only and renames it to dst.
-func (s *Store) commitTemp(tmp *os.File, dst string, id ObjectID) error {
-	name := tmp.Name()
-	fail := func(err error) error {
-		tmp.Close()
-		os.Remove(name)
-		return err
+// createTemp opens a new, unnamed object file (O_TMPFILE in .tmp): a crash
+// before commit leaves nothing behind. File systems without O_TMPFILE get
+// a named temp file in .tmp, which GC removes once abandoned.
+func (s *Store) createTemp() (*os.File, error) {
+	dir := filepath.Join(s.root, ".tmp")
+	if !s.noTmpfile.Load() {
+		fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o444)
+		if err == nil {
+			return os.NewFile(uintptr(fd), ""), nil
+		}
+		if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EISDIR) && !errors.Is(err, unix.EINVAL) {
+			return nil, &fs.PathError{Op: "open O_TMPFILE", Path: dir, Err: err}
+		}
+		s.noTmpfile.Store(true)
 	}
+	return os.CreateTemp(dir, "put-*")
+}
+
+func (s *Store) dropTemp(tmp *os.File) {
+	tmp.Close()
+	if tmp.Name() != "" {
+		os.Remove(tmp.Name())
+	}
+}
+
+// commitTemp makes the finished temp file read-only and gives it its name,
+// dst. A racing Put of the same content may have named it first: that
+// copy is as good, unless its size is wrong (a crash before Sync), in
+// which case it is replaced.
+func (s *Store) commitTemp(tmp *os.File, dst string, id ObjectID) error {
 	if err := tmp.Chmod(0o444); err != nil {
-		return fail(err)
+		s.dropTemp(tmp)
+		return err
 	}
 	if s.SyncEach {
 		if err := tmp.Sync(); err != nil {
-			return fail(err)
+			s.dropTemp(tmp)
+			return err
 		}
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(name)
-		return err
 	}
 	fan := string(id[:2])
 	if _, ok := s.fanout.Load(fan); !ok {
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			os.Remove(name)
+			s.dropTemp(tmp)
 			return err
 		}
 		s.fanout.Store(fan, struct{}{})
 	}
-	if err := os.Rename(name, dst); err != nil {
-		os.Remove(name)
+	var err error
+	if tmp.Name() == "" {
+		err = s.linkTemp(tmp, dst)
+	} else {
+		err = os.Rename(tmp.Name(), dst)
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		if tmp.Name() != "" {
+			os.Remove(tmp.Name())
+		}
 		return err
 	}
 	if s.SyncEach {
@@ -464,6 +511,30 @@ func (s *Store) commitTemp(tmp *os.File, dst string, id ObjectID) error {
 		}
 	}
 	return nil
+}
+
+// linkTemp names an O_TMPFILE file.
+func (s *Store) linkTemp(tmp *os.File, dst string) error {
+	proc := "/proc/self/fd/" + strconv.Itoa(int(tmp.Fd()))
+	for attempt := 0; ; attempt++ {
+		err := unix.Linkat(unix.AT_FDCWD, proc, unix.AT_FDCWD, dst, unix.AT_SYMLINK_FOLLOW)
+		if !errors.Is(err, unix.EEXIST) {
+			if err != nil {
+				return &fs.PathError{Op: "link", Path: dst, Err: err}
+			}
+			return nil
+		}
+		var mine, theirs unix.Stat_t
+		if unix.Fstat(int(tmp.Fd()), &mine) == nil && unix.Stat(dst, &theirs) == nil && mine.Size == theirs.Size {
+			return nil
+		}
+		if attempt > 0 {
+			return &fs.PathError{Op: "link", Path: dst, Err: err}
+		}
+		if err := os.Remove(dst); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
 }
 
 // CopyTo creates dst (which must not exist) with the content of id and

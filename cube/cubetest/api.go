@@ -60,7 +60,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	w.Write(body)
+	_, _ = w.Write(body)
 }
 
 // decodeBody reads a JSON object the way CubeAPI's extractor does: a wrong
@@ -69,14 +69,14 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct != "application/json" {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(http.StatusUnsupportedMediaType)
-		fmt.Fprint(w, "Expected request with `Content-Type: application/json`")
+		_, _ = fmt.Fprint(w, "Expected request with `Content-Type: application/json`")
 		return false
 	}
 	dec := json.NewDecoder(r.Body)
 	if err := dec.Decode(v); err != nil {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(http.StatusUnprocessableEntity)
-		fmt.Fprintf(w, "Failed to deserialize the JSON body into the target type: %v", err)
+		_, _ = fmt.Fprintf(w, "Failed to deserialize the JSON body into the target type: %v", err)
 		return false
 	}
 	return true
@@ -361,7 +361,7 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
 	if err := json.Unmarshal(raw, &req); err != nil || len(raw) == 0 || raw[0] != '{' {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(http.StatusUnprocessableEntity)
-		fmt.Fprint(w, "Failed to deserialize the JSON body into the target type: expected a JSON object")
+		_, _ = fmt.Fprint(w, "Failed to deserialize the JSON body into the target type: expected a JSON object")
 		return
 	}
 	sb := s.lookup(w, r)
@@ -391,7 +391,7 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
 		dir: filepath.Join(s.dir, "snapshots", snapID), mounts: sb.mounts, envVars: sb.envVars,
 	}
 	if err := sb.takeSnapshot(snap.dir); err != nil {
-		os.RemoveAll(snap.dir)
+		_ = os.RemoveAll(snap.dir)
 		writeError(w, http.StatusInternalServerError, fmt.Sprintf("snapshot failed: %v", err))
 		return
 	}
@@ -459,7 +459,7 @@ func (s *Server) deleteTemplate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if snap != nil {
-		os.RemoveAll(snap.dir)
+		_ = os.RemoveAll(snap.dir)
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"templateID": id, "operationID": "op-delete-" + id, "status": "READY"})
 }

@@ -107,12 +107,12 @@ func (sb *sandbox) start(spec processSpec) (cmd *exec.Cmd, stdout, stderr *os.Fi
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
-		outR.Close()
-		outW.Close()
+		_ = outR.Close()
+		_ = outW.Close()
 		return nil, nil, nil, err
 	}
-	defer outW.Close()
-	defer errW.Close()
+	defer func() { _ = outW.Close() }()
+	defer func() { _ = errW.Close() }()
 
 	sb.mu.Lock()
 	g := sb.guest
@@ -136,8 +136,8 @@ func (sb *sandbox) start(spec processSpec) (cmd *exec.Cmd, stdout, stderr *os.Fi
 		})
 	}
 	if err != nil {
-		outR.Close()
-		errR.Close()
+		_ = outR.Close()
+		_ = errR.Close()
 		return nil, nil, nil, err
 	}
 	return cmd, outR, errR, nil
@@ -216,7 +216,7 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request, sb *sandbo
 	}
 	cmd, stdout, stderr, err := sb.start(*req.Process)
 	if err != nil {
-		out.send(0x02, map[string]any{"error": endErr{Code: "internal", Message: err.Error()}})
+		_ = out.send(0x02, map[string]any{"error": endErr{Code: "internal", Message: err.Error()}})
 		return
 	}
 	pid := cmd.Process.Pid
@@ -256,11 +256,11 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request, sb *sandbo
 		close(stop)
 		if !finished {
 			// Cut short (client gone, stream dropped): the command dies.
-			syscall.Kill(-pid, syscall.SIGKILL)
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
 		}
 		<-exited
-		stdout.Close()
-		stderr.Close()
+		_ = stdout.Close()
+		_ = stderr.Close()
 		<-pumpsDone
 	}()
 
@@ -304,12 +304,12 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request, sb *sandbo
 			grace = time.After(200 * time.Millisecond)
 		case <-grace:
 			grace = nil
-			stdout.Close()
-			stderr.Close()
+			_ = stdout.Close()
+			_ = stderr.Close()
 		case <-keepalive.C:
 			send(map[string]any{"event": map[string]any{"keepalive": map[string]any{}}})
 		case <-deadline:
-			syscall.Kill(-pid, syscall.SIGKILL)
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
 			deadline = nil
 		case <-r.Context().Done():
 			return
@@ -325,7 +325,7 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request, sb *sandbo
 		case <-keepalive.C:
 			send(map[string]any{"event": map[string]any{"keepalive": map[string]any{}}})
 		case <-deadline:
-			syscall.Kill(-pid, syscall.SIGKILL)
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
 			deadline = nil
 		case <-r.Context().Done():
 			return
@@ -341,7 +341,7 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request, sb *sandbo
 		end["exited"] = true
 	}
 	send(map[string]any{"event": map[string]any{"end": end}})
-	out.send(0x02, map[string]any{})
+	_ = out.send(0x02, map[string]any{})
 }
 
 // resolve makes a request path absolute; relative paths are from HOME.
@@ -380,7 +380,7 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 		}
 		st, err := f.Stat()
 		if err == nil && st.IsDir() {
-			f.Close()
+			_ = f.Close()
 			return fmt.Errorf("%s: %w", p, syscall.EISDIR)
 		}
 		return err
@@ -389,10 +389,10 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 		writeError(w, fileErrorStatus(err), err.Error())
 		return
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.WriteHeader(http.StatusOK)
-	io.Copy(w, f)
+	_, _ = io.Copy(w, f)
 }
 
 func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, sb *sandbox) {
@@ -409,7 +409,7 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, sb *sandbox) 
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("multipart upload needs a file field: %v", err))
 			return
 		}
-		defer file.Close()
+		defer func() { _ = file.Close() }()
 		body = file
 	}
 	var f *os.File

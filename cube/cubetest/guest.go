@@ -134,7 +134,7 @@ func enterNamespace(scratch, dir string, mounts []cube.HostMount) error {
 	fds := make([]int, 0, len(mounts))
 	defer func() {
 		for _, fd := range fds {
-			syscall.Close(fd)
+			_ = syscall.Close(fd)
 		}
 	}()
 	isDir := make([]bool, len(mounts))

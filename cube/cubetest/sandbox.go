@@ -115,7 +115,7 @@ func (sb *sandbox) destroy() {
 	sb.gone = true
 	sb.mu.Unlock()
 	sb.shutdown()
-	os.RemoveAll(sb.dir)
+	_ = os.RemoveAll(sb.dir)
 }
 
 // takeSnapshot copies the rootfs with the commands stopped, for a

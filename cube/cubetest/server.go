@@ -112,12 +112,18 @@ type Server struct {
 // listener is one HTTP server that can be taken down and brought back on
 // the same address.
 type listener struct {
-	addr    string
 	handler http.Handler
+	mu      sync.Mutex
+	addr    string
 	srv     *http.Server
 }
 
 func (l *listener) start() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.srv != nil {
+		return nil
+	}
 	ln, err := net.Listen("tcp", l.addr)
 	if err != nil {
 		return err
@@ -129,10 +135,18 @@ func (l *listener) start() error {
 }
 
 func (l *listener) stop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.srv != nil {
-		l.srv.Close()
+		_ = l.srv.Close()
 		l.srv = nil
 	}
+}
+
+func (l *listener) address() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.addr
 }
 
 // New starts a fake and closes it when the test ends. It skips the test
@@ -225,7 +239,7 @@ func (s *Server) Close() {
 		sb.destroy()
 	}
 	if s.ownsDir {
-		os.RemoveAll(s.dir)
+		_ = os.RemoveAll(s.dir)
 	}
 }
 
@@ -238,20 +252,26 @@ func (s *Server) Down() {
 
 // Up undoes Down.
 func (s *Server) Up() error {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return errClosed
+	}
 	if err := s.api.start(); err != nil {
-		return fmt.Errorf("cubetest: relisten CubeAPI on %s: %w", s.api.addr, err)
+		return fmt.Errorf("cubetest: relisten CubeAPI on %s: %w", s.api.address(), err)
 	}
 	if err := s.proxy.start(); err != nil {
-		return fmt.Errorf("cubetest: relisten CubeProxy on %s: %w", s.proxy.addr, err)
+		return fmt.Errorf("cubetest: relisten CubeProxy on %s: %w", s.proxy.address(), err)
 	}
 	return nil
 }
 
 // URL is CubeAPI's base URL.
-func (s *Server) URL() string { return "http://" + s.api.addr }
+func (s *Server) URL() string { return "http://" + s.api.address() }
 
 // ProxyAddr is CubeProxy's host:port.
-func (s *Server) ProxyAddr() string { return s.proxy.addr }
+func (s *Server) ProxyAddr() string { return s.proxy.address() }
 
 // Domain is the sandbox domain.
 func (s *Server) Domain() string { return s.opts.Domain }
@@ -440,7 +460,7 @@ func (s *Server) middleware(server string, next http.Handler) http.Handler {
 				if f.PlainText {
 					w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 					rec.WriteHeader(f.Status)
-					io.WriteString(rec, msg)
+					_, _ = io.WriteString(rec, msg)
 					return
 				}
 				writeError(rec, f.Status, msg)

@@ -1,0 +1,267 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/stratahq/strata/diffview"
+	"github.com/stratahq/strata/engine"
+)
+
+func init() {
+	commands = append(commands,
+		command{name: "diff", args: "NAME [PATH...] [--stat] [--json] [--against base|source] [--against-world W] [-U N]", summary: "show a World's changes as a unified diff (git apply accepts it)", run: cmdDiff},
+		command{name: "apply", args: "NAME [PATH...] [--hunks PATH=1,3]... [--dry-run] [--json] [--drop-applied] [--to-branch B]", summary: "publish picked paths and hunks to the source atomically", run: cmdApply},
+		command{name: "history", args: "[--json] [--world NAME]", summary: "list publications to sources", run: cmdHistory},
+	)
+}
+
+func cmdDiff(a *app, args []string) error {
+	fs := a.flags("diff", "NAME [PATH...] [--stat] [--json] [--against base|source] [--against-world W] [-U N]")
+	stat := fs.Bool("stat", false, "summary: changed lines per path")
+	asJSON := fs.Bool("json", false, "print JSON")
+	against := fs.String("against", "base", "base (what the World started from) or source (the source now)")
+	againstWorld := fs.String("against-world", "", "diff against another World's version")
+	ctxLines := fs.Int("U", 3, "context lines")
+	force := fs.Bool("binary", false, "diff binary and huge files as text anyway")
+	pos, _, err := parse(fs, args)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if err := want(fs, pos, 1, -1, "NAME"); err != nil {
+		return err
+	}
+	if *against != "base" && *against != "source" {
+		return usagef("diff: --against %q: want base or source", *against)
+	}
+	c := *ctxLines
+	if c == 0 {
+		c = -1 // diffview: negative means no context
+	}
+	fcs, err := a.eng.Diff(a.ctx, pos[0], engine.DiffOptions{Paths: pos[1:], Against: *against, AgainstWorld: *againstWorld, Context: c, Force: *force})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		type hunkJSON struct {
+			Number int      `json:"number"`
+			Header string   `json:"header"`
+			Lines  []string `json:"lines"`
+		}
+		type fileJSON struct {
+			engine.FileChange
+			HunkList []hunkJSON `json:"hunk_list"`
+		}
+		out := make([]fileJSON, 0, len(fcs))
+		for _, fc := range fcs {
+			fj := fileJSON{FileChange: fc, HunkList: []hunkJSON{}}
+			for i, h := range fc.Diff.Hunks {
+				hj := hunkJSON{Number: i + 1, Header: h.Header}
+				for _, l := range h.Lines {
+					hj.Lines = append(hj.Lines, opPrefix(l.Op)+l.Text)
+				}
+				fj.HunkList = append(fj.HunkList, hj)
+			}
+			out = append(out, fj)
+		}
+		return a.printJSON(out)
+	}
+	if *stat {
+		tw := tabwriter.NewWriter(a.stdout, 0, 4, 1, ' ', 0)
+		var add, del int
+		for _, fc := range fcs {
+			what := fmt.Sprintf("+%d -%d (%d hunks)", fc.Added, fc.Removed, fc.Hunks)
+			if fc.Binary {
+				what = "binary"
+			} else if fc.TooLarge {
+				what = "too large to diff"
+			}
+			fmt.Fprintf(tw, " %s\t| %s\n", quotePath(fc.Path), what)
+			add += fc.Added
+			del += fc.Removed
+		}
+		_ = tw.Flush()
+		fmt.Fprintf(a.stdout, " %d files changed, %d insertions(+), %d deletions(-)\n", len(fcs), add, del)
+		return nil
+	}
+	for _, fc := range fcs {
+		if fc.LateBase {
+			fmt.Fprintf(a.stderr, "strata: %s: the source changed after the World copied it up; this diff's base may include that edit\n", fc.Path)
+		}
+	}
+	_, err = fmt.Fprint(a.stdout, engine.Patch(fcs))
+	return err
+}
+
+func opPrefix(op diffview.Op) string {
+	switch op {
+	case diffview.Insert:
+		return "+"
+	case diffview.Delete:
+		return "-"
+	}
+	return " "
+}
+
+func cmdApply(a *app, args []string) error {
+	fs := a.flags("apply", "NAME [PATH...] [--hunks PATH=1,3]... [--dry-run] [--json] [--drop-applied] [--to-branch B]")
+	dry := fs.Bool("dry-run", false, "decide everything and report, write nothing")
+	asJSON := fs.Bool("json", false, "print JSON")
+	drop := fs.Bool("drop-applied", false, "afterwards remove applied paths from the World so it reads them from the source")
+	branch := fs.String("to-branch", "", "commit the picks on a new git branch; the working tree and index are not touched")
+	msg := fs.String("m", "", "commit message for --to-branch")
+	var hunks multiFlag
+	fs.Var(&hunks, "hunks", "PATH=1,3,5-7: only these hunks of PATH (numbers as strata diff shows them); repeatable")
+	pos, _, err := parse(fs, args)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if err := want(fs, pos, 1, -1, "NAME"); err != nil {
+		return err
+	}
+	w, err := a.eng.World(pos[0])
+	if err != nil {
+		return err
+	}
+	var picks []engine.Pick
+	hunkPaths := map[string]bool{}
+	for _, h := range hunks {
+		p, list, ok := strings.Cut(h, "=")
+		if !ok || p == "" || list == "" {
+			return usagef("--hunks %q: want PATH=1,3", h)
+		}
+		nums, err := diffview.ParseHunkNumbers(list)
+		if err != nil {
+			return usagef("--hunks %q: %v", h, err)
+		}
+		rel, err := relPath(w, p)
+		if err != nil {
+			return err
+		}
+		picks = append(picks, engine.Pick{Path: rel, Hunks: nums})
+		hunkPaths[rel] = true
+	}
+	for _, p := range pos[1:] {
+		rel, err := relPath(w, p)
+		if err != nil {
+			return err
+		}
+		if !hunkPaths[rel] {
+			picks = append(picks, engine.Pick{Path: rel})
+		}
+	}
+	res, err := a.eng.Apply(a.ctx, w.Name, engine.ApplyOptions{Picks: picks, DryRun: *dry, DropApplied: *drop, ToBranch: *branch, Message: *msg})
+	var ce *engine.ConflictError
+	if errors.As(err, &ce) {
+		if *asJSON {
+			_ = a.printJSON(struct {
+				World     string            `json:"world"`
+				Applied   bool              `json:"applied"`
+				Conflicts []engine.Conflict `json:"conflicts"`
+			}{w.Name, false, ce.Conflicts})
+			return &exitError{code: 1}
+		}
+		fmt.Fprintf(a.stderr, "strata: apply %s: %d conflict(s); nothing was written:\n", w.Name, len(ce.Conflicts))
+		for _, c := range ce.Conflicts {
+			fmt.Fprintf(a.stderr, "  %s: %s\n", quotePath(c.Path), c.Reason)
+			for _, r := range c.Regions {
+				fmt.Fprintf(a.stderr, "    base lines %d-%d: the World and the source both changed them\n", r.BaseStart+1, r.BaseEnd)
+			}
+		}
+		return &exitError{code: 1}
+	}
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return a.printJSON(res)
+	}
+	verb := "applied"
+	if res.DryRun {
+		verb = "would apply"
+	}
+	for _, p := range res.Paths {
+		h := ""
+		if len(p.Hunks) > 0 {
+			h = fmt.Sprintf(" (hunks %v)", p.Hunks)
+		}
+		fmt.Fprintf(a.stdout, "%-8s %s%s\n", p.Action, quotePath(p.Path), h)
+	}
+	switch {
+	case res.Branch != "":
+		fmt.Fprintf(a.stdout, "%s %d path(s) from world %s as commit %s on branch %s\n", verb, len(res.Paths), w.Name, short(res.Commit), res.Branch)
+	default:
+		fmt.Fprintf(a.stdout, "%s %d path(s) from world %s to %s in %s\n", verb, len(res.Paths), w.Name, res.Source, res.Duration)
+	}
+	if len(res.Dropped) > 0 {
+		fmt.Fprintf(a.stdout, "dropped %d applied path(s) from the World\n", len(res.Dropped))
+	}
+	return nil
+}
+
+func short(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
+}
+
+func relPath(w *engine.World, p string) (string, error) {
+	if strings.HasPrefix(p, "/") {
+		if !strings.HasPrefix(p, w.Source+"/") {
+			return "", usagef("%s is outside the source %s", p, w.Source)
+		}
+		return strings.TrimPrefix(p, w.Source+"/"), nil
+	}
+	return strings.TrimPrefix(p, "./"), nil
+}
+
+func cmdHistory(a *app, args []string) error {
+	fs := a.flags("history", "[--json] [--world NAME]")
+	asJSON := fs.Bool("json", false, "print JSON")
+	world := fs.String("world", "", "only this World's publications")
+	if _, _, err := parse(fs, args); err != nil {
+		return usagef("%v", err)
+	}
+	hs, err := a.eng.History()
+	if err != nil {
+		return err
+	}
+	var out []engine.HistoryEntry
+	for _, h := range hs {
+		if *world == "" || h.World == *world {
+			out = append(out, h)
+		}
+	}
+	if *asJSON {
+		if out == nil {
+			out = []engine.HistoryEntry{}
+		}
+		return a.printJSON(out)
+	}
+	if len(out) == 0 {
+		fmt.Fprintln(a.stdout, "nothing was applied yet")
+		return nil
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tWORLD\tPATHS\tTO")
+	for _, h := range out {
+		to := h.Source
+		if h.Branch != "" {
+			to = "branch " + h.Branch + " " + short(h.Commit)
+		}
+		var ps []string
+		for _, p := range h.Paths {
+			ps = append(ps, p.Path)
+		}
+		list := strings.Join(ps, ", ")
+		if len(list) > 60 {
+			list = list[:57] + "..."
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d: %s\t%s\n", h.Time.Local().Format(time.DateTime), h.World, len(h.Paths), list, to)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package diffview
+
+const raceEnabled = false

@@ -1,0 +1,657 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/stratahq/strata/diffview"
+	"github.com/stratahq/strata/overlay"
+)
+
+// Pick selects one path, or a directory and everything under it, and within
+// a text file optionally some hunks or lines of its diff against the base.
+type Pick struct {
+	Path      string
+	Hunks     []int               // 1-based hunk numbers of the base→World diff; nil = the whole file
+	Selection *diffview.Selection // exact lines (the TUI); overrides Hunks
+}
+
+// ApplyOptions are the flags of `strata apply`.
+type ApplyOptions struct {
+	Picks       []Pick // empty = every change of the World
+	DryRun      bool
+	DropApplied bool   // remove applied paths from the World's upper afterwards
+	ToBranch    string // commit on a new git branch instead of the working tree
+	Message     string
+	Context     int // diff context for hunk numbering; 0 = default
+}
+
+// AppliedPath is one path of a publication.
+type AppliedPath struct {
+	Path   string `json:"path"`
+	Action string `json:"action"` // write, merge, symlink, mkdir, delete, rmdir, nothing
+	Hunks  []int  `json:"hunks,omitempty"`
+	Note   string `json:"note,omitempty"`
+}
+
+// ApplyResult says what an apply did (or, with DryRun, would do).
+type ApplyResult struct {
+	ID       string        `json:"id,omitempty"`
+	World    string        `json:"world"`
+	Source   string        `json:"source"`
+	DryRun   bool          `json:"dry_run"`
+	Paths    []AppliedPath `json:"paths"`
+	Branch   string        `json:"branch,omitempty"`
+	Commit   string        `json:"commit,omitempty"`
+	Dropped  []string      `json:"dropped,omitempty"`
+	Duration string        `json:"duration"`
+}
+
+// Conflict is one path that cannot be published as picked.
+type Conflict struct {
+	Path    string              `json:"path"`
+	Reason  string              `json:"reason"`
+	Regions []diffview.Conflict `json:"regions,omitempty"`
+	Base    string              `json:"base,omitempty"`
+	Ours    string              `json:"ours,omitempty"`
+	Theirs  string              `json:"theirs,omitempty"`
+	Merged  string              `json:"merged,omitempty"` // with conflict markers
+}
+
+// ConflictError rejects a whole publication: nothing was written.
+type ConflictError struct {
+	World     string
+	Conflicts []Conflict
+}
+
+// ErrConflict is matched by errors.Is for a *ConflictError.
+var ErrConflict = errors.New("apply conflicts")
+
+func (e *ConflictError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "apply world %q: %d conflict(s), nothing was written:", e.World, len(e.Conflicts))
+	for _, c := range e.Conflicts {
+		fmt.Fprintf(&b, "\n  %s: %s", c.Path, c.Reason)
+	}
+	return b.String()
+}
+
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// version is one side of a path: absent, or a file, dir or symlink.
+type version struct {
+	typ    overlay.FileType // 0 = absent
+	mode   fs.FileMode      // permission and special bits
+	data   []byte
+	target string
+}
+
+func (v version) hash() string {
+	switch v.typ {
+	case overlay.TypeFile:
+		h := sha256.Sum256(v.data)
+		return hex.EncodeToString(h[:])
+	case overlay.TypeSymlink:
+		h := sha256.Sum256([]byte(v.target))
+		return hex.EncodeToString(h[:])
+	}
+	return ""
+}
+
+func (v version) sameContent(o version) bool {
+	if v.typ != o.typ {
+		return false
+	}
+	switch v.typ {
+	case overlay.TypeFile:
+		return bytes.Equal(v.data, o.data)
+	case overlay.TypeSymlink:
+		return v.target == o.target
+	}
+	return true
+}
+
+func (v version) same(o version) bool {
+	return v.sameContent(o) && (v.typ == 0 || v.typ == overlay.TypeSymlink || v.mode == o.mode)
+}
+
+// readSide reads rel under root without following symlinks in any component.
+func readSide(root, rel string) (version, error) {
+	st, err := overlay.LstatBeneath(root, rel)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return version{}, nil
+	}
+	if err != nil {
+		return version{}, err
+	}
+	v := version{typ: overlay.FileTypeOf(st.Mode()), mode: st.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)}
+	switch v.typ {
+	case overlay.TypeFile:
+		if v.data, _, err = overlay.ReadFileBeneath(root, rel); err != nil {
+			return v, err
+		}
+	case overlay.TypeSymlink:
+		if v.target, err = overlay.ReadlinkBeneath(root, rel); err != nil {
+			return v, err
+		}
+	}
+	return v, nil
+}
+
+func worldSide(l overlay.Layers, rel string) (version, error) {
+	ent, err := l.Stat(rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		return version{}, nil
+	}
+	if err != nil {
+		return version{}, err
+	}
+	v := version{typ: ent.Type, mode: ent.Mode & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky), target: ent.Target}
+	if v.typ == overlay.TypeFile {
+		if v.data, err = l.ReadFile(rel); err != nil {
+			return v, err
+		}
+	}
+	return v, nil
+}
+
+func baseSide(r *BaseRecord, data []byte) version {
+	if r == nil || r.Absent {
+		return version{}
+	}
+	return version{typ: r.Type, mode: fs.FileMode(r.Mode&0o777) | specialFromBits(r.Mode), data: data, target: r.Target}
+}
+
+func specialFromBits(b uint32) fs.FileMode {
+	var m fs.FileMode
+	if b&0o4000 != 0 {
+		m |= fs.ModeSetuid
+	}
+	if b&0o2000 != 0 {
+		m |= fs.ModeSetgid
+	}
+	if b&0o1000 != 0 {
+		m |= fs.ModeSticky
+	}
+	return m
+}
+
+// selectChanges resolves picks against the change set: a pick names a path
+// or a directory (everything under it). Unknown paths are an error.
+func selectChanges(cs *overlay.ChangeSet, picks []Pick) ([]overlay.Change, map[string]Pick, error) {
+	byPath := map[string]Pick{}
+	if len(picks) == 0 {
+		for _, c := range cs.Changes {
+			byPath[c.Path] = Pick{Path: c.Path}
+		}
+		return cs.Changes, byPath, nil
+	}
+	var out []overlay.Change
+	seen := map[string]bool{}
+	for _, p := range picks {
+		clean := strings.Trim(filepath.ToSlash(filepath.Clean(p.Path)), "/")
+		matched := false
+		for _, c := range cs.Changes {
+			if c.Path == clean || strings.HasPrefix(c.Path, clean+"/") || clean == "." {
+				matched = true
+				if !seen[c.Path] {
+					seen[c.Path] = true
+					out = append(out, c)
+				}
+				if c.Path == clean {
+					byPath[c.Path] = p
+				} else if _, ok := byPath[c.Path]; !ok {
+					byPath[c.Path] = Pick{Path: c.Path}
+				}
+			}
+		}
+		if !matched {
+			return nil, nil, fmt.Errorf("%s: the World has no change at this path (strata status lists them)", p.Path)
+		}
+		if (len(p.Hunks) > 0 || p.Selection != nil) && byPath[clean].Path != clean {
+			return nil, nil, fmt.Errorf("%s: hunks can only be picked in a file", p.Path)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, byPath, nil
+}
+
+// plan is the outcome of deciding every picked path.
+type plan struct {
+	ops       []overlay.PublishOp
+	paths     []AppliedPath
+	conflicts []Conflict
+	written   map[string]version // new source content per path, for base updates
+	whole     map[string]bool    // paths applied whole (droppable from the upper)
+}
+
+// Apply publishes the picked paths and hunks to the source as one atomic
+// publication. For each path: base (what the World started from), ours (the
+// World, only the picked hunks), theirs (the source now). theirs == base:
+// ours is written; theirs == ours: nothing; otherwise a 3-way merge, and an
+// overlapping edit is a conflict. Any conflict rejects the whole
+// publication and nothing is written (*ConflictError).
+func (e *Engine) Apply(ctx context.Context, name string, o ApplyOptions) (*ApplyResult, error) {
+	start := time.Now()
+	w, err := e.World(name)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := e.Changes(ctx, w, false)
+	if err != nil {
+		return nil, err
+	}
+	changes, picks, err := selectChanges(cs, o.Picks)
+	if err != nil {
+		return nil, fmt.Errorf("apply world %q: %w", name, err)
+	}
+	if len(changes) == 0 {
+		return nil, fmt.Errorf("apply world %q: nothing to apply: the World has no changes", name)
+	}
+	// Every World over this source gets its bases captured before the
+	// source changes, so their later applies merge instead of overwriting.
+	if err := e.captureAllBases(ctx, w.Source); err != nil {
+		return nil, fmt.Errorf("apply world %q: capture bases: %w", name, err)
+	}
+	res := &ApplyResult{World: name, Source: w.Source, DryRun: o.DryRun}
+	if o.ToBranch != "" {
+		return e.applyToBranch(ctx, w, changes, picks, o, res, start)
+	}
+	p, err := e.planApply(ctx, w, changes, picks, o, func(rel string) (version, error) { return readSide(w.Source, rel) })
+	if err != nil {
+		return nil, fmt.Errorf("apply world %q: %w", name, err)
+	}
+	res.Paths = p.paths
+	if len(p.conflicts) > 0 {
+		e.activity(ctx, Event{Type: EventApplyConflict, World: name, Detail: map[string]any{"paths": conflictPaths(p.conflicts)}})
+		return res, &ConflictError{World: name, Conflicts: p.conflicts}
+	}
+	if o.DropApplied && !o.DryRun {
+		if running := e.runningSessions(w); len(running) > 0 {
+			return nil, fmt.Errorf("apply world %q --drop-applied: %w (%s); the upper can only change while they are stopped", name, ErrSessionsRunning, strings.Join(running, ", "))
+		}
+	}
+	if o.DryRun {
+		res.Duration = time.Since(start).Round(time.Microsecond).String()
+		return res, nil
+	}
+	if len(p.ops) > 0 {
+		pr, err := overlay.Publish(ctx, w.Source, e.Paths.Journal(), p.ops, overlay.PublishOptions{})
+		if err != nil {
+			var stale *overlay.StaleError
+			if errors.As(err, &stale) {
+				cs := &ConflictError{World: name}
+				for _, sp := range stale.Paths {
+					cs.Conflicts = append(cs.Conflicts, Conflict{Path: sp.Path, Reason: "the source changed while the publication was prepared; run apply again"})
+				}
+				return res, cs
+			}
+			return nil, fmt.Errorf("apply world %q: %w", name, err)
+		}
+		res.ID = pr.ID
+	}
+	// The published content is the new base of those paths.
+	idx := e.bases(name)
+	st, err := e.store()
+	if err != nil {
+		return nil, err
+	}
+	for rel, v := range p.written {
+		rec := BaseRecord{Path: rel, CapturedAt: time.Now().UTC(), Absent: v.typ == 0, Type: v.typ, Mode: uint32(v.mode.Perm()) | modeSpecialBits(v.mode), Target: v.target}
+		if v.typ == overlay.TypeFile {
+			if rec.Object, _, _, err = st.PutBytes(v.data); err != nil {
+				return nil, err
+			}
+		}
+		if err := idx.Set(rec); err != nil {
+			return nil, err
+		}
+	}
+	if o.DropApplied {
+		if res.Dropped, err = e.dropApplied(ctx, w, p.whole); err != nil {
+			return res, fmt.Errorf("apply world %q: published, but dropping the applied paths from the World failed: %w", name, err)
+		}
+	}
+	res.Duration = time.Since(start).Round(time.Microsecond).String()
+	if err := e.appendHistory(HistoryEntry{ID: res.ID, World: name, Source: w.Source, Time: time.Now().UTC(), Paths: res.Paths}); err != nil {
+		e.Log.Warn("append history", "err", err)
+	}
+	e.activity(ctx, Event{Type: EventApplyDone, World: name, Detail: map[string]any{"id": res.ID, "paths": len(res.Paths)}})
+	return res, nil
+}
+
+func conflictPaths(cs []Conflict) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.Path
+	}
+	return out
+}
+
+// captureAllBases captures missing bases of every World over source.
+func (e *Engine) captureAllBases(ctx context.Context, source string) error {
+	ws, err := e.Worlds()
+	if err != nil {
+		return err
+	}
+	for _, w := range ws {
+		if w.Source != source {
+			continue
+		}
+		cs, err := e.Changes(ctx, w, false)
+		if err != nil {
+			return err
+		}
+		if _, err := e.CaptureBases(ctx, w, cs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// planApply decides every picked path; theirs reads the target's version.
+func (e *Engine) planApply(ctx context.Context, w *World, changes []overlay.Change, picks map[string]Pick, o ApplyOptions, theirsOf func(string) (version, error)) (*plan, error) {
+	p := &plan{written: map[string]version{}, whole: map[string]bool{}}
+	layers := w.Layers(e.Paths)
+	deleting := map[string]bool{}
+	for _, c := range changes {
+		if c.Kind == overlay.Deleted || c.Kind == overlay.TypeChanged {
+			deleting[c.Path] = true
+		}
+	}
+	for _, c := range changes {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		rec, baseData, err := e.baseOf(ctx, w, c.Path)
+		if err != nil {
+			return nil, err
+		}
+		base := baseSide(rec, baseData)
+		ours, err := worldSide(layers, c.Path)
+		if err != nil {
+			return nil, fmt.Errorf("read the World's %s: %w", c.Path, err)
+		}
+		theirs, err := theirsOf(c.Path)
+		if err != nil {
+			return nil, fmt.Errorf("read the source's %s: %w", c.Path, err)
+		}
+		pk := picks[c.Path]
+		partial := len(pk.Hunks) > 0 || pk.Selection != nil
+		if partial {
+			if ours.typ != overlay.TypeFile || (base.typ != 0 && base.typ != overlay.TypeFile) {
+				return nil, fmt.Errorf("%s: hunks can only be picked in a text file", c.Path)
+			}
+			fd := diffview.Diff(string(base.data), string(ours.data), diffview.Options{Context: o.Context})
+			if fd.Summarised() {
+				return nil, fmt.Errorf("%s: binary or too large; pick the whole file", c.Path)
+			}
+			sel := pk.Selection
+			if sel == nil {
+				sel = diffview.NewSelection(fd, false)
+				if err := sel.PickHunkNumbers(pk.Hunks); err != nil {
+					return nil, fmt.Errorf("%s: %w (strata diff %s %s numbers them)", c.Path, err, w.Name, c.Path)
+				}
+			} else if sel, err = sel.Retarget(fd); err != nil {
+				return nil, fmt.Errorf("%s: the World's file changed since the hunks were picked: %w", c.Path, err)
+			}
+			merged, err := fd.Apply(string(base.data), sel)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", c.Path, err)
+			}
+			ours.data = []byte(merged)
+			if base.typ == overlay.TypeFile && len(pk.Hunks) == 0 && pk.Selection == nil {
+				ours.mode = base.mode
+			}
+		}
+		ap := AppliedPath{Path: c.Path, Hunks: pk.Hunks}
+		conflict := func(reason string) {
+			cf := Conflict{Path: c.Path, Reason: reason}
+			if isSmallText(base, ours, theirs) {
+				cf.Base, cf.Ours, cf.Theirs = string(base.data), string(ours.data), string(theirs.data)
+			}
+			p.conflicts = append(p.conflicts, cf)
+		}
+		switch {
+		case theirs.same(ours):
+			ap.Action = "nothing"
+			ap.Note = "the source already has this version"
+		case rec != nil && rec.Late && !theirs.same(base):
+			conflict("the source was modified after the World copied this path up, so its base is unknown; strata will not overwrite that edit: merge it by hand")
+		case theirs.same(base) || (theirs.sameContent(base) && ours.typ == 0):
+			if err := p.publish(c, base, ours, theirs, deleting, &ap, theirsOf); err != nil {
+				conflict(err.Error())
+			}
+		case ours.typ == overlay.TypeFile && theirs.typ == overlay.TypeFile && (base.typ == overlay.TypeFile || base.typ == 0):
+			if diffview.IsBinary(ours.data) || diffview.IsBinary(theirs.data) || diffview.IsBinary(base.data) {
+				conflict("binary file changed in both the World and the source")
+				break
+			}
+			mr := diffview.Merge3(string(base.data), string(ours.data), string(theirs.data))
+			if !mr.Clean {
+				cf := Conflict{Path: c.Path, Reason: fmt.Sprintf("%d overlapping edit(s) in the World and the source", len(mr.Conflicts)), Regions: mr.Conflicts, Merged: mr.Merged}
+				if isSmallText(base, ours, theirs) {
+					cf.Base, cf.Ours, cf.Theirs = string(base.data), string(ours.data), string(theirs.data)
+				}
+				p.conflicts = append(p.conflicts, cf)
+				break
+			}
+			mode := ours.mode
+			if ours.mode == base.mode {
+				mode = theirs.mode // only the source changed the mode
+			}
+			merged := version{typ: overlay.TypeFile, mode: mode, data: []byte(mr.Merged)}
+			if err := p.publish(c, base, merged, theirs, deleting, &ap, theirsOf); err != nil {
+				conflict(err.Error())
+			}
+			ap.Action = "merge"
+		case ours.typ == overlay.TypeDir && theirs.typ == overlay.TypeDir:
+			if err := p.publish(c, base, ours, theirs, deleting, &ap, theirsOf); err != nil {
+				conflict(err.Error())
+			}
+		default:
+			conflict(fmt.Sprintf("changed in both: the World has %s, the source now has %s, the base was %s", describe(ours), describe(theirs), describe(base)))
+		}
+		if !partial && ap.Action != "nothing" {
+			p.whole[c.Path] = true
+		}
+		p.paths = append(p.paths, ap)
+	}
+	return p, nil
+}
+
+func describe(v version) string {
+	switch v.typ {
+	case 0:
+		return "nothing"
+	case overlay.TypeFile:
+		return fmt.Sprintf("a file (%d bytes)", len(v.data))
+	case overlay.TypeSymlink:
+		return "a symlink to " + v.target
+	}
+	return "a " + v.typ.String()
+}
+
+func isSmallText(vs ...version) bool {
+	for _, v := range vs {
+		if len(v.data) > 256<<10 || diffview.IsBinary(v.data) {
+			return false
+		}
+	}
+	return true
+}
+
+// publish turns one decided path into publication ops with a last-moment
+// check that the source still holds theirs.
+func (p *plan) publish(c overlay.Change, base, ours, theirs version, deleting map[string]bool, ap *AppliedPath, theirsOf func(string) (version, error)) error {
+	expect := func(op overlay.PublishOp) overlay.PublishOp {
+		if theirs.typ == 0 {
+			op.ExpectAbsent = true
+		} else {
+			op.ExpectHash = theirs.hash()
+		}
+		return op
+	}
+	// A path whose type changes is removed first.
+	if theirs.typ != 0 && theirs.typ != ours.typ {
+		switch theirs.typ {
+		case overlay.TypeDir:
+			p.ops = append(p.ops, overlay.PublishOp{Path: c.Path, Kind: overlay.OpRmdir})
+		default:
+			p.ops = append(p.ops, expect(overlay.PublishOp{Path: c.Path, Kind: overlay.OpDelete}))
+		}
+	}
+	switch ours.typ {
+	case 0:
+		ap.Action = "delete"
+		if theirs.typ == overlay.TypeDir {
+			ap.Action = "rmdir"
+		}
+	case overlay.TypeFile:
+		op := overlay.PublishOp{Path: c.Path, Kind: overlay.OpWrite, Data: ours.data, Mode: ours.mode}
+		if theirs.typ == overlay.TypeFile {
+			op = expect(op)
+		}
+		p.ops = append(p.ops, op)
+		ap.Action = "write"
+	case overlay.TypeSymlink:
+		op := overlay.PublishOp{Path: c.Path, Kind: overlay.OpSymlink, Target: ours.target}
+		if theirs.typ == overlay.TypeSymlink {
+			op = expect(op)
+		}
+		p.ops = append(p.ops, op)
+		ap.Action = "symlink"
+	case overlay.TypeDir:
+		p.ops = append(p.ops, overlay.PublishOp{Path: c.Path, Kind: overlay.OpMkdir, Mode: ours.mode})
+		ap.Action = "mkdir"
+	default:
+		return fmt.Errorf("cannot publish a %s", ours.typ)
+	}
+	p.written[c.Path] = ours
+	return nil
+}
+
+// dropApplied removes whole-applied paths from the World's upper so it reads
+// them from the source again. The World is unmounted meanwhile.
+func (e *Engine) dropApplied(ctx context.Context, w *World, paths map[string]bool) ([]string, error) {
+	lk, err := e.lockWorld(ctx, w.Name)
+	if err != nil {
+		return nil, err
+	}
+	defer lk.Unlock()
+	wasMounted := e.Mounted(w)
+	if err := e.unmountLocked(ctx, w); err != nil {
+		return nil, err
+	}
+	var dropped []string
+	keys := make([]string, 0, len(paths))
+	for k := range paths {
+		keys = append(keys, k)
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(keys))) // children before parents
+	for _, rel := range keys {
+		if err := dropUpperPath(e.Paths.Upper(w.Name), rel); err != nil {
+			return dropped, err
+		}
+		dropped = append(dropped, rel)
+	}
+	_ = os.Remove(e.statCachePath(w.Name))
+	if err := resetWorkDir(e.Paths.Work(w.Name)); err != nil {
+		return dropped, err
+	}
+	if wasMounted {
+		return dropped, e.mountLocked(ctx, w)
+	}
+	sort.Strings(dropped)
+	return dropped, nil
+}
+
+// HistoryEntry is one publication, in history.jsonl of the state root.
+type HistoryEntry struct {
+	ID     string        `json:"id"`
+	World  string        `json:"world"`
+	Source string        `json:"source"`
+	Time   time.Time     `json:"time"`
+	Branch string        `json:"branch,omitempty"`
+	Commit string        `json:"commit,omitempty"`
+	Paths  []AppliedPath `json:"paths"`
+}
+
+func (e *Engine) historyPath() string { return filepath.Join(e.Paths.Root, "history.jsonl") }
+
+func (e *Engine) appendHistory(h HistoryEntry) error {
+	line, err := json.Marshal(h)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(e.historyPath(), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = f.Write(append(line, '\n'))
+	return err
+}
+
+// History lists every publication, oldest first.
+func (e *Engine) History() ([]HistoryEntry, error) {
+	data, err := os.ReadFile(e.historyPath())
+	if errorsIsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []HistoryEntry
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		var h HistoryEntry
+		if len(line) > 0 && json.Unmarshal(line, &h) == nil {
+			out = append(out, h)
+		}
+	}
+	return out, nil
+}
+
+// dropUpperPath removes the World's own entry for rel from its upper (a file,
+// symlink, whiteout, or a directory once empty) and any marker that spells
+// its deletion in a FUSE dialect, so the path reads from the source again.
+func dropUpperPath(upper, rel string) error {
+	p := filepath.Join(upper, filepath.FromSlash(rel))
+	dir, base := filepath.Split(p)
+	for _, marker := range []string{
+		filepath.Join(dir, ".wh."+base),
+		filepath.Join(upper, ".unionfs-fuse", filepath.FromSlash(rel)+"_HIDDEN~"),
+		filepath.Join(upper, ".unionfs", filepath.FromSlash(rel)+"_HIDDEN~"),
+	} {
+		if err := os.RemoveAll(marker); err != nil {
+			return err
+		}
+	}
+	st, err := os.Lstat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if st.IsDir() {
+		// Only an emptied directory goes: unpicked children stay in the World.
+		if err := os.Remove(p); err != nil && !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) {
+			return err
+		}
+		return nil
+	}
+	return os.Remove(p)
+}

@@ -1,0 +1,376 @@
+package tui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"syscall"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/stratahq/strata/engine"
+	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/panes"
+)
+
+// Results of engine work, each carried back to Update as a message.
+type (
+	worldsLoadedMsg struct {
+		rows []panes.WorldRow
+		err  error
+	}
+	changesLoadedMsg struct {
+		world   string
+		changes []overlay.Change
+		err     error
+	}
+	sessionsLoadedMsg struct {
+		world string
+		rows  []panes.SessionRow
+		err   error
+	}
+	transcriptLoadedMsg struct {
+		world, session string
+		from, next     int64
+		data           []byte
+		err            error
+	}
+	transcriptTickMsg struct{}
+	diffLoadedMsg     struct {
+		file panes.DiffFile
+		err  error
+	}
+	timelineLoadedMsg struct {
+		world      string
+		rows       []panes.SnapshotRow
+		forkedFrom string
+		err        error
+	}
+	// doneMsg reports an action's end: info for the status bar, or err.
+	doneMsg struct {
+		info   string
+		err    error
+		world  string // a World to select afterwards
+		reload bool   // reload the selected World's changes and timeline
+	}
+	removeDoneMsg struct {
+		name  string
+		force bool
+		err   error
+	}
+	applyDoneMsg struct {
+		world string
+		res   applyOutcome
+		err   error
+	}
+	infoMsg struct {
+		title string
+		lines []string
+		err   error
+	}
+	eventMsg engine.Event
+)
+
+// Requests made by dialogs once the person confirms.
+type (
+	createWorldReq struct{ name, source, backend string }
+	removeWorldReq struct {
+		name  string
+		force bool
+	}
+	runReq      struct{ world, command string }
+	killReq     struct{ world, session string }
+	snapshotReq struct{ world, message string }
+	rollbackReq struct{ world, snap string }
+	forkReq     struct {
+		world, snap string
+		n           string
+	}
+	applyReq struct{ world string }
+)
+
+func loadWorlds(ctx context.Context, eng *engine.Engine, source string) tea.Cmd {
+	return func() tea.Msg {
+		var ws []*engine.World
+		var err error
+		if source == "" {
+			ws, err = eng.Worlds()
+		} else {
+			ws, err = eng.WorldsOfSource(source)
+		}
+		if err != nil {
+			return worldsLoadedMsg{err: fmt.Errorf("list worlds: %w", err)}
+		}
+		rows := make([]panes.WorldRow, 0, len(ws))
+		for _, w := range ws {
+			info := eng.Info(ctx, w)
+			rows = append(rows, panes.WorldRow{
+				Name: w.Name, Source: w.Source, Status: info.Status, Backend: string(w.Backend),
+				Changes: info.Changes, Sessions: info.Sessions, Running: info.Running, Error: info.Error,
+			})
+		}
+		return worldsLoadedMsg{rows: rows}
+	}
+}
+
+func loadChanges(ctx context.Context, eng *engine.Engine, world string) tea.Cmd {
+	return func() tea.Msg {
+		w, err := eng.World(world)
+		if err != nil {
+			return changesLoadedMsg{world: world, err: err}
+		}
+		cs, err := eng.Changes(ctx, w, false)
+		if err != nil {
+			return changesLoadedMsg{world: world, err: fmt.Errorf("changes of %s: %w", world, err)}
+		}
+		return changesLoadedMsg{world: world, changes: cs.Changes}
+	}
+}
+
+func loadSessions(eng *engine.Engine, world string) tea.Cmd {
+	return func() tea.Msg {
+		ss, err := eng.Sessions(world)
+		if err != nil {
+			return sessionsLoadedMsg{world: world, err: fmt.Errorf("sessions of %s: %w", world, err)}
+		}
+		rows := make([]panes.SessionRow, 0, len(ss))
+		for _, s := range ss {
+			rows = append(rows, panes.SessionRow{
+				ID: s.ID, Command: engine.ShellQuote(s.Argv), State: string(s.State),
+				ExitCode: s.ExitCode, TTY: s.TTY, Started: s.StartedAt,
+			})
+		}
+		return sessionsLoadedMsg{world: world, rows: rows}
+	}
+}
+
+func loadTranscript(eng *engine.Engine, world, session string, from int64) tea.Cmd {
+	return func() tea.Msg {
+		path := filepath.Join(eng.SessionDir(world, session), engine.TranscriptFile)
+		recs, next, err := engine.ReadTranscript(path, from)
+		m := transcriptLoadedMsg{world: world, session: session, from: from, next: next, err: err}
+		for _, r := range recs {
+			if r.Stream == engine.StreamResize {
+				continue
+			}
+			m.data = append(m.data, r.Data...)
+		}
+		return m
+	}
+}
+
+func loadTimeline(eng *engine.Engine, world string) tea.Cmd {
+	return func() tea.Msg {
+		tl, err := eng.Timeline(world)
+		if err != nil {
+			return timelineLoadedMsg{world: world, err: fmt.Errorf("timeline of %s: %w", world, err)}
+		}
+		m := timelineLoadedMsg{world: world}
+		if tl.ForkedFrom != nil {
+			m.forkedFrom = tl.ForkedFrom.World + "@" + shortRef(tl.ForkedFrom.Snapshot)
+		}
+		for _, l := range engine.TimelineTree(tl) {
+			s := l.Snapshot
+			m.rows = append(m.rows, panes.SnapshotRow{
+				Prefix: l.Prefix, ID: s.ID, Parent: s.Parent, Time: s.Time, Message: s.Message,
+				Auto: s.Auto, Files: s.Files, NewBytes: s.NewBytes, Head: s.ID == tl.Head,
+			})
+		}
+		return m
+	}
+}
+
+func shortRef(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}
+
+// maxDiffRead caps what is read of one file for the diff pane; larger
+// files are summarised by diffview anyway.
+const maxDiffRead = 16 << 20
+
+// loadDiff reads the source's and the World's version of one path.
+func loadDiff(eng *engine.Engine, world string, c overlay.Change) tea.Cmd {
+	return func() tea.Msg {
+		f := panes.DiffFile{World: world, Path: c.Path}
+		w, err := eng.World(world)
+		if err != nil {
+			return diffLoadedMsg{file: f, err: err}
+		}
+		switch {
+		case c.Type == overlay.TypeDir || (c.Kind == overlay.Deleted && c.LowerType == overlay.TypeDir):
+			f.Note = fmt.Sprintf("directory %s (%s)", c.Kind, describeMarks(c))
+			return diffLoadedMsg{file: f}
+		case c.Type == overlay.TypeOther:
+			f.Note = "special file: nothing to diff"
+			return diffLoadedMsg{file: f}
+		}
+		if c.Kind != overlay.Added {
+			old, err := readCapped(filepath.Join(w.Source, filepath.FromSlash(c.Path)))
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return diffLoadedMsg{file: f, err: fmt.Errorf("read %s in the source: %w", c.Path, err)}
+			}
+			f.Old = old
+		}
+		if c.Kind != overlay.Deleted {
+			if c.Type == overlay.TypeSymlink {
+				f.New = c.Target
+			} else {
+				b, err := w.Layers(eng.Paths).ReadFile(c.Path)
+				if err != nil {
+					return diffLoadedMsg{file: f, err: fmt.Errorf("read %s in world %s: %w", c.Path, world, err)}
+				}
+				f.New = string(b)
+			}
+		}
+		return diffLoadedMsg{file: f}
+	}
+}
+
+func describeMarks(c overlay.Change) string {
+	switch {
+	case c.Whiteout:
+		return "whiteout"
+	case c.Opaque:
+		return "opaque: replaced"
+	}
+	return c.Kind.String()
+}
+
+func readCapped(path string) (string, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return "", err
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		t, err := os.Readlink(path)
+		return t, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	buf := make([]byte, min(fi.Size(), maxDiffRead))
+	n, err := f.Read(buf)
+	if err != nil && n == 0 && fi.Size() > 0 {
+		return "", err
+	}
+	return string(buf[:n]), nil
+}
+
+func createWorld(ctx context.Context, eng *engine.Engine, r createWorldReq) tea.Cmd {
+	return func() tea.Msg {
+		w, err := eng.Create(ctx, engine.CreateOptions{Name: r.name, Source: r.source, Backend: engine.Runtime(r.backend)})
+		if err != nil {
+			return doneMsg{err: fmt.Errorf("new world %q: %w", r.name, err)}
+		}
+		return doneMsg{info: "created World " + w.Name, world: w.Name}
+	}
+}
+
+func removeWorld(ctx context.Context, eng *engine.Engine, r removeWorldReq) tea.Cmd {
+	return func() tea.Msg {
+		_, err := eng.Remove(ctx, r.name, engine.RemoveOptions{Force: r.force, Kill: r.force})
+		return removeDoneMsg{name: r.name, force: r.force, err: err}
+	}
+}
+
+func runCommand(ctx context.Context, eng *engine.Engine, r runReq) tea.Cmd {
+	return func() tea.Msg {
+		sh := os.Getenv("SHELL")
+		if sh == "" {
+			sh = "/bin/sh"
+		}
+		// A terminal lets strata tell a session waiting for input, and lets
+		// the person attach to it.
+		meta, err := eng.Exec(ctx, r.world, engine.ExecOptions{Argv: []string{sh, "-c", r.command}, TTY: true})
+		if err != nil {
+			return doneMsg{err: fmt.Errorf("run in %s: %w", r.world, err)}
+		}
+		return doneMsg{info: "started " + shortRef(meta.ID) + ": " + r.command}
+	}
+}
+
+func killSession(ctx context.Context, eng *engine.Engine, r killReq) tea.Cmd {
+	return func() tea.Msg {
+		if _, err := eng.Kill(ctx, r.world, r.session, syscall.SIGTERM); err != nil {
+			return doneMsg{err: fmt.Errorf("kill %s: %w", shortRef(r.session), err)}
+		}
+		return doneMsg{info: "sent SIGTERM to " + shortRef(r.session)}
+	}
+}
+
+func takeSnapshot(ctx context.Context, eng *engine.Engine, r snapshotReq) tea.Cmd {
+	return func() tea.Msg {
+		s, err := eng.Snapshot(ctx, r.world, engine.SnapshotOptions{Message: r.message})
+		if err != nil {
+			return doneMsg{err: fmt.Errorf("snapshot %s: %w", r.world, err)}
+		}
+		return doneMsg{info: fmt.Sprintf("snapshot %s of %s (%d files)", shortRef(s.ID), r.world, s.Files), reload: true}
+	}
+}
+
+func rollback(ctx context.Context, eng *engine.Engine, r rollbackReq) tea.Cmd {
+	return func() tea.Msg {
+		res, err := eng.Rollback(ctx, r.world, r.snap, engine.RollbackOptions{Kill: true})
+		if err != nil {
+			return doneMsg{err: fmt.Errorf("roll back %s: %w", r.world, err)}
+		}
+		info := "rolled " + r.world + " back to " + shortRef(r.snap)
+		if res.Saved != nil {
+			info += " (the state before is snapshot " + shortRef(res.Saved.ID) + ")"
+		}
+		return doneMsg{info: info, reload: true}
+	}
+}
+
+func fork(ctx context.Context, eng *engine.Engine, r forkReq) tea.Cmd {
+	return func() tea.Msg {
+		var n int
+		if _, err := fmt.Sscan(r.n, &n); err != nil || n < 1 || n > 64 {
+			return doneMsg{err: fmt.Errorf("fork %s: %q is not a count from 1 to 64", r.world, r.n)}
+		}
+		ws, err := eng.Fork(ctx, r.world, engine.ForkOptions{Snap: r.snap, N: n})
+		if err != nil {
+			return doneMsg{err: fmt.Errorf("fork %s: %w", r.world, err)}
+		}
+		names := make([]string, len(ws))
+		for i, w := range ws {
+			names[i] = w.Name
+		}
+		return doneMsg{info: fmt.Sprintf("forked %s into %v", r.world, names)}
+	}
+}
+
+// snapshotChanges lists what changed in a snapshot relative to its parent
+// (or to the World now when it has none).
+func snapshotChanges(ctx context.Context, eng *engine.Engine, world, parent, snap string) tea.Cmd {
+	return func() tea.Msg {
+		a, b := parent, snap
+		title := "Changes in snapshot " + shortRef(snap)
+		if parent == "" {
+			a, b = snap, ""
+			title = "Changes since snapshot " + shortRef(snap)
+		}
+		ds, err := eng.SnapDiff(ctx, world, a, b)
+		if err != nil {
+			return infoMsg{err: fmt.Errorf("snapshot %s: %w", shortRef(snap), err)}
+		}
+		lines := make([]string, 0, len(ds))
+		for _, d := range ds {
+			lines = append(lines, fmt.Sprintf("%v %s", d.Change, d.Path))
+		}
+		sort.Strings(lines)
+		if len(lines) == 0 {
+			lines = append(lines, "no changes")
+		}
+		return infoMsg{title: title, lines: lines}
+	}
+}

@@ -1,0 +1,1008 @@
+package tui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/stratahq/strata/diffview"
+	"github.com/stratahq/strata/engine"
+	"github.com/stratahq/strata/keymap"
+	"github.com/stratahq/strata/panes"
+	"github.com/stratahq/strata/themes"
+)
+
+// Options start the TUI.
+type Options struct {
+	// AllWorlds shows every World instead of those over Source.
+	AllWorlds bool
+	// Source is the tree whose Worlds are shown; "" = the current directory.
+	Source string
+	// Exe is the strata binary used to attach, and to run $EDITOR in a
+	// World; "" = this executable.
+	Exe string
+	// NoColor forces NO_COLOR; the environment variable is honoured anyway.
+	NoColor bool
+}
+
+// paneID names the five panes, in tab order.
+type paneID int
+
+const (
+	paneWorlds paneID = iota
+	paneTranscript
+	paneChanges
+	paneDiff
+	paneTimeline
+	paneCount
+)
+
+var paneNames = [paneCount]string{"Worlds", "Transcript", "Changes", "Diff", "Timeline"}
+
+var paneAreas = [paneCount]keymap.Area{keymap.Worlds, keymap.Transcript, keymap.Changes, keymap.Diff, keymap.Timeline}
+
+// pick is what is picked of one path: all of it, or a selection of its
+// diff (with the two versions it was computed from, to renumber hunks).
+type pick struct {
+	whole    bool
+	sel      *diffview.Selection
+	state    panes.PickState
+	old, new string
+}
+
+// loader coalesces reloads of one kind: one in flight at a time, and at
+// most one more queued however many events arrive meanwhile.
+type loader struct{ inflight, dirty bool }
+
+func (l *loader) request() bool {
+	if l.inflight {
+		l.dirty = true
+		return false
+	}
+	l.inflight = true
+	return true
+}
+
+func (l *loader) done() bool {
+	l.inflight = false
+	if l.dirty {
+		l.dirty = false
+		l.inflight = true
+		return true
+	}
+	return false
+}
+
+// frameInterval spaces transcript reloads: at most ~30 redraws a second.
+const frameInterval = 33 * time.Millisecond
+
+// Model is the root model: layout, focus, routing and engine I/O.
+type Model struct {
+	ctx  context.Context
+	eng  *engine.Engine
+	opts Options
+	env  *panes.Env
+
+	themeOpts themes.Options
+	source    string // "" = all Worlds
+
+	width, height int
+	focus         paneID
+
+	worlds     panes.Worlds
+	transcript panes.Transcript
+	changes    panes.Changes
+	diff       panes.Diff
+	timeline   panes.Timeline
+
+	dialog  *panes.Dialog
+	help    *panes.Help
+	palette *panes.Palette
+
+	world    string
+	statuses map[string]string // last seen status per World, for notifications
+	picks    map[string]*pick
+	diffPath string
+
+	tSession string
+	tOffset  int64
+
+	lWorlds, lChanges, lSessions, lTimeline, lTranscript, lDiff loader
+
+	info, lastErr string
+	history       []string
+	pendingSelect string
+	quitting      bool
+}
+
+// New builds the root model. Key and colour configuration errors are
+// returned, so a typo in config.toml is reported before the screen opens.
+func New(ctx context.Context, eng *engine.Engine, o Options) (*Model, error) {
+	var keys map[string][]string
+	theme := ""
+	var colors map[string]string
+	if eng != nil && eng.Config != nil {
+		keys, theme, colors = eng.Config.Keys, eng.Config.Theme, eng.Config.Colors
+	}
+	km, err := keymap.Load(keys)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	to := themes.Options{Theme: theme, Colors: colors, Dark: true, NoColor: o.NoColor || themes.NoColorFromEnv()}
+	st, err := themes.New(to)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	src := ""
+	if !o.AllWorlds {
+		src = o.Source
+		if src == "" {
+			if src, err = os.Getwd(); err != nil {
+				return nil, fmt.Errorf("current directory: %w", err)
+			}
+		}
+		if abs, err := filepath.Abs(src); err == nil {
+			src = abs
+		}
+	}
+	if o.Exe == "" {
+		if o.Exe, err = os.Executable(); err != nil {
+			o.Exe = "strata"
+		}
+	}
+	env := &panes.Env{Keys: km, Styles: st}
+	m := &Model{
+		ctx: ctx, eng: eng, opts: o, env: env, themeOpts: to, source: src,
+		worlds: panes.NewWorlds(env), transcript: panes.NewTranscript(env), changes: panes.NewChanges(env),
+		diff: panes.NewDiff(env), timeline: panes.NewTimeline(env),
+		picks: map[string]*pick{},
+	}
+	m.worlds.Scope = src
+	return m, nil
+}
+
+// Init loads the Worlds and asks the terminal for its background colour.
+func (m Model) Init() tea.Cmd {
+	return tea.Batch(loadWorlds(m.ctx, m.eng, m.source), tea.RequestBackgroundColor)
+}
+
+// Update routes one message.
+func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.width, m.height = msg.Width, msg.Height
+		m = m.resize()
+		return m, nil
+	case tea.BackgroundColorMsg:
+		if m.themeOpts.Theme == "" || m.themeOpts.Theme == "auto" {
+			m.themeOpts.Dark = msg.IsDark()
+			if st, err := themes.New(m.themeOpts); err == nil {
+				*m.env.Styles = *st
+			}
+		}
+		return m, nil
+	case tea.KeyPressMsg:
+		return m.key(msg)
+	case tea.MouseClickMsg:
+		return m.click(msg)
+	case tea.MouseWheelMsg:
+		return m.wheel(msg)
+	case eventMsg:
+		return m.event(engine.Event(msg))
+	}
+	return m.result(msg)
+}
+
+func (m Model) focusArea() keymap.Area {
+	if m.dialog != nil {
+		return keymap.Dialog
+	}
+	return paneAreas[m.focus]
+}
+
+func (m Model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
+	switch {
+	case m.dialog != nil:
+		d, cmd, done := m.dialog.Update(k)
+		if done {
+			m.dialog = nil
+		} else {
+			m.dialog = &d
+		}
+		return m, cmd
+	case m.help != nil:
+		h, done := m.help.Update(k)
+		if done {
+			m.help = nil
+		} else {
+			m.help = &h
+		}
+		return m, nil
+	case m.palette != nil:
+		p, cmd, done := m.palette.Update(k)
+		if done {
+			m.palette = nil
+		} else {
+			m.palette = &p
+		}
+		return m, cmd
+	}
+	// A pane taking text (search, filter) gets every key.
+	if (m.focus == paneTranscript && m.transcript.Searching()) || (m.focus == paneChanges && m.changes.Editing()) {
+		return m.toPane(k)
+	}
+	if a, ok := m.env.Keys.Match(keymap.Global, k); ok {
+		return m.global(a)
+	}
+	return m.toPane(k)
+}
+
+func (m Model) toPane(msg tea.Msg) (tea.Model, tea.Cmd) {
+	var cmd tea.Cmd
+	switch m.focus {
+	case paneWorlds:
+		m.worlds, cmd = m.worlds.Update(msg)
+	case paneTranscript:
+		m.transcript, cmd = m.transcript.Update(msg)
+	case paneChanges:
+		m.changes, cmd = m.changes.Update(msg)
+	case paneDiff:
+		m.diff, cmd = m.diff.Update(msg)
+	case paneTimeline:
+		m.timeline, cmd = m.timeline.Update(msg)
+	}
+	return m, cmd
+}
+
+// do runs any action by name: the palette's way in.
+func (m Model) do(a string) (tea.Model, tea.Cmd) {
+	act := m.env.Keys.Action(a)
+	if act == nil {
+		return m, nil
+	}
+	if act.Area == keymap.Global {
+		return m.global(a)
+	}
+	for i, ar := range paneAreas {
+		if ar == act.Area {
+			m.focus = paneID(i)
+		}
+	}
+	var cmd tea.Cmd
+	switch m.focus {
+	case paneWorlds:
+		m.worlds, cmd = m.worlds.Do(a)
+	case paneTranscript:
+		m.transcript, cmd = m.transcript.Do(a)
+	case paneChanges:
+		m.changes, cmd = m.changes.Do(a)
+	case paneDiff:
+		m.diff, cmd = m.diff.Do(a)
+	case paneTimeline:
+		m.timeline, cmd = m.timeline.Do(a)
+	}
+	return m, cmd
+}
+
+func (m Model) global(a string) (tea.Model, tea.Cmd) {
+	switch a {
+	case keymap.Quit:
+		m.quitting = true
+		return m, tea.Quit
+	case keymap.Help:
+		h := panes.NewHelp(m.env, paneAreas[m.focus])
+		m.help = &h
+	case keymap.Palette:
+		p := panes.NewPalette(m.env)
+		m.palette = &p
+	case keymap.FocusNext:
+		m.focus = (m.focus + 1) % paneCount
+	case keymap.FocusPrev:
+		m.focus = (m.focus + paneCount - 1) % paneCount
+	case keymap.TabWorlds, keymap.TabTranscript, keymap.TabChanges, keymap.TabDiff, keymap.TabTimeline:
+		m.focus = map[string]paneID{
+			keymap.TabWorlds: paneWorlds, keymap.TabTranscript: paneTranscript, keymap.TabChanges: paneChanges,
+			keymap.TabDiff: paneDiff, keymap.TabTimeline: paneTimeline,
+		}[a]
+	case keymap.AllWorlds:
+		if m.source == "" {
+			m.source = m.opts.Source
+			if m.source == "" {
+				m.source, _ = os.Getwd()
+			}
+		} else {
+			m.source = ""
+		}
+		m.worlds.Scope = m.source
+		return m.reloadWorlds()
+	case keymap.Refresh:
+		m.info, m.lastErr = "reloaded", ""
+		var cmds []tea.Cmd
+		var c tea.Cmd
+		mm, c := m.reloadWorlds()
+		m = mm.(Model)
+		cmds = append(cmds, c)
+		if m.world != "" {
+			m, c = m.reloadWorld()
+			cmds = append(cmds, c)
+		}
+		return m, tea.Batch(cmds...)
+	}
+	return m, nil
+}
+
+func (m Model) reloadWorlds() (tea.Model, tea.Cmd) {
+	if m.lWorlds.request() {
+		return m, loadWorlds(m.ctx, m.eng, m.source)
+	}
+	return m, nil
+}
+
+// reloadWorld reloads everything shown of the selected World.
+func (m Model) reloadWorld() (Model, tea.Cmd) {
+	var cmds []tea.Cmd
+	if m.lChanges.request() {
+		cmds = append(cmds, loadChanges(m.ctx, m.eng, m.world))
+	}
+	if m.lSessions.request() {
+		cmds = append(cmds, loadSessions(m.eng, m.world))
+	}
+	if m.lTimeline.request() {
+		cmds = append(cmds, loadTimeline(m.eng, m.world))
+	}
+	return m, tea.Batch(cmds...)
+}
+
+// event turns an engine event into reloads of what it affects.
+func (m Model) event(ev engine.Event) (tea.Model, tea.Cmd) {
+	var cmds []tea.Cmd
+	add := func(mm tea.Model, c tea.Cmd) {
+		m = mm.(Model)
+		cmds = append(cmds, c)
+	}
+	mine := ev.World != "" && ev.World == m.world
+	switch ev.Type {
+	case engine.EventSessionOutput:
+		if mine && ev.Session != "" && ev.Session == m.tSession {
+			m, _ = m.requestTranscript(&cmds)
+		}
+		return m, tea.Batch(cmds...)
+	case engine.EventPathsChanged, engine.EventApplyDone, engine.EventApplyConflict:
+		add(m.reloadWorlds())
+		if mine && m.lChanges.request() {
+			cmds = append(cmds, loadChanges(m.ctx, m.eng, m.world))
+		}
+	case engine.EventSessionStarted, engine.EventSessionEnded, engine.EventAttentionChanged:
+		add(m.reloadWorlds())
+		if mine && m.lSessions.request() {
+			cmds = append(cmds, loadSessions(m.eng, m.world))
+		}
+		if mine && m.tSession != "" {
+			m, _ = m.requestTranscript(&cmds)
+		}
+	case engine.EventSnapshotTaken, engine.EventRollback, engine.EventFork:
+		add(m.reloadWorlds())
+		if mine {
+			mm, c := m.reloadWorld()
+			m = mm
+			cmds = append(cmds, c)
+		}
+	default:
+		add(m.reloadWorlds())
+		if mine && ev.Type == engine.EventWorldChanged {
+			mm, c := m.reloadWorld()
+			m = mm
+			cmds = append(cmds, c)
+		}
+	}
+	return m, tea.Batch(cmds...)
+}
+
+func (m Model) requestTranscript(cmds *[]tea.Cmd) (Model, bool) {
+	if m.tSession == "" || !m.lTranscript.request() {
+		return m, false
+	}
+	*cmds = append(*cmds, loadTranscript(m.eng, m.world, m.tSession, m.tOffset))
+	return m, true
+}
+
+// result handles the messages of panes and of finished commands.
+func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case worldsLoadedMsg:
+		return m.worldsLoaded(msg)
+	case panes.WorldsSelectedMsg:
+		return m.selectWorld(msg.Name)
+	case changesLoadedMsg:
+		var cmds []tea.Cmd
+		if m.lChanges.done() {
+			cmds = append(cmds, loadChanges(m.ctx, m.eng, m.world))
+		}
+		if msg.world != m.world {
+			return m, tea.Batch(cmds...)
+		}
+		var cmd tea.Cmd
+		m.changes, cmd = m.changes.SetChanges(msg.world, msg.changes, msg.err)
+		// Picks of paths that no longer changed go away.
+		live := map[string]bool{}
+		for _, c := range msg.changes {
+			live[c.Path] = true
+		}
+		for p := range m.picks {
+			if !live[p] {
+				delete(m.picks, p)
+			}
+		}
+		m.changes = m.changes.SetPicks(m.pickStates())
+		cmds = append(cmds, cmd)
+		// The file shown may have changed on disk: read it again.
+		if cmd == nil && m.diffPath != "" {
+			if c, ok := m.changes.SelectedChange(); ok && c.Path == m.diffPath {
+				cmds = append(cmds, loadDiff(m.eng, m.world, c))
+			}
+		}
+		return m, tea.Batch(cmds...)
+	case panes.ChangesSelectedMsg:
+		if msg.World != m.world {
+			return m, nil
+		}
+		c, ok := m.changes.SelectedChange()
+		if !ok || c.Path != msg.Path {
+			m.diff = m.diff.Clear()
+			m.diffPath = ""
+			return m, nil
+		}
+		m.diffPath = c.Path
+		return m, loadDiff(m.eng, m.world, c)
+	case diffLoadedMsg:
+		if msg.file.World != m.world || msg.file.Path != m.diffPath {
+			return m, nil
+		}
+		if msg.err != nil {
+			m.lastErr = msg.err.Error()
+			msg.file.Note = msg.err.Error()
+		}
+		cur := m.diff.File()
+		if cur.World == msg.file.World && cur.Path == msg.file.Path && cur.Old == msg.file.Old && cur.New == msg.file.New && cur.Note == msg.file.Note && m.diff.FileDiff() != nil {
+			return m, nil // unchanged: keep the cursor and picks as they are
+		}
+		if pk := m.picks[msg.file.Path]; pk != nil {
+			if pk.sel != nil && pk.old == msg.file.Old && pk.new == msg.file.New {
+				msg.file.Sel = pk.sel
+			} else if pk.whole || pk.state == panes.PickAll {
+				msg.file.PickAll = true
+			} else {
+				delete(m.picks, msg.file.Path) // the file changed under a partial pick
+			}
+		}
+		m.diff = m.diff.SetFile(msg.file)
+		m.changes = m.changes.SetPicks(m.pickStates())
+		return m, nil
+	case sessionsLoadedMsg:
+		var cmds []tea.Cmd
+		if m.lSessions.done() {
+			cmds = append(cmds, loadSessions(m.eng, m.world))
+		}
+		if msg.world != m.world {
+			return m, tea.Batch(cmds...)
+		}
+		if msg.err != nil {
+			m.lastErr = msg.err.Error()
+		}
+		var cmd tea.Cmd
+		m.transcript, cmd = m.transcript.SetSessions(msg.world, msg.rows)
+		return m, tea.Batch(append(cmds, cmd)...)
+	case panes.TranscriptSessionMsg:
+		if msg.World != m.world {
+			return m, nil
+		}
+		m.tSession, m.tOffset = msg.Session, 0
+		var cmds []tea.Cmd
+		if m.lTranscript.inflight {
+			m.lTranscript.dirty = true // the answer in flight is for another session
+		} else {
+			m, _ = m.requestTranscript(&cmds)
+		}
+		return m, tea.Batch(cmds...)
+	case transcriptLoadedMsg:
+		return m.transcriptLoaded(msg)
+	case transcriptTickMsg:
+		if m.tSession == "" {
+			m.lTranscript.inflight = false
+			return m, nil
+		}
+		return m, loadTranscript(m.eng, m.world, m.tSession, m.tOffset)
+	case timelineLoadedMsg:
+		var cmds []tea.Cmd
+		if m.lTimeline.done() {
+			cmds = append(cmds, loadTimeline(m.eng, m.world))
+		}
+		if msg.world == m.world {
+			m.timeline = m.timeline.SetRows(msg.world, msg.rows, msg.err)
+			m.timeline.ForkedFrom = msg.forkedFrom
+		}
+		return m, tea.Batch(cmds...)
+	case panes.PickPathsMsg:
+		if msg.World != m.world {
+			return m, nil
+		}
+		for _, p := range msg.Paths {
+			if msg.Pick {
+				m.picks[p] = &pick{whole: true, state: panes.PickAll}
+			} else {
+				delete(m.picks, p)
+			}
+			if p == m.diff.File().Path && m.diff.File().World == m.world {
+				f := m.diff.File()
+				f.Sel, f.PickAll = nil, msg.Pick
+				m.diff = m.diff.SetFile(f)
+			}
+		}
+		m.changes = m.changes.SetPicks(m.pickStates())
+		return m, nil
+	case panes.DiffPicksMsg:
+		if msg.World != m.world {
+			return m, nil
+		}
+		if msg.State == panes.PickNone {
+			delete(m.picks, msg.Path)
+		} else {
+			f := m.diff.File()
+			m.picks[msg.Path] = &pick{sel: msg.Sel, state: msg.State, whole: msg.Sel == nil, old: f.Old, new: f.New}
+		}
+		m.changes = m.changes.SetPicks(m.pickStates())
+		return m, nil
+	case panes.ActionMsg:
+		return m.paneAction(msg)
+	case panes.PaletteChosenMsg:
+		return m.do(msg.Action)
+	case doneMsg:
+		m.setResult(msg.info, msg.err)
+		var cmds []tea.Cmd
+		if msg.world != "" {
+			m.pendingSelect = msg.world
+		}
+		mm, c := m.reloadWorlds()
+		m = mm.(Model)
+		cmds = append(cmds, c)
+		if msg.reload && m.world != "" {
+			m, c = m.reloadWorld()
+			cmds = append(cmds, c)
+		}
+		return m, tea.Batch(cmds...)
+	case removeDoneMsg:
+		if errors.Is(msg.err, engine.ErrUnsavedWork) && !msg.force {
+			d := panes.NewTypedConfirm(m.env, "Remove "+msg.name+" with its unapplied work?",
+				[]string{msg.name + " holds changes that were never applied or snapshotted. Removing it moves it to the trash (restorable for 7 days with `strata restore-world`) and stops its sessions."},
+				msg.name, removeWorldReq{name: msg.name, force: true})
+			m.dialog = &d
+			return m, nil
+		}
+		if msg.err != nil {
+			m.setResult("", fmt.Errorf("remove %s: %w", msg.name, msg.err))
+		} else {
+			m.setResult("removed World "+msg.name, nil)
+		}
+		return m.reloadWorlds()
+	case applyDoneMsg:
+		return m.applyDone(msg)
+	case infoMsg:
+		if msg.err != nil {
+			m.setResult("", msg.err)
+			return m, nil
+		}
+		d := panes.NewConfirm(m.env, msg.title, capLines(msg.lines, 20), false, nil)
+		m.dialog = &d
+		return m, nil
+	case createWorldReq:
+		return m, createWorld(m.ctx, m.eng, msg)
+	case removeWorldReq:
+		return m, removeWorld(m.ctx, m.eng, msg)
+	case runReq:
+		if strings.TrimSpace(msg.command) == "" {
+			return m, nil
+		}
+		m.history = appendHistory(m.history, msg.command)
+		return m, runCommand(m.ctx, m.eng, msg)
+	case killReq:
+		return m, killSession(m.ctx, m.eng, msg)
+	case snapshotReq:
+		return m, takeSnapshot(m.ctx, m.eng, msg)
+	case rollbackReq:
+		m.picks = map[string]*pick{}
+		return m, rollback(m.ctx, m.eng, msg)
+	case forkReq:
+		return m, fork(m.ctx, m.eng, msg)
+	case applyReq:
+		return m, m.apply(msg.world)
+	case execDoneMsg:
+		if msg.err != nil {
+			m.setResult("", msg.err)
+		}
+		mm, c := m.reloadWorlds()
+		m = mm.(Model)
+		if m.world != "" {
+			var c2 tea.Cmd
+			m, c2 = m.reloadWorld()
+			return m, tea.Batch(c, c2)
+		}
+		return m, c
+	}
+	return m, nil
+}
+
+type execDoneMsg struct{ err error }
+
+func capLines(lines []string, n int) []string {
+	if len(lines) <= n {
+		return lines
+	}
+	out := append([]string(nil), lines[:n]...)
+	return append(out, fmt.Sprintf("… and %d more", len(lines)-n))
+}
+
+func appendHistory(h []string, s string) []string {
+	if len(h) > 0 && h[len(h)-1] == s {
+		return h
+	}
+	h = append(h, s)
+	if len(h) > 100 {
+		h = h[len(h)-100:]
+	}
+	return h
+}
+
+func (m *Model) setResult(info string, err error) {
+	if err != nil {
+		m.lastErr, m.info = err.Error(), ""
+		return
+	}
+	m.info, m.lastErr = info, ""
+}
+
+func (m Model) worldsLoaded(msg worldsLoadedMsg) (tea.Model, tea.Cmd) {
+	var cmds []tea.Cmd
+	if m.lWorlds.done() {
+		cmds = append(cmds, loadWorlds(m.ctx, m.eng, m.source))
+	}
+	if msg.err != nil {
+		m.lastErr = msg.err.Error()
+		return m, tea.Batch(cmds...)
+	}
+	// Ring and notify when a World starts waiting or fails.
+	if m.statuses != nil {
+		var alerts []string
+		for _, r := range msg.rows {
+			prev, seen := m.statuses[r.Name]
+			if (r.Status == "waiting" || r.Status == "failed") && seen && prev != r.Status {
+				alerts = append(alerts, r.Name+" is "+r.Status)
+			}
+		}
+		if len(alerts) > 0 {
+			cmds = append(cmds, tea.Raw(notification(strings.Join(alerts, ", "))))
+		}
+	}
+	m.statuses = map[string]string{}
+	for _, r := range msg.rows {
+		m.statuses[r.Name] = r.Status
+	}
+	var cmd tea.Cmd
+	m.worlds, cmd = m.worlds.SetRows(msg.rows)
+	cmds = append(cmds, cmd)
+	if m.pendingSelect != "" {
+		m.worlds, cmd = m.worlds.Select(m.pendingSelect)
+		m.pendingSelect = ""
+		cmds = append(cmds, cmd)
+	}
+	if m.world == "" && m.worlds.Selected() != "" && cmd == nil {
+		name := m.worlds.Selected()
+		cmds = append(cmds, func() tea.Msg { return panes.WorldsSelectedMsg{Name: name} })
+	}
+	return m, tea.Batch(cmds...)
+}
+
+// notification rings the bell and raises a desktop notification through
+// the terminal (OSC 9 for iTerm2/Windows Terminal/kitty, OSC 777 for
+// urxvt/foot/VTE); terminals ignore the ones they do not know.
+func notification(text string) string {
+	text = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return -1
+		}
+		return r
+	}, text)
+	return "\a\x1b]9;strata: " + text + "\x07\x1b]777;notify;strata;" + text + "\x07"
+}
+
+func (m Model) selectWorld(name string) (tea.Model, tea.Cmd) {
+	if name == m.world {
+		return m, nil
+	}
+	m.world = name
+	m.picks = map[string]*pick{}
+	m.diff = m.diff.Clear()
+	m.diffPath = ""
+	m.tSession, m.tOffset = "", 0
+	if name == "" {
+		m.changes, _ = m.changes.SetChanges("", nil, nil)
+		m.transcript, _ = m.transcript.SetSessions("", nil)
+		m.timeline = m.timeline.SetRows("", nil, nil)
+		return m, nil
+	}
+	m.transcript, _ = m.transcript.SetSessions(name, nil)
+	return m.reloadWorld()
+}
+
+func (m Model) transcriptLoaded(msg transcriptLoadedMsg) (tea.Model, tea.Cmd) {
+	stale := msg.world != m.world || msg.session != m.tSession || msg.from != m.tOffset
+	if !stale {
+		if msg.err != nil {
+			m.lastErr = msg.err.Error()
+		}
+		if len(msg.data) > 0 {
+			m.transcript = m.transcript.Append(msg.data)
+		}
+		m.tOffset = msg.next
+	}
+	m.lTranscript.inflight = false
+	if m.lTranscript.dirty {
+		m.lTranscript.dirty = false
+		m.lTranscript.inflight = true
+		if stale {
+			return m, loadTranscript(m.eng, m.world, m.tSession, m.tOffset)
+		}
+		// More output arrived meanwhile: read it one frame later, so a
+		// chatty session redraws at most ~30 times a second.
+		return m, tea.Tick(frameInterval, func(time.Time) tea.Msg { return transcriptTickMsg{} })
+	}
+	return m, nil
+}
+
+func (m Model) pickStates() map[string]panes.PickState {
+	out := make(map[string]panes.PickState, len(m.picks))
+	for p, pk := range m.picks {
+		out[p] = pk.state
+	}
+	return out
+}
+
+// paneAction does what a pane asked for.
+func (m Model) paneAction(a panes.ActionMsg) (tea.Model, tea.Cmd) {
+	switch a.Action {
+	case keymap.WorldsNew:
+		src := m.source
+		if src == "" {
+			src, _ = os.Getwd()
+		}
+		backend := "local"
+		if m.eng != nil && m.eng.Config != nil && m.eng.Config.Backend != "" {
+			backend = m.eng.Config.Backend
+		}
+		d := panes.NewForm(m.env, "New World", []string{"name", "source", "backend (local or cube)"},
+			[]string{"", src, backend}, func(v []string) tea.Msg {
+				return createWorldReq{name: strings.TrimSpace(v[0]), source: strings.TrimSpace(v[1]), backend: strings.TrimSpace(v[2])}
+			})
+		m.dialog = &d
+	case keymap.WorldsRemove:
+		body := []string{"Its overlay layer, sessions and timeline go to the trash."}
+		for _, r := range m.worlds.Rows() {
+			if r.Name == a.World {
+				body = append([]string{fmt.Sprintf("%d changed paths, %d of %d sessions running.", r.Changes, r.Running, r.Sessions)}, body...)
+			}
+		}
+		d := panes.NewConfirm(m.env, "Remove World "+a.World+"?", body, true, removeWorldReq{name: a.World})
+		m.dialog = &d
+	case keymap.WorldsRun, keymap.TranscriptRun:
+		w := a.World
+		d := panes.NewPrompt(m.env, "Run in "+w, "command (runs on a terminal; attach with enter)", "", m.history,
+			func(s string) tea.Msg { return runReq{world: w, command: s} })
+		m.dialog = &d
+	case keymap.WorldsOpen:
+		m.focus = paneChanges
+	case keymap.TranscriptAttach:
+		c := exec.Command(m.opts.Exe, "attach", a.World, a.Session)
+		return m, tea.ExecProcess(c, func(err error) tea.Msg {
+			if err != nil {
+				err = fmt.Errorf("attach %s: %w", shortRef(a.Session), err)
+			}
+			return execDoneMsg{err: err}
+		})
+	case keymap.TranscriptKill:
+		d := panes.NewConfirm(m.env, "Kill session "+shortRef(a.Session)+"?", []string{"Sends SIGTERM to the session's command."}, true,
+			killReq{world: a.World, session: a.Session})
+		m.dialog = &d
+	case keymap.ChangesOpen:
+		m.focus = paneDiff
+	case keymap.ChangesApply, keymap.DiffApply:
+		return m.confirmApply(a.World)
+	case keymap.DiffEdit:
+		return m.edit(a.World, a.Path)
+	case keymap.DiffNextFile, keymap.DiffPrevFile:
+		act := keymap.ChangesDown
+		if a.Action == keymap.DiffPrevFile {
+			act = keymap.ChangesUp
+		}
+		var cmd tea.Cmd
+		m.changes, cmd = m.changes.Do(act)
+		return m, cmd
+	case keymap.DiffBack:
+		m.focus = paneChanges
+	case keymap.TimelineSnapshot:
+		w := a.World
+		d := panes.NewPrompt(m.env, "Snapshot "+w, "message", "", nil, func(s string) tea.Msg { return snapshotReq{world: w, message: s} })
+		m.dialog = &d
+	case keymap.TimelineRollback:
+		d := panes.NewConfirm(m.env, "Roll "+a.World+" back to "+shortRef(a.Snapshot)+"?",
+			[]string{"Its running sessions are stopped. The current state is snapshotted first, so the rollback can be undone."}, true,
+			rollbackReq{world: a.World, snap: a.Snapshot})
+		m.dialog = &d
+	case keymap.TimelineFork:
+		w, s := a.World, a.Snapshot
+		from := "the live state"
+		if s != "" {
+			from = "snapshot " + shortRef(s)
+		}
+		d := panes.NewPrompt(m.env, "Fork "+w+" from "+from, "how many Worlds", "2", nil,
+			func(n string) tea.Msg { return forkReq{world: w, snap: s, n: n} })
+		m.dialog = &d
+	case keymap.TimelineShow:
+		return m, snapshotChanges(m.ctx, m.eng, a.World, a.Parent, a.Snapshot)
+	}
+	return m, nil
+}
+
+// edit opens the World's version of path in $EDITOR, inside the World.
+func (m Model) edit(world, path string) (tea.Model, tea.Cmd) {
+	if world == "" || path == "" {
+		return m, nil
+	}
+	editor := os.Getenv("VISUAL")
+	if editor == "" {
+		editor = os.Getenv("EDITOR")
+	}
+	if editor == "" {
+		editor = "vi"
+	}
+	src := ""
+	for _, r := range m.worlds.Rows() {
+		if r.Name == world {
+			src = r.Source
+		}
+	}
+	abs := filepath.Join(src, filepath.FromSlash(path))
+	args := append([]string{"exec", world, "--tty", "--"}, strings.Fields(editor)...)
+	c := exec.Command(m.opts.Exe, append(args, abs)...)
+	return m, tea.ExecProcess(c, func(err error) tea.Msg {
+		if err != nil {
+			err = fmt.Errorf("edit %s: %w", path, err)
+		}
+		return execDoneMsg{err: err}
+	})
+}
+
+// applyPicks turns the picks into what the engine publishes: hunks are
+// renumbered in the diff with the default context, as the engine computes it.
+func (m Model) applyPicks() []applyPick {
+	paths := make([]string, 0, len(m.picks))
+	for p := range m.picks {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	var out []applyPick
+	for _, p := range paths {
+		pk := m.picks[p]
+		if pk.whole || pk.sel == nil || pk.state == panes.PickAll {
+			out = append(out, applyPick{Path: p})
+			continue
+		}
+		fd := diffview.Diff(pk.old, pk.new, diffview.Options{})
+		sel, err := pk.sel.Retarget(fd)
+		if err != nil {
+			continue
+		}
+		ap := applyPick{Path: p}
+		for _, h := range sel.PickedHunks() {
+			ap.Hunks = append(ap.Hunks, h+1)
+			if sel.HunkState(h) == diffview.PickedPartial {
+				if ap.Lines == nil {
+					ap.Lines = map[int][]int{}
+				}
+				for l := range fd.Hunks[h].Lines {
+					if sel.IsPicked(h, l) {
+						ap.Lines[h+1] = append(ap.Lines[h+1], l)
+					}
+				}
+			}
+		}
+		if len(ap.Hunks) > 0 {
+			out = append(out, ap)
+		}
+	}
+	return out
+}
+
+func (m Model) confirmApply(world string) (tea.Model, tea.Cmd) {
+	if world == "" {
+		return m, nil
+	}
+	picks := m.applyPicks()
+	if len(picks) == 0 {
+		m.setResult("", errors.New("nothing picked: space picks a path or a hunk"))
+		return m, nil
+	}
+	var body []string
+	for _, p := range picks {
+		switch {
+		case p.Hunks == nil:
+			body = append(body, "  "+p.Path+" (whole)")
+		default:
+			body = append(body, fmt.Sprintf("  %s (hunks %s)", p.Path, joinInts(p.Hunks)))
+		}
+	}
+	body = append([]string{fmt.Sprintf("Publish %d paths from %s to its source, all or nothing:", len(picks), world)}, capLines(body, 12)...)
+	d := panes.NewConfirm(m.env, "Apply to the source?", body, false, applyReq{world: world})
+	m.dialog = &d
+	return m, nil
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ",")
+}
+
+func (m Model) apply(world string) tea.Cmd {
+	picks := m.applyPicks()
+	ctx, eng := m.ctx, m.eng
+	return func() tea.Msg {
+		res, err := engineApply(ctx, eng, world, picks)
+		return applyDoneMsg{world: world, res: res, err: err}
+	}
+}
+
+func (m Model) applyDone(msg applyDoneMsg) (tea.Model, tea.Cmd) {
+	if len(msg.res.Conflicts) > 0 {
+		lines := []string{"Nothing was written. Conflicting paths:"}
+		for _, c := range msg.res.Conflicts {
+			lines = append(lines, "  "+c.Path+": "+c.Reason)
+		}
+		d := panes.NewConfirm(m.env, "Apply conflicts", capLines(lines, 16), true, nil)
+		m.dialog = &d
+		m.setResult("", fmt.Errorf("apply: %d conflicts, nothing written", len(msg.res.Conflicts)))
+		return m, nil
+	}
+	if msg.err != nil {
+		m.setResult("", fmt.Errorf("apply %s: %w", msg.world, msg.err))
+		return m, nil
+	}
+	m.setResult(fmt.Sprintf("applied %d paths from %s", len(msg.res.Applied), msg.world), nil)
+	if msg.world == m.world {
+		m.picks = map[string]*pick{}
+		m.changes = m.changes.SetPicks(nil)
+		f := m.diff.File()
+		f.Sel, f.PickAll = nil, false
+		if f.Path != "" {
+			m.diff = m.diff.SetFile(f)
+		}
+	}
+	mm, c := m.reloadWorlds()
+	m = mm.(Model)
+	m2, c2 := m.reloadWorld()
+	return m2, tea.Batch(c, c2)
+}
+
+// Quitting reports whether the person asked to quit.
+func (m Model) Quitting() bool { return m.quitting }
+
+// World is the selected World.
+func (m Model) World() string { return m.world }
