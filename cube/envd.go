@@ -175,15 +175,31 @@ func (c *Client) Exec(ctx context.Context, sb *Sandbox, req ExecRequest, stdout,
 	if timeout > 0 {
 		header.Set("Connect-Timeout-Ms", strconv.FormatInt(max(timeout.Milliseconds(), 1), 10))
 	}
-	resp, sent, err := c.open(ctx, call{
+	start := call{
 		op: op, method: http.MethodPost, url: c.EnvdURL(sb) + "/process.Process/Start",
 		body: EncodeEnvelope(0, payload), contentType: "application/connect+json", header: header, envd: true,
-	})
-	if err != nil {
+	}
+	// Only a request that provably never reached envd is sent again.
+	var resp *http.Response
+	for attempt := 0; ; attempt++ {
+		var sent bool
+		resp, sent, err = c.open(ctx, start)
+		if err == nil {
+			break
+		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			err = ctxErr
 		}
-		return ExecResult{}, &TransportError{Op: op, Sent: sent, Err: err}
+		err = &TransportError{Op: op, Sent: sent, Err: err}
+		delay, retry := c.shouldRetry(retryUnsent, attempt, err)
+		if !retry || ctx.Err() != nil {
+			return ExecResult{}, err
+		}
+		select {
+		case <-ctx.Done():
+			return ExecResult{}, err
+		case <-time.After(delay):
+		}
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {

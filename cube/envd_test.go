@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -128,7 +129,7 @@ func TestExecRequestFixture(t *testing.T) {
 }
 
 func TestExecTimeoutKills(t *testing.T) {
-	_, c, sb := newSandbox(t, cubetest.Options{}, cube.CreateRequest{})
+	srv, c, sb := newSandbox(t, cubetest.Options{}, cube.CreateRequest{})
 	start := time.Now()
 	req := sh("sleep 30")
 	req.Timeout = 200 * time.Millisecond
@@ -139,10 +140,21 @@ func TestExecTimeoutKills(t *testing.T) {
 	if time.Since(start) > 5*time.Second {
 		t.Errorf("timeout took %v", time.Since(start))
 	}
+	// The context deadline travels as Connect-Timeout-Ms: whichever side
+	// notices first, the call returns at the deadline.
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	if _, err := c.Exec(ctx, sb, sh("sleep 30"), nil, nil); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("exec past the context deadline: %v", err)
+	start = time.Now()
+	res, err = c.Exec(ctx, sb, sh("sleep 30"), nil, nil)
+	if !errors.Is(err, context.DeadlineExceeded) && !(err == nil && res.ExitCode == 137) {
+		t.Errorf("exec past the context deadline: %+v, %v", res, err)
+	}
+	starts := requestsTo(srv, "POST /process.Process/Start")
+	if ms, _ := strconv.Atoi(starts[len(starts)-1].Header.Get("Connect-Timeout-Ms")); ms <= 0 || ms > 200 {
+		t.Errorf("Connect-Timeout-Ms = %d, want the 200ms deadline", ms)
+	}
+	if time.Since(start) > 2*time.Second {
+		t.Errorf("exec outlived its deadline by %v", time.Since(start)-200*time.Millisecond)
 	}
 }
 
@@ -255,5 +267,80 @@ func TestMountsPersistAcrossExecs(t *testing.T) {
 	mounts, _ := os.ReadFile("/proc/self/mounts")
 	if strings.Contains(string(mounts), "cubetest-guest-tmpfs") {
 		t.Error("the sandbox's mount leaked to the host")
+	}
+}
+
+// The cube runtime's flow: the source (read-only) and the directory holding
+// a World's upper and work dirs come in as host mounts (one mount for both:
+// overlayfs wants upperdir and workdir on the same mount); a command mounts
+// the overlay at the source's own path; later commands see the merged view,
+// and changes land in the host's upper dir only.
+func TestOverlayInsideSandbox(t *testing.T) {
+	src, state := t.TempDir(), t.TempDir()
+	upper, work := filepath.Join(state, "upper"), filepath.Join(state, "work")
+	for _, d := range []string{upper, work} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(src, "a.txt"), []byte("lower\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := "/mnt/cubetest-" + filepath.Base(state)
+	_, c, sb := newSandbox(t, cubetest.Options{}, cube.CreateRequest{HostMounts: []cube.HostMount{
+		{HostPath: src, MountPath: base + "/lower", ReadOnly: true},
+		{HostPath: state, MountPath: base + "/state"},
+	}})
+	ctx := context.Background()
+	var errOut bytes.Buffer
+	setup := `mkdir -p ` + src + ` && mount -t overlay overlay -o lowerdir=` + base + `/lower,upperdir=` + base + `/state/upper,workdir=` + base + `/state/work ` + src
+	if res, err := c.Exec(ctx, sb, sh(setup), nil, &errOut); err != nil || res.ExitCode != 0 {
+		t.Fatalf("mount overlay in the sandbox: %+v %v %s", res, err, errOut.String())
+	}
+	var out bytes.Buffer
+	if res, err := c.Exec(ctx, sb, cube.ExecRequest{Cmd: "sh", Args: []string{"-c", `cat a.txt && echo new > b.txt && echo changed >> a.txt`}, Cwd: src}, &out, &errOut); err != nil || res.ExitCode != 0 {
+		t.Fatalf("work in the overlay: %+v %v %s", res, err, errOut.String())
+	}
+	if out.String() != "lower\n" {
+		t.Errorf("merged view shows %q", out.String())
+	}
+	if b, _ := os.ReadFile(filepath.Join(upper, "b.txt")); string(b) != "new\n" {
+		t.Errorf("upper b.txt = %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(upper, "a.txt")); string(b) != "lower\nchanged\n" {
+		t.Errorf("upper a.txt = %q (copy-up)", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(src, "a.txt")); string(b) != "lower\n" {
+		t.Errorf("the source changed: %q", b)
+	}
+	if got, err := c.ReadFile(ctx, sb, src+"/b.txt"); err != nil || string(got) != "new\n" {
+		t.Errorf("files API through the overlay: %q, %v", got, err)
+	}
+}
+
+func TestExecRetriedOnlyWhenUnsent(t *testing.T) {
+	srv, _, sb := newSandbox(t, cubetest.Options{}, cube.CreateRequest{})
+	c := newClient(t, srv, func(cfg *cube.Config) {
+		cfg.Retry = cube.RetryPolicy{Max: 20, Base: 20 * time.Millisecond, MaxDelay: 40 * time.Millisecond}
+	})
+	srv.Down()
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		if err := srv.Up(); err != nil {
+			t.Errorf("up: %v", err)
+		}
+	}()
+	var out bytes.Buffer
+	if res, err := c.Exec(context.Background(), sb, sh("echo reached"), &out, nil); err != nil || out.String() != "reached\n" || res.ExitCode != 0 {
+		t.Fatalf("exec while the proxy comes up: %+v, %v, %q", res, err, out.String())
+	}
+	if n := len(requestsTo(srv, "POST /process.Process/Start")); n != 1 {
+		t.Errorf("envd got %d starts, want 1", n)
+	}
+	srv.Down()
+	defer srv.Up()
+	impatient := newClient(t, srv, func(cfg *cube.Config) { cfg.Retry = cube.RetryPolicy{Max: -1} })
+	if _, err := impatient.Exec(context.Background(), sb, sh("true"), nil, nil); !errors.Is(err, cube.ErrUnavailable) {
+		t.Errorf("exec with the proxy down: %v, want ErrUnavailable", err)
 	}
 }

@@ -1,6 +1,7 @@
 package cube_test
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"flag"
@@ -90,11 +91,14 @@ func checkFixture(t *testing.T, name string, r cubetest.Request) {
 			f.BodyBase64 = base64.StdEncoding.EncodeToString(r.Body)
 		}
 	}
-	got, err := json.MarshalIndent(f, "", "  ")
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(f); err != nil {
 		t.Fatal(err)
 	}
-	got = append(got, '\n')
+	got := buf.Bytes()
 	file := filepath.Join(fixtureDir, name+".json")
 	if *update {
 		if err := os.MkdirAll(fixtureDir, 0o755); err != nil {

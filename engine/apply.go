@@ -428,7 +428,7 @@ func (e *Engine) planApply(ctx context.Context, w *World, changes []overlay.Chan
 		case theirs.same(ours):
 			ap.Action = "nothing"
 			ap.Note = "the source already has this version"
-		case rec != nil && rec.Late && !theirs.same(base):
+		case rec != nil && rec.Late:
 			conflict("the source was modified after the World copied this path up, so its base is unknown; strata will not overwrite that edit: merge it by hand")
 		case theirs.same(base) || (theirs.sameContent(base) && ours.typ == 0):
 			if err := p.publish(c, base, ours, theirs, deleting, &ap, theirsOf); err != nil {

@@ -171,7 +171,7 @@ func CaptureBase(store *overlay.Store, idx BaseIndex, lower, upper, rel string) 
 				return false, fmt.Errorf("capture base of %s: %w", rel, err)
 			}
 		}
-		if born, ok := birthTime(filepath.Join(upper, filepath.FromSlash(rel))); ok && rec.SourceMTime.After(born) {
+		if born, ok := birthTime(filepath.Join(upper, filepath.FromSlash(rel))); ok && !rec.SourceMTime.Before(born) { // same clock tick: ambiguous, so careful
 			rec.Late = true
 		}
 	}

@@ -99,20 +99,30 @@ func BenchmarkCaptureIncremental(b *testing.B) {
 }
 
 // BenchmarkRestore: the whole upper rebuilt from the store over the
-// existing one (build beside it, swap, remove the old). "syncfs" is the
-// default; "nosync" shows what the durability costs.
+// existing one (build beside it, syncfs, swap). "syncfs" is the default and
+// removes the old tree inline; "syncfs-deferred" leaves that removal to the
+// caller after remount (RestoreOptions.DeferCleanup, the rollback path);
+// "nosync" shows what the durability costs.
 func BenchmarkRestore(b *testing.B) {
 	upper, _ := snaptBenchUpper(b)
 	s, err := OpenStore(filepath.Join(b.TempDir(), "objects"))
 	snaptMust(b, err)
 	m, _, err := CaptureUpper(context.Background(), s, upper, DialectKernel, nil)
 	snaptMust(b, err)
-	for _, mode := range []string{"syncfs", "nosync"} {
-		b.Run(mode, func(b *testing.B) {
+	variants := map[string]RestoreOptions{
+		"syncfs":          {},
+		"syncfs-deferred": {DeferCleanup: true},
+		"nosync":          {NoSync: true},
+	}
+	for _, name := range []string{"syncfs", "syncfs-deferred", "nosync"} {
+		b.Run(name, func(b *testing.B) {
 			target := filepath.Join(b.TempDir(), "upper")
 			snaptMust(b, RestoreUpper(context.Background(), s, m, target, DialectKernel))
 			for b.Loop() {
-				snaptMust(b, RestoreUpperWith(context.Background(), s, m, target, DialectKernel, RestoreOptions{NoSync: mode == "nosync"}))
+				snaptMust(b, RestoreUpperWith(context.Background(), s, m, target, DialectKernel, variants[name]))
+				b.StopTimer()
+				snaptMust(b, RemoveRestoreLeftovers(target))
+				b.StartTimer()
 			}
 		})
 	}

@@ -34,11 +34,11 @@ type CaptureStats struct {
 	Duration                                        time.Duration
 }
 
-// racyWindow: a file whose ctime is this close to the moment it was read
+// racyWindow (a var only so tests can widen it): a file whose ctime is this close to the moment it was read
 // is not trusted by the stat cache next time. On kernels with coarse
 // timestamps a second write within the same clock tick keeps size, mtime
 // and ctime, and the cache would miss it (git's "racily clean" problem).
-const racyWindow = 10 * time.Millisecond
+var racyWindow = 10 * time.Millisecond
 
 // StatCache remembers, per upper path, the stat of a file when it was last
 // hashed and the object it became, so a capture reads only files whose

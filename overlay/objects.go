@@ -396,10 +396,7 @@ func (s *Store) putVerified(id ObjectID, size int64, write func(io.Writer) error
 		s.dropTemp(tmp)
 		return false, err
 	}
-	if err := s.commitTemp(tmp, dst, id); err != nil {
-		return false, err
-	}
-	return true, nil
+	return s.commitTemp(tmp, dst, id)
 }
 
 func (s *Store) putStream(r io.Reader) (ObjectID, int64, bool, error) {
@@ -419,10 +416,11 @@ func (s *Store) putStream(r io.Reader) (ObjectID, int64, bool, error) {
 		s.dropTemp(tmp)
 		return id, n, false, nil
 	}
-	if err := s.commitTemp(tmp, dst, id); err != nil {
+	created, err := s.commitTemp(tmp, dst, id)
+	if err != nil {
 		return "", 0, false, err
 	}
-	return id, n, true, nil
+	return id, n, created, nil
 }
 
 // presentAndTouch reports whether a plausible copy of the object (right
@@ -466,29 +464,29 @@ func (s *Store) dropTemp(tmp *os.File) {
 // commitTemp makes the finished temp file read-only and gives it its name,
 // dst. A racing Put of the same content may have named it first: that
 // copy is as good, unless its size is wrong (a crash before Sync), in
-// which case it is replaced.
-func (s *Store) commitTemp(tmp *os.File, dst string, id ObjectID) error {
+// which case it is replaced. created is false when the racer won.
+func (s *Store) commitTemp(tmp *os.File, dst string, id ObjectID) (created bool, err error) {
 	if err := tmp.Chmod(0o444); err != nil {
 		s.dropTemp(tmp)
-		return err
+		return false, err
 	}
 	if s.SyncEach {
 		if err := tmp.Sync(); err != nil {
 			s.dropTemp(tmp)
-			return err
+			return false, err
 		}
 	}
 	fan := string(id[:2])
 	if _, ok := s.fanout.Load(fan); !ok {
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 			s.dropTemp(tmp)
-			return err
+			return false, err
 		}
 		s.fanout.Store(fan, struct{}{})
 	}
-	var err error
+	created = true
 	if tmp.Name() == "" {
-		err = s.linkTemp(tmp, dst)
+		created, err = s.linkTemp(tmp, dst)
 	} else {
 		err = os.Rename(tmp.Name(), dst)
 	}
@@ -499,40 +497,41 @@ func (s *Store) commitTemp(tmp *os.File, dst string, id ObjectID) error {
 		if tmp.Name() != "" {
 			os.Remove(tmp.Name())
 		}
-		return err
+		return false, err
 	}
-	if s.SyncEach {
+	if s.SyncEach && created {
 		if d, err := os.Open(filepath.Dir(dst)); err == nil {
 			err = d.Sync()
 			d.Close()
 			if err != nil {
-				return err
+				return false, err
 			}
 		}
 	}
-	return nil
+	return created, nil
 }
 
-// linkTemp names an O_TMPFILE file.
-func (s *Store) linkTemp(tmp *os.File, dst string) error {
+// linkTemp names an O_TMPFILE file; linked is false when a good copy
+// already had the name.
+func (s *Store) linkTemp(tmp *os.File, dst string) (linked bool, err error) {
 	proc := "/proc/self/fd/" + strconv.Itoa(int(tmp.Fd()))
 	for attempt := 0; ; attempt++ {
 		err := unix.Linkat(unix.AT_FDCWD, proc, unix.AT_FDCWD, dst, unix.AT_SYMLINK_FOLLOW)
 		if !errors.Is(err, unix.EEXIST) {
 			if err != nil {
-				return &fs.PathError{Op: "link", Path: dst, Err: err}
+				return false, &fs.PathError{Op: "link", Path: dst, Err: err}
 			}
-			return nil
+			return true, nil
 		}
 		var mine, theirs unix.Stat_t
 		if unix.Fstat(int(tmp.Fd()), &mine) == nil && unix.Stat(dst, &theirs) == nil && mine.Size == theirs.Size {
-			return nil
+			return false, nil
 		}
 		if attempt > 0 {
-			return &fs.PathError{Op: "link", Path: dst, Err: err}
+			return false, &fs.PathError{Op: "link", Path: dst, Err: err}
 		}
 		if err := os.Remove(dst); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
+			return false, err
 		}
 	}
 }

@@ -7,8 +7,10 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -27,6 +29,10 @@ type RestoreOptions struct {
 	// Verify rehashes every object before copying it; without it only the
 	// object's size is checked against the manifest.
 	Verify bool
+	// DeferCleanup leaves the replaced upper at upper+".restore-tmp" for the
+	// caller to remove with RemoveRestoreLeftovers once the World is
+	// mounted again, keeping the removal off a rollback's critical path.
+	DeferCleanup bool
 	// NoSync skips the syncfs that makes the new upper durable before it
 	// replaces the old one. Only for uppers nobody needs after a crash.
 	NoSync bool
@@ -67,15 +73,32 @@ func RestoreUpperWith(ctx context.Context, store *Store, m *Manifest, upper stri
 		if err := w.applyAttrs("", &m.Root, true); err != nil {
 			return err
 		}
+		// Everything but file contents first, in order (parents before
+		// children); then the files, which are independent, in parallel.
+		var files []*ManifestEntry
 		for i := range m.Entries {
 			if i%64 == 0 {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
 			}
-			if err := w.create(&m.Entries[i]); err != nil {
+			e := &m.Entries[i]
+			if e.Kind == EntryFile {
+				if err := validManifestPath(e.Path); err != nil {
+					return err
+				}
+				if err := w.ensureParent(path.Dir(e.Path)); err != nil {
+					return err
+				}
+				files = append(files, e)
+				continue
+			}
+			if err := w.create(e); err != nil {
 				return err
 			}
+		}
+		if err := w.createFiles(ctx, files); err != nil {
+			return err
 		}
 		return w.finishDirTimes()
 	}
@@ -96,6 +119,9 @@ func RestoreUpperWith(ctx context.Context, store *Store, m *Manifest, upper stri
 	if err != nil {
 		os.RemoveAll(tmp)
 		return fmt.Errorf("restore upper %s: swap in %s: %w", upper, tmp, err)
+	}
+	if opts.DeferCleanup {
+		return nil
 	}
 	if err := os.RemoveAll(tmp); err != nil {
 		return fmt.Errorf("restore upper %s: remove old upper at %s: %w", upper, tmp, err)
@@ -355,32 +381,7 @@ func (w *snapWriter) create(e *ManifestEntry) error {
 		}
 		return w.applyAttrs(e.Path, e, true)
 	case EntryFile:
-		fd, err := w.store.createCopy(e.Object, p, e.Size)
-		if err != nil {
-			return fmt.Errorf("%s: %w", e.Path, err)
-		}
-		defer unix.Close(fd)
-		if w.opts.Verify {
-			if err := w.store.Verify(e.Object); err != nil {
-				return fmt.Errorf("%s: %w", e.Path, err)
-			}
-		}
-		if err := unix.Fchown(fd, e.UID, e.GID); err != nil {
-			return fmt.Errorf("chown %s: %w", p, err)
-		}
-		if err := unix.Fchmod(fd, e.Mode&0o7777); err != nil {
-			return fmt.Errorf("chmod %s: %w", p, err)
-		}
-		for name, value := range e.Xattrs {
-			if err := unix.Fsetxattr(fd, name, value, 0); err != nil {
-				return fmt.Errorf("set xattr %s on %s: %w", name, p, err)
-			}
-		}
-		ts := []unix.Timespec{unix.NsecToTimespec(e.MTime), unix.NsecToTimespec(e.MTime)}
-		if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			return fmt.Errorf("set times of %s: %w", p, err)
-		}
-		return nil
+		return w.createFile(e)
 	case EntrySymlink:
 		if err := os.Symlink(e.Target, p); err != nil {
 			return err
@@ -395,6 +396,88 @@ func (w *snapWriter) create(e *ManifestEntry) error {
 		return w.applyAttrs(e.Path, e, false)
 	}
 	return fmt.Errorf("%s: unknown entry kind %d", e.Path, e.Kind)
+}
+
+// createFile copies a file entry's content from the store and sets its
+// owner, mode, xattrs and times; its parent must exist. Safe to call
+// concurrently for different entries.
+func (w *snapWriter) createFile(e *ManifestEntry) error {
+	p := w.abs(e.Path)
+	fd, err := w.store.createCopy(e.Object, p, e.Size)
+	if err != nil {
+		return fmt.Errorf("%s: %w", e.Path, err)
+	}
+	defer unix.Close(fd)
+	if w.opts.Verify {
+		if err := w.store.Verify(e.Object); err != nil {
+			return fmt.Errorf("%s: %w", e.Path, err)
+		}
+	}
+	if err := unix.Fchown(fd, e.UID, e.GID); err != nil {
+		return fmt.Errorf("chown %s: %w", p, err)
+	}
+	if err := unix.Fchmod(fd, e.Mode&0o7777); err != nil {
+		return fmt.Errorf("chmod %s: %w", p, err)
+	}
+	for name, value := range e.Xattrs {
+		if err := unix.Fsetxattr(fd, name, value, 0); err != nil {
+			return fmt.Errorf("set xattr %s on %s: %w", name, p, err)
+		}
+	}
+	ts := []unix.Timespec{unix.NsecToTimespec(e.MTime), unix.NsecToTimespec(e.MTime)}
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return fmt.Errorf("set times of %s: %w", p, err)
+	}
+	return nil
+}
+
+// createFiles runs createFile over files with a few workers.
+func (w *snapWriter) createFiles(ctx context.Context, files []*ManifestEntry) error {
+	workers := min(runtime.GOMAXPROCS(0), 4, len(files))
+	if workers <= 1 {
+		for _, e := range files {
+			if err := w.createFile(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	next := make(chan *ManifestEntry)
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for e := range next {
+				if err := w.createFile(e); err != nil {
+					errs <- err
+					for range next {
+					}
+					return
+				}
+			}
+		}()
+	}
+	var err error
+feed:
+	for _, e := range files {
+		select {
+		case next <- e:
+		case err = <-errs:
+			break feed
+		case <-ctx.Done():
+			err = ctx.Err()
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	if err == nil {
+		err = <-errs
+	}
+	return err
 }
 
 func (w *snapWriter) createWhiteout(e *ManifestEntry) error {

@@ -18,10 +18,17 @@
 //   - mounts made by commands persist for later commands of the same
 //     sandbox, as they would in a VM.
 //
+// Host mounts are separate mounts, as separate volumes are in a VM: an
+// overlayfs needs its upperdir and workdir inside one host mount.
+//
 // Snapshots copy the scratch directory and remember the host mounts; they
 // do not hold process memory, so rollback restarts the namespace (mounts
-// made by commands are gone, running commands are killed). Pause stops the
-// sandbox's processes with SIGSTOP; connect continues them. Timeouts are
-// recorded, never enforced. Requests are recorded byte for byte, and faults
-// can be injected per route.
+// made by commands are gone, running commands are killed), and a sandbox
+// created from a snapshot starts with only its host mounts. Pause stops the
+// sandbox's processes with SIGSTOP; connect continues them. A command whose
+// exec stream is cut (client gone, dropped stream, timeout) is killed with
+// its process group; background processes it leaves behind live until the
+// sandbox is deleted, which kills every process in its namespace. Timeouts
+// of sandboxes are recorded, never enforced. Requests are recorded byte for
+// byte, and faults can be injected per route.
 package cubetest

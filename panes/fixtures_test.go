@@ -1,0 +1,141 @@
+package panes
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/stratahq/strata/keymap"
+	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/themes"
+)
+
+// Fixed data for engine-free pane tests: panes take plain data.
+
+func testEnv(t testing.TB, theme string) *Env {
+	t.Helper()
+	st, err := themes.New(themes.Options{Theme: theme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Env{Keys: keymap.Default(), Styles: st}
+}
+
+var fixedNow = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+func fixtureWorldRows() []WorldRow {
+	return []WorldRow{
+		{Name: "refactor-auth", Status: "running", Backend: "local", Changes: 12, Sessions: 2, Running: 1},
+		{Name: "fix-flaky-test", Status: "failed", Backend: "local", Changes: 3, Sessions: 1},
+		{Name: "upgrade-deps", Status: "waiting", Backend: "local", Changes: 40, Sessions: 1, Running: 1},
+		{Name: "docs", Status: "idle", Backend: "local"},
+		{Name: "remote-build", Status: "planned", Backend: "cube"},
+		{Name: "tidy", Status: "done", Backend: "local", Changes: 1, Sessions: 3},
+	}
+}
+
+func fixtureChanges() []overlay.Change {
+	return []overlay.Change{
+		{Path: "README.md", Kind: overlay.Modified, Type: overlay.TypeFile, Size: 1200},
+		{Path: "cmd/app/main.go", Kind: overlay.Modified, Type: overlay.TypeFile},
+		{Path: "docs/old", Kind: overlay.Deleted, Type: overlay.TypeDir, Whiteout: true},
+		{Path: "gen", Kind: overlay.Added, Type: overlay.TypeDir, Opaque: true},
+		{Path: "gen/api.go", Kind: overlay.Added, Type: overlay.TypeFile, Opaque: true},
+		{Path: "internal/auth/token.go", Kind: overlay.Modified, Type: overlay.TypeFile},
+		{Path: "internal/auth/token_test.go", Kind: overlay.Added, Type: overlay.TypeFile},
+		{Path: "internal/legacy.go", Kind: overlay.Deleted, Type: overlay.TypeFile, Whiteout: true},
+		{Path: "link", Kind: overlay.TypeChanged, Type: overlay.TypeSymlink, Target: "README.md"},
+	}
+}
+
+func fixtureSessions() []SessionRow {
+	return []SessionRow{
+		{ID: "s-0001aaaaaaaa", Command: "make test", State: "exited", ExitCode: 2, Started: fixedNow.Add(-time.Hour)},
+		{ID: "s-0002bbbbbbbb", Command: "claude --resume", State: "running", TTY: true, Started: fixedNow.Add(-time.Minute)},
+	}
+}
+
+func fixtureTranscript() []byte {
+	var b strings.Builder
+	for i := 1; i <= 60; i++ {
+		switch {
+		case i%10 == 0:
+			fmt.Fprintf(&b, "\x1b[31mFAIL\x1b[0m step %d: assertion failed\n", i)
+		case i%7 == 0:
+			fmt.Fprintf(&b, "\x1b[32mok\x1b[0m   step %d\tpackage/with/a/rather/long/path/that/wraps/at/eighty/columns/for/sure/yes\n", i)
+		default:
+			fmt.Fprintf(&b, "step %d: compiling\n", i)
+		}
+	}
+	b.WriteString("progress 10%\rprogress 50%\rprogress 100%\n")
+	b.WriteString("waiting for input> ")
+	return []byte(b.String())
+}
+
+// fixtureOldNew has three hunks far apart.
+func fixtureOldNew() (string, string) {
+	var o, n strings.Builder
+	for i := 1; i <= 40; i++ {
+		fmt.Fprintf(&o, "line %d of the file\n", i)
+		switch i {
+		case 3:
+			fmt.Fprintf(&n, "line %d of the FILE, changed\n", i)
+		case 20:
+			n.WriteString("an inserted line\n")
+			fmt.Fprintf(&n, "line %d of the file\n", i)
+		case 35:
+		default:
+			fmt.Fprintf(&n, "line %d of the file\n", i)
+		}
+	}
+	return o.String(), n.String()
+}
+
+func fixtureSnapshots() []SnapshotRow {
+	return []SnapshotRow{
+		{ID: "snap-0001", Time: fixedNow.Add(-3 * time.Hour), Message: "baseline", Files: 0},
+		{ID: "snap-0002", Parent: "snap-0001", Time: fixedNow.Add(-2 * time.Hour), Message: "auth works", Files: 8},
+		{Prefix: "├─", ID: "snap-0003", Parent: "snap-0002", Time: fixedNow.Add(-time.Hour), Auto: true, Files: 9},
+		{Prefix: "└─", ID: "snap-0004", Parent: "snap-0002", Time: fixedNow.Add(-10 * time.Minute), Message: "after rollback", Files: 8, Head: true},
+	}
+}
+
+// run executes a command and returns its message (nil for nil).
+func run(cmd tea.Cmd) tea.Msg {
+	if cmd == nil {
+		return nil
+	}
+	return cmd()
+}
+
+func keyPress(s string) tea.KeyPressMsg {
+	switch s {
+	case "enter":
+		return tea.KeyPressMsg{Code: tea.KeyEnter}
+	case "esc":
+		return tea.KeyPressMsg{Code: tea.KeyEscape}
+	case "space":
+		return tea.KeyPressMsg{Code: tea.KeySpace, Text: " "}
+	case "tab":
+		return tea.KeyPressMsg{Code: tea.KeyTab}
+	case "backspace":
+		return tea.KeyPressMsg{Code: tea.KeyBackspace}
+	case "up":
+		return tea.KeyPressMsg{Code: tea.KeyUp}
+	case "down":
+		return tea.KeyPressMsg{Code: tea.KeyDown}
+	}
+	r := []rune(s)
+	return tea.KeyPressMsg{Code: r[0], Text: s}
+}
+
+func typeText(s string) []tea.KeyPressMsg {
+	var out []tea.KeyPressMsg
+	for _, r := range s {
+		out = append(out, keyPress(string(r)))
+	}
+	return out
+}

@@ -1,0 +1,141 @@
+package panes
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/charmbracelet/x/ansi"
+	"github.com/charmbracelet/x/exp/golden"
+
+	"github.com/stratahq/strata/keymap"
+)
+
+// Golden renders of every pane at 80x24 and 200x60 in the dark and light
+// themes (go test ./panes -update rewrites them).
+
+var sizes = []struct{ w, h int }{{80, 24}, {200, 60}}
+
+func renderPane(t *testing.T, env *Env, pane string, w, h int) string {
+	t.Helper()
+	switch pane {
+	case "worlds":
+		p := NewWorlds(env)
+		p.Scope = "/src/app"
+		p, _ = p.SetRows(fixtureWorldRows())
+		p = p.SetHeight(h)
+		p, _ = p.Do(keymap.WorldsDown)
+		return p.View(w, h, true)
+	case "worlds-empty":
+		p := NewWorlds(env)
+		p.Scope = "/src/app"
+		p, _ = p.SetRows(nil)
+		return p.View(w, h, true)
+	case "transcript":
+		p := NewTranscript(env)
+		p, _ = p.SetSessions("refactor-auth", fixtureSessions())
+		p = p.SetHeight(h).Append(fixtureTranscript())
+		return p.View(w, h, true)
+	case "transcript-search":
+		p := NewTranscript(env)
+		p, _ = p.SetSessions("refactor-auth", fixtureSessions())
+		p = p.SetHeight(h).Append(fixtureTranscript())
+		p, _ = p.Do(keymap.TranscriptSearch)
+		for _, k := range typeText("fail") {
+			p, _ = p.Update(k)
+		}
+		p, _ = p.Update(keyPress("enter"))
+		p, _ = p.Do(keymap.TranscriptPrevMatch)
+		return p.View(w, h, true)
+	case "changes":
+		p := NewChanges(env)
+		p, _ = p.SetChanges("refactor-auth", fixtureChanges(), nil)
+		p = p.SetHeight(h).SetPicks(map[string]PickState{"README.md": PickAll, "internal/auth/token.go": PickPartial})
+		p, _ = p.Do(keymap.ChangesDown)
+		return p.View(w, h, true)
+	case "changes-tree":
+		p := NewChanges(env)
+		p, _ = p.SetChanges("refactor-auth", fixtureChanges(), nil)
+		p = p.SetHeight(h)
+		p, _ = p.Do(keymap.ChangesTree)
+		p, _ = p.Do(keymap.ChangesKind) // A only
+		return p.View(w, h, false)
+	case "diff":
+		old, nw := fixtureOldNew()
+		p := NewDiff(env).SetSize(w, h)
+		p = p.SetFile(DiffFile{World: "refactor-auth", Path: "internal/auth/token.go", Old: old, New: nw})
+		p, _ = p.Do(keymap.DiffNextHunk)
+		p, _ = p.Do(keymap.DiffPick)
+		return p.View(w, h, true)
+	case "diff-side-by-side":
+		old, nw := fixtureOldNew()
+		p := NewDiff(env).SetSize(w, h)
+		p = p.SetFile(DiffFile{World: "refactor-auth", Path: "internal/auth/token.go", Old: old, New: nw})
+		p, _ = p.Do(keymap.DiffSideBySide)
+		p, _ = p.Do(keymap.DiffDown)
+		p, _ = p.Do(keymap.DiffRange)
+		p, _ = p.Do(keymap.DiffDown)
+		return p.View(w, h, true)
+	case "diff-binary":
+		p := NewDiff(env).SetSize(w, h)
+		p = p.SetFile(DiffFile{World: "w", Path: "logo.png", Old: "\x89PNG\x00\x01", New: "\x89PNG\x00\x02\x03"})
+		return p.View(w, h, true)
+	case "timeline":
+		p := NewTimeline(env)
+		p.Now = fixedNow
+		p = p.SetRows("refactor-auth", fixtureSnapshots(), nil).SetHeight(h)
+		p, _ = p.Do(keymap.TimelineDown)
+		return p.View(w, h, true)
+	case "help":
+		return NewHelp(env, keymap.Diff).View(w, h)
+	case "palette":
+		p := NewPalette(env)
+		for _, k := range typeText("pick") {
+			p, _, _ = p.Update(k)
+		}
+		return p.View(w, h)
+	case "confirm-remove":
+		return NewTypedConfirm(env, "Remove refactor-auth with its unapplied work?",
+			[]string{"refactor-auth holds 12 changes that were never applied."}, "refactor-auth", nil).View(w)
+	case "new-world":
+		return NewForm(env, "New World", []string{"name", "source", "backend"}, []string{"", "/src/app", "local"}, nil).View(w)
+	}
+	t.Fatalf("unknown pane %s", pane)
+	return ""
+}
+
+func TestGolden(t *testing.T) {
+	panes := []string{
+		"worlds", "worlds-empty", "transcript", "transcript-search", "changes", "changes-tree",
+		"diff", "diff-side-by-side", "diff-binary", "timeline", "help", "palette", "confirm-remove", "new-world",
+	}
+	for _, pane := range panes {
+		for _, sz := range sizes {
+			for _, theme := range []string{"dark", "light"} {
+				t.Run(fmt.Sprintf("%s/%dx%d/%s", pane, sz.w, sz.h, theme), func(t *testing.T) {
+					out := renderPane(t, testEnv(t, theme), pane, sz.w, sz.h)
+					checkBox(t, pane, out, sz.w, sz.h)
+					golden.RequireEqual(t, out)
+				})
+			}
+		}
+	}
+}
+
+// checkBox asserts the pane filled exactly its box: panes must be correct
+// at every size, not only look right in the golden.
+func checkBox(t *testing.T, pane, out string, w, h int) {
+	t.Helper()
+	lines := strings.Split(out, "\n")
+	overlay := pane == "help" || pane == "palette" || pane == "confirm-remove" || pane == "new-world"
+	if !overlay && len(lines) != h {
+		t.Errorf("%d lines, want %d", len(lines), h)
+	}
+	for i, l := range lines {
+		lw := ansi.StringWidth(l)
+		if (!overlay && lw != w) || lw > w {
+			t.Errorf("line %d is %d cells wide, want %d: %q", i, lw, w, ansi.Strip(l))
+			break
+		}
+	}
+}

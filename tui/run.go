@@ -1,0 +1,49 @@
+package tui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/stratahq/strata/engine"
+)
+
+// Run opens the TUI on the terminal until the person quits or ctx ends.
+func Run(ctx context.Context, eng *engine.Engine, o Options) error {
+	m, err := New(ctx, eng, o)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p := tea.NewProgram(*m, tea.WithContext(ctx))
+	if err := Forward(ctx, eng, p); err != nil {
+		return err
+	}
+	_, err = p.Run()
+	if errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("tui: %w", err)
+	}
+	return nil
+}
+
+// Forward subscribes to the engine's events and sends each to the program
+// from one goroutine, until ctx ends. Nothing is sent when nothing happens:
+// the TUI has no timer of its own.
+func Forward(ctx context.Context, eng *engine.Engine, p *tea.Program) error {
+	events, err := eng.Subscribe(ctx)
+	if err != nil {
+		return fmt.Errorf("follow engine events: %w", err)
+	}
+	go func() {
+		for ev := range events {
+			p.Send(eventMsg(ev))
+		}
+	}()
+	return nil
+}
