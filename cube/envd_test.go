@@ -146,7 +146,7 @@ func TestExecTimeoutKills(t *testing.T) {
 	defer cancel()
 	start = time.Now()
 	res, err = c.Exec(ctx, sb, sh("sleep 30"), nil, nil)
-	if !errors.Is(err, context.DeadlineExceeded) && !(err == nil && res.ExitCode == 137) {
+	if !errors.Is(err, context.DeadlineExceeded) && (err != nil || res.ExitCode != 137) {
 		t.Errorf("exec past the context deadline: %+v, %v", res, err)
 	}
 	starts := requestsTo(srv, "POST /process.Process/Start")

@@ -300,7 +300,7 @@ func isBinaryText(s string) bool {
 		switch {
 		case r == utf8.RuneError && size <= 1:
 			// A rune cut by the sniff limit is not evidence of binary.
-			if !(truncated && len(s)-i < utf8.UTFMax && !utf8.FullRuneInString(s[i:])) {
+			if !truncated || len(s)-i >= utf8.UTFMax || utf8.FullRuneInString(s[i:]) {
 				bad++
 			}
 		case r < 0x20 && !strings.ContainsRune("\t\n\r\f\v\b\x1b", r), r == 0x7f:

@@ -208,6 +208,10 @@ type layouter struct {
 
 func newLayouter(fd *FileDiff, opts LayoutOptions) *layouter {
 	l := &layouter{fd: fd, opts: opts, sel: opts.Selection, tabWidth: opts.TabWidth}
+	if s := l.sel; s != nil && (s.fd.OldLineCount != fd.OldLineCount || s.fd.NewLineCount != fd.NewLineCount) {
+		// A selection made on another diff cannot be shown on this one.
+		l.sel = nil
+	}
 	if l.tabWidth <= 0 {
 		l.tabWidth = 4
 	}

@@ -41,7 +41,7 @@ func splitLines(text string) []string {
 var runeCapacity int32 = 0x110000 - 0x800
 
 func runeForID(id int32) rune {
-	r := rune(id % runeCapacity)
+	r := id % runeCapacity
 	if r >= 0xD800 {
 		r += 0x800
 	}
@@ -296,26 +296,30 @@ func cleanMultiMatch(action []uint8, i, s, e int) bool {
 	}
 	rdis0, rpdis0 := 0, 1
 	for r := 1; i-r >= s; r++ {
-		if action[i-r] == actionDiscard {
+		switch action[i-r] {
+		case actionDiscard:
 			rdis0++
-		} else if action[i-r] == actionInvestigate {
+			continue
+		case actionInvestigate:
 			rpdis0++
-		} else {
-			break
+			continue
 		}
+		break
 	}
 	if rdis0 == 0 {
 		return false
 	}
 	rdis1, rpdis1 := 0, 1
 	for r := 1; i+r <= e; r++ {
-		if action[i+r] == actionDiscard {
+		switch action[i+r] {
+		case actionDiscard:
 			rdis1++
-		} else if action[i+r] == actionInvestigate {
+			continue
+		case actionInvestigate:
 			rpdis1++
-		} else {
-			break
+			continue
 		}
+		break
 	}
 	if rdis1 == 0 {
 		return false

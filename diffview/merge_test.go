@@ -3,8 +3,8 @@ package diffview
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -174,11 +174,18 @@ func TestMerge3AgreesWithGitOnDisjointEdits(t *testing.T) {
 func TestMerge3AgreesWithGitOnRandomEdits(t *testing.T) {
 	requireGit(t)
 	dir := t.TempDir()
+	goroot, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		t.Fatalf("go env GOROOT: %v", err)
+	}
 	var real []string
 	for _, p := range []string{"src/strings/strings.go", "src/sort/sort.go", "src/bufio/bufio.go", "src/fmt/print.go", "src/bytes/buffer.go"} {
-		if b, err := os.ReadFile(filepath.Join(runtime.GOROOT(), p)); err == nil {
+		if b, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(goroot)), p)); err == nil {
 			real = append(real, string(b))
 		}
+	}
+	if len(real) == 0 {
+		t.Fatal("no GOROOT source files found for the real-file part of the corpus")
 	}
 	stats := map[string]int{}
 	for seed := uint64(1); seed <= mergeSeeds; seed++ {

@@ -264,10 +264,10 @@ func (s *Selection) HunkState(i int) HunkState {
 		return PickedNone
 	}
 	picked, total := s.hunkCounts(i)
-	switch {
-	case picked == 0:
+	switch picked {
+	case 0:
 		return PickedNone
-	case picked == total:
+	case total:
 		return PickedAll
 	}
 	return PickedPartial

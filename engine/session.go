@@ -27,11 +27,11 @@ const SessionInitArg = "__session-init"
 
 // Files in a session dir.
 const (
-	MetaFile       = "meta.json"
-	AttachSocket   = "attach.sock"
+	MetaFile     = "meta.json"
+	AttachSocket = "attach.sock"
 	// endFIFO is held open for writing by the init until the session's end is
 	// recorded; see endWatch.
-	endFIFO = "end.fifo"
+	endFIFO        = "end.fifo"
 	initLogFile    = "init.log"
 	metaTempPrefix = ".meta.json.tmp-"
 )
@@ -69,14 +69,14 @@ type SessionSpec struct {
 	HideDirs  []string `json:"hide_dirs,omitempty"`
 	// Dir is the session dir (worlds/<name>/sessions/<id>), created by StartSession.
 	// When empty it is SessionsDir/ID.
-	Dir         string `json:"dir"`
-	SessionsDir string `json:"-"`
+	Dir         string   `json:"dir"`
+	SessionsDir string   `json:"-"`
 	Argv        []string `json:"argv"`
 	// Env is the command's whole environment; nil means just a default PATH.
 	Env []string `json:"env"`
 	// EnvRedact are glob patterns (case-insensitive) of variable names whose values
 	// meta.json does not keep; nil means DefaultEnvRedact.
-	EnvRedact []string `json:"-"`
+	EnvRedact []string `json:"env_redact,omitempty"`
 	// Cwd is inside the World; it defaults to Source.
 	Cwd       string    `json:"cwd"`
 	TTY       bool      `json:"tty"`
@@ -429,6 +429,10 @@ func startInit(spec SessionSpec) (*exec.Cmd, *os.File, error) {
 	if err := cmd.Start(); err != nil {
 		specW.Close()
 		readyR.Close()
+		if os.Geteuid() != 0 && (errors.Is(err, unix.EPERM) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSPC)) {
+			return nil, nil, fmt.Errorf("start session init without root: user namespaces are not available to this user "+
+				"(check /proc/sys/user/max_user_namespaces and kernel.unprivileged_userns_clone): %w", err)
+		}
 		return nil, nil, fmt.Errorf("start session init %s: %w", spec.Exe, err)
 	}
 	// A pipe holds 64 KiB; the init reads the spec first thing, so a larger

@@ -101,9 +101,6 @@ func (in *sessionInit) run() error {
 		Source: spec.Source, Cwd: spec.Cwd, TTY: spec.TTY, Isolation: spec.Isolation, NoNetwork: spec.NoNetwork,
 		StartedAt: time.Now(), State: SessionStarting, Attention: AttentionRunning,
 	}
-	if spec.EnvRedact == nil {
-		in.meta.Env = RedactEnv(spec.Env, DefaultEnvRedact)
-	}
 	// /proc is still the host's: learn our host pid and start time before the
 	// session gets its own /proc.
 	hostProc, err := unix.Open("/proc", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)

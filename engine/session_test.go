@@ -116,11 +116,21 @@ func runSession(t testing.TB, spec SessionSpec) sessionResult {
 	return r
 }
 
+// killAndWait ends a session and waits for its init to record that, so the test's
+// temp dirs can be removed.
+func killAndWait(dir string) {
+	_ = KillSession(dir, syscall.SIGKILL)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = WaitSession(ctx, dir)
+}
+
 func TestSessionSeesWorldAtSource(t *testing.T) {
 	requireRoot(t)
 	w := newTestWorld(t, "alpha")
 	spec := w.sh(`cat "$SRC/file.txt"; echo made > "$SRC/new.txt"; echo out; echo err >&2; pwd; exit 3`)
-	spec.Env = append(spec.Env, "API_TOKEN=hunter2")
+	spec.Env = append(spec.Env, "API_TOKEN=hunter2", "MY_VAR=hunter3")
+	spec.EnvRedact = []string{"*token*", "MY_*"}
 	r := runSession(t, spec)
 	if r.stdout != "world\nout\n"+w.source+"\n" {
 		t.Errorf("stdout = %q, want the World's file, out, and the source path as cwd", r.stdout)
@@ -143,17 +153,20 @@ func TestSessionSeesWorldAtSource(t *testing.T) {
 	if r.meta.InitPID == 0 || r.meta.PID == 0 || r.meta.PID == r.meta.InitPID || r.meta.EndedAt.Before(r.meta.StartedAt) {
 		t.Errorf("meta pids/timings not recorded: %+v", r.meta)
 	}
-	if !slices.Contains(r.meta.Env, "API_TOKEN=[redacted]") {
+	if !slices.Contains(r.meta.Env, "API_TOKEN=[redacted]") || !slices.Contains(r.meta.Env, "MY_VAR=[redacted]") {
 		t.Errorf("secret not redacted in meta: %v", r.meta.Env)
 	}
 	raw := readFile(t, filepath.Join(w.worldDir(), "sessions", r.meta.ID, MetaFile))
-	if strings.Contains(raw, "hunter2") {
+	if strings.Contains(raw, "hunter") {
 		t.Error("meta.json holds the secret")
 	}
 	// The session dir holds no copy of the full env anywhere.
 	entries, _ := os.ReadDir(filepath.Join(w.worldDir(), "sessions", r.meta.ID))
 	for _, e := range entries {
-		if data, _ := os.ReadFile(filepath.Join(w.worldDir(), "sessions", r.meta.ID, e.Name())); strings.Contains(string(data), "hunter2") {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		if data, _ := os.ReadFile(filepath.Join(w.worldDir(), "sessions", r.meta.ID, e.Name())); strings.Contains(string(data), "hunter") {
 			t.Errorf("%s holds the secret", e.Name())
 		}
 	}
@@ -545,9 +558,17 @@ func TestSessionKillAndLost(t *testing.T) {
 	if err != nil || m.State != SessionLost || m.Attention != AttentionLost {
 		t.Errorf("after killing the init: %v %s/%s, want lost", err, m.State, m.Attention)
 	}
-	// The command went with its pid namespace.
-	if err := unix.Kill(meta.PID, 0); !errors.Is(err, unix.ESRCH) {
-		t.Errorf("command %d still alive after its init died: %v", meta.PID, err)
+	// The command goes with its pid namespace (the kernel kills it while the
+	// init's last thread exits).
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		err := unix.Kill(meta.PID, 0)
+		if errors.Is(err, unix.ESRCH) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("command %d still alive 2 s after its init died: %v", meta.PID, err)
+			break
+		}
 	}
 }
 
@@ -591,5 +612,79 @@ func TestSessionLatency(t *testing.T) {
 	t.Logf("session start median %v (min %v), whole true session median %v (min %v)", starts[10], starts[0], totals[10], totals[0])
 	if totals[10] > 500*time.Millisecond {
 		t.Errorf("a true session takes %v", totals[10])
+	}
+}
+
+// TestSessionRootless runs a session as an unprivileged user: the init gets a user
+// namespace mapping that user to root, and everything else works as for root.
+func TestSessionRootless(t *testing.T) {
+	requireRoot(t) // to set up a user to run as
+	if data, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err != nil || strings.TrimSpace(string(data)) == "0" {
+		t.Skip("user namespaces are disabled")
+	}
+	const uid, gid = 65534, 65534
+	base, err := os.MkdirTemp("", "strata-rootless-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	os.Chmod(base, 0o755)
+	exe := filepath.Join(base, "strata.test")
+	data, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(exe, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w := testWorld{name: "rootless", source: filepath.Join(base, "src"), stateRoot: filepath.Join(base, "state")}
+	w.merged = filepath.Join(w.stateRoot, "worlds", w.name, "merged")
+	writeFile(t, filepath.Join(w.source, "file.txt"), "source\n")
+	writeFile(t, filepath.Join(w.merged, "file.txt"), "world\n")
+	writeFile(t, filepath.Join(w.stateRoot, "worlds", "other", "upper", "secret.txt"), "secret\n")
+	for _, d := range []string{w.source, w.stateRoot} {
+		filepath.Walk(d, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, uid, gid) })
+	}
+	for _, iso := range []Isolation{IsolationTree, IsolationStrict} {
+		spec := w.sh(`id -u; cat "$SRC/file.txt"; echo new > "$SRC/new-` + string(iso) + `"; cat "$STATE/worlds/other/upper/secret.txt" 2>/dev/null && echo ESCAPED; umount "$SRC" 2>/dev/null && echo ESCAPED; touch /usr/x 2>&1 | grep -q Read-only && echo usr-ro; true`)
+		spec.Isolation = iso
+		spec.Dir = filepath.Join(w.worldDir(), "sessions", NewSessionID())
+		spec.Exe = exe
+		specJSON, _ := json.Marshal(spec)
+		caller := exec.Command(exe)
+		caller.Env = append(os.Environ(), testCallerEnv+"="+string(specJSON), testCallerWaitEnv+"=1")
+		caller.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
+		caller.Dir = "/"
+		out, err := caller.Output()
+		if err != nil {
+			t.Fatalf("%s: rootless caller: %v\n%s", iso, err, err.(*exec.ExitError).Stderr)
+		}
+		var meta SessionMeta
+		if err := json.Unmarshal(out, &meta); err != nil || meta.State != SessionExited {
+			t.Fatalf("%s: rootless session: %v %q", iso, err, out)
+		}
+		records, _, err := ReadTranscript(filepath.Join(spec.Dir, TranscriptFile), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stdout strings.Builder
+		for _, r := range records {
+			if r.Stream == StreamStdout {
+				stdout.Write(r.Data)
+			}
+		}
+		want := "0\nworld\n"
+		if iso == IsolationStrict {
+			want += "usr-ro\n"
+		}
+		if stdout.String() != want {
+			t.Errorf("%s: rootless session printed %q, want %q", iso, stdout.String(), want)
+		}
+		if readFile(t, filepath.Join(w.merged, "new-"+string(iso))) != "new\n" {
+			t.Errorf("%s: write did not land in the World", iso)
+		}
+	}
+	if entries, _ := os.ReadDir(w.source); len(entries) != 1 {
+		t.Errorf("source changed: %v", entries)
 	}
 }

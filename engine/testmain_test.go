@@ -13,6 +13,10 @@ import (
 // starts a session and then waits to be killed (see TestSessionSurvivesCaller).
 const testCallerEnv = "STRATA_TEST_SESSION_CALLER"
 
+// testCallerWaitEnv makes the caller wait for the session's end instead, and print
+// its meta (see TestSessionRootless).
+const testCallerWaitEnv = "STRATA_TEST_SESSION_WAIT"
+
 func TestMain(m *testing.M) {
 	// The tests re-execute their own binary as the session init.
 	if len(os.Args) > 1 && os.Args[1] == SessionInitArg {
@@ -35,7 +39,15 @@ func runTestCaller(specJSON string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if os.Getenv(testCallerWaitEnv) != "" {
+		if meta, err = WaitSession(context.Background(), spec.Dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
 	_ = json.NewEncoder(os.Stdout).Encode(meta)
-	time.Sleep(time.Hour)
+	if os.Getenv(testCallerWaitEnv) == "" {
+		time.Sleep(time.Hour)
+	}
 	return 0
 }

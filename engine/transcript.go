@@ -22,7 +22,6 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
-
 )
 
 // TranscriptFile is the transcript's file name inside a session dir.

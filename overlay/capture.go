@@ -134,7 +134,8 @@ func statKey(st *unix.Stat_t) statCacheEntry {
 	return statCacheEntry{Size: st.Size, MTime: st.Mtim.Nano(), CTime: st.Ctim.Nano(), Ino: st.Ino}
 }
 
-// CaptureUpper freezes the upper layer at upper, written in dialect d, into
+// CaptureUpper freezes the upper layer at upper, written in dialect d
+// (DialectAuto: DetectDialect), into
 // a manifest whose file contents are in store. Cost is O(entries in the
 // upper); only files that cache (may be nil) does not vouch for are read.
 // cache is updated in place; save it after writing the manifest. New
@@ -147,7 +148,14 @@ func CaptureUpper(ctx context.Context, store *Store, upper string, d Dialect, ca
 	start := time.Now()
 	var stats CaptureStats
 	if d == DialectAuto {
-		d = snapGuessDialect(upper)
+		detected, err := DetectDialect(upper)
+		if err != nil {
+			return nil, stats, fmt.Errorf("capture upper %s: %w", upper, err)
+		}
+		d = detected
+	}
+	if err := restoreCheckDialect(d); err != nil {
+		return nil, stats, fmt.Errorf("capture upper %s: %w", upper, err)
 	}
 	sc := &snapScanner{upper: upper, d: d, index: make(map[string]int)}
 	rootSt, err := sc.lstat("")
@@ -255,7 +263,7 @@ feed:
 		// The entry describes the content that was read, so take size and
 		// times from the stat that bracketed the read.
 		e.Size, e.MTime = r.st.Size, r.st.Mtim.Nano()
-		e.Mode = uint32(r.st.Mode) & 0o7777
+		e.Mode = r.st.Mode & 0o7777
 		e.UID, e.GID = int(r.st.Uid), int(r.st.Gid)
 		key := statKey(&r.st)
 		key.Object = e.Object
@@ -272,18 +280,6 @@ feed:
 	}
 	stats.Duration = time.Since(start)
 	return &Manifest{Version: ManifestVersion, Dialect: d, Root: root, Entries: entries}, stats, nil
-}
-
-// snapGuessDialect picks a dialect for DialectAuto: unionfs when its meta
-// tree is present, else kernel (the only backend whose markers do not
-// collide with ordinary names).
-func snapGuessDialect(upper string) Dialect {
-	for _, meta := range snapUnionfsMetaDirs {
-		if st, err := os.Lstat(filepath.Join(upper, meta)); err == nil && st.IsDir() {
-			return DialectUnionfs
-		}
-	}
-	return DialectKernel
 }
 
 var snapUnionfsMetaDirs = []string{".unionfs-fuse", ".unionfs"}
@@ -404,7 +400,7 @@ func (sc *snapScanner) scanDir(ctx context.Context, rel string, dir *ManifestEnt
 func (sc *snapScanner) entryFor(rel string, st *unix.Stat_t) (ManifestEntry, error) {
 	e := ManifestEntry{
 		Path:  rel,
-		Mode:  uint32(st.Mode) & 0o7777,
+		Mode:  st.Mode & 0o7777,
 		UID:   int(st.Uid),
 		GID:   int(st.Gid),
 		MTime: st.Mtim.Nano(),
@@ -424,7 +420,7 @@ func (sc *snapScanner) entryFor(rel string, st *unix.Stat_t) (ManifestEntry, err
 		return e, nil
 	default:
 		e.Kind = EntryOther
-		e.Mode = uint32(st.Mode) & (unix.S_IFMT | 0o7777)
+		e.Mode = st.Mode & (unix.S_IFMT | 0o7777)
 		e.Rdev = st.Rdev
 		return e, nil
 	}

@@ -151,7 +151,7 @@ func (r rules) readUpper(dir string, atRoot bool) (upperList, error) {
 			ul.whiteouts[name] = true
 			continue
 		}
-		full := filepath.Join(dir, name)
+		full := fsJoin(dir, name)
 		info, err := os.Lstat(full)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
@@ -248,7 +248,7 @@ func (rd *reader) walk(dc dirCtx) (walkResult, error) {
 			if ul.names[name] || ul.whiteouts[name] {
 				continue
 			}
-			full := filepath.Join(dc.view, name)
+			full := fsJoin(dc.view, name)
 			info, err := lstatMaybe(full)
 			if err != nil {
 				return res, fmt.Errorf("read lower entry: %w", err)
@@ -265,7 +265,7 @@ func (rd *reader) walk(dc dirCtx) (walkResult, error) {
 			if ul.names[name] || dc.base == "" {
 				continue
 			}
-			full := filepath.Join(dc.base, name)
+			full := fsJoin(dc.base, name)
 			info, err := lstatMaybe(full)
 			if err != nil {
 				return res, fmt.Errorf("read lower entry: %w", err)
@@ -281,7 +281,7 @@ func (rd *reader) walk(dc dirCtx) (walkResult, error) {
 			if ul.names[name] || ul.whiteouts[name] || dc.base == "" {
 				continue
 			}
-			full := filepath.Join(dc.base, name)
+			full := fsJoin(dc.base, name)
 			info, err := lstatMaybe(full)
 			if err != nil {
 				return res, fmt.Errorf("read lower entry: %w", err)
@@ -314,7 +314,7 @@ func (rd *reader) walk(dc dirCtx) (walkResult, error) {
 			if inView[name] {
 				continue
 			}
-			full := filepath.Join(dc.base, name)
+			full := fsJoin(dc.base, name)
 			info, err := lstatMaybe(full)
 			if err != nil {
 				return res, fmt.Errorf("read lower entry: %w", err)
@@ -347,7 +347,7 @@ func listLowerNames(dir string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read lower dir: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	names, err := f.Readdirnames(-1)
 	if err != nil {
 		return nil, fmt.Errorf("read lower dir %s: %w", dir, err)
@@ -366,7 +366,7 @@ func (rd *reader) compare(dc dirCtx, e viewEntry) error {
 	}
 	basePath := ""
 	if dc.base != "" {
-		basePath = filepath.Join(dc.base, e.name)
+		basePath = fsJoin(dc.base, e.name)
 	}
 	baseInfo, err := lstatMaybe(basePath)
 	if err != nil {
@@ -419,15 +419,22 @@ func (rd *reader) compare(dc dirCtx, e viewEntry) error {
 		switch {
 		case e.fromUpper && e.marks.hasRedirect:
 			origin := rd.redirectOrigin(dc, e.marks.redirect)
-			if info, _ := lstatMaybe(filepath.Join(rd.l.Lower, origin)); info != nil && info.IsDir() && relInsideRoot(origin) {
-				child.view, child.viewRel = filepath.Join(rd.l.Lower, origin), origin
+			if full, info := lowerOrigin(rd.l.Lower, origin); info != nil && info.IsDir() {
+				child.view, child.viewRel = full, origin
 			}
 		case dc.view != "":
-			full := filepath.Join(dc.view, e.name)
-			if !e.fromUpper {
+			full := fsJoin(dc.view, e.name)
+			switch {
+			case !e.fromUpper:
 				child.view, child.viewRel = full, joinRel(dc.viewRel, e.name)
-			} else if info, _ := lstatMaybe(full); info != nil && info.IsDir() {
-				child.view, child.viewRel = full, joinRel(dc.viewRel, e.name)
+			case dc.view == dc.base:
+				if baseInfo != nil && baseInfo.IsDir() {
+					child.view, child.viewRel = full, joinRel(dc.viewRel, e.name)
+				}
+			default:
+				if info, _ := lstatMaybe(full); info != nil && info.IsDir() {
+					child.view, child.viewRel = full, joinRel(dc.viewRel, e.name)
+				}
 			}
 		}
 		if baseInfo != nil && baseInfo.IsDir() {
@@ -498,9 +505,16 @@ func (rd *reader) sameTypeChanged(dc dirCtx, e viewEntry, basePath string, baseI
 		// the same path in the view's lower dir.
 		switch {
 		case e.marks.hasRedirect:
-			content = filepath.Join(rd.l.Lower, rd.redirectOrigin(dc, e.marks.redirect))
+			full, info := lowerOrigin(rd.l.Lower, rd.redirectOrigin(dc, e.marks.redirect))
+			if info == nil || !info.Mode().IsRegular() {
+				return true, nil // the data is gone: report it rather than guess
+			}
+			content = full
 		case dc.view != "":
-			content = filepath.Join(dc.view, e.name)
+			content = fsJoin(dc.view, e.name)
+			if info, _ := lstatMaybe(content); info == nil || !info.Mode().IsRegular() {
+				return true, nil
+			}
 		}
 	}
 	if content == basePath {
@@ -531,6 +545,30 @@ func redirectOrigin(parentRel, parentView, parentViewRel, value string) string {
 	return strings.Trim(path.Clean(joinRel(parent, value)), "/")
 }
 
+// lowerOrigin finds a redirect origin in the lower without following any
+// symlink on the way, as the kernel does; a nil info means there is none.
+func lowerOrigin(lower, rel string) (string, fs.FileInfo) {
+	if !relInsideRoot(rel) {
+		return "", nil
+	}
+	full := lower
+	parts := strings.Split(rel, "/")
+	for i, part := range parts {
+		full = fsJoin(full, part)
+		info, err := os.Lstat(full)
+		if err != nil {
+			return "", nil
+		}
+		if i == len(parts)-1 {
+			return full, info
+		}
+		if !info.IsDir() {
+			return "", nil
+		}
+	}
+	return "", nil
+}
+
 func relInsideRoot(rel string) bool {
 	return rel != "" && rel != "." && rel != ".." && !strings.HasPrefix(rel, "../") && !strings.HasPrefix(rel, "/")
 }
@@ -540,12 +578,12 @@ func (rd *reader) sameContent(a, b string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("compare with lower: %w", err)
 	}
-	defer fa.Close()
+	defer func() { _ = fa.Close() }()
 	fb, err := os.Open(b)
 	if err != nil {
 		return false, fmt.Errorf("compare with lower: %w", err)
 	}
-	defer fb.Close()
+	defer func() { _ = fb.Close() }()
 	if rd.bufA == nil {
 		rd.bufA, rd.bufB = make([]byte, 64<<10), make([]byte, 64<<10)
 	}
@@ -601,7 +639,7 @@ func (rd *reader) emitChildrenDeleted(rel, full string, whiteout, opaque, ignore
 		return err
 	}
 	for _, name := range names {
-		childFull := filepath.Join(full, name)
+		childFull := fsJoin(full, name)
 		info, err := lstatMaybe(childFull)
 		if err != nil {
 			return fmt.Errorf("read lower entry: %w", err)
@@ -714,3 +752,8 @@ func modeOctal(m fs.FileMode) uint32 {
 	}
 	return u
 }
+
+// fsJoin appends one name to a dir path. Names from a directory listing are
+// single components, so the cleaning filepath.Join does is wasted in the hot
+// loop.
+func fsJoin(dir, name string) string { return dir + "/" + name }

@@ -186,6 +186,14 @@ var csBackends = []csBackend{
 		umount: func(merged string) *exec.Cmd { return exec.Command("umount", merged) },
 	},
 	{
+		name: "userxattr", dialect: DialectKernel, bin: "mount", steps: csSteps,
+		mount: func(lower, upper, work, merged string) *exec.Cmd {
+			return exec.Command("mount", "-t", "overlay", "overlay", "-o",
+				"lowerdir="+lower+",upperdir="+upper+",workdir="+work+",userxattr", merged)
+		},
+		umount: func(merged string) *exec.Cmd { return exec.Command("umount", merged) },
+	},
+	{
 		name: "redirect", dialect: DialectKernel, bin: "mount", steps: csRedirectSteps,
 		mount: func(lower, upper, work, merged string) *exec.Cmd {
 			return exec.Command("mount", "-t", "overlay", "overlay", "-o",

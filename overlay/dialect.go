@@ -126,7 +126,7 @@ type dirMarks struct {
 // live on dirs and files only.
 func (r rules) readMarks(full string, info fs.FileInfo) dirMarks {
 	var m dirMarks
-	if !r.xattrs || !(info.IsDir() || info.Mode().IsRegular()) {
+	if !r.xattrs || (!info.IsDir() && !info.Mode().IsRegular()) {
 		return m
 	}
 	names := llistxattr(full)

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -467,7 +469,7 @@ func recoverRootLocked(ctx context.Context, journalDir, hash string, step func()
 				errs = append(errs, err)
 				continue
 			}
-			rep, err := completeJournal(ctx, body, SyncFS, step)
+			rep, err := completeJournal(ctx, body, SyncPerFile, false, step)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("roll forward publication %s: %w", p.id, err))
 				continue
@@ -589,6 +591,7 @@ func removeAllAt(dirFd int, name string) (bool, error) {
 // since the commit fails the step instead of redirecting it.
 type stepDirs struct {
 	rootFd int
+	mu     sync.Mutex
 	fds    map[string]int
 }
 
@@ -596,6 +599,8 @@ func (d *stepDirs) open(rel string) (int, error) {
 	if rel == "." {
 		return d.rootFd, nil
 	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if fd, ok := d.fds[rel]; ok {
 		return fd, nil
 	}
@@ -607,8 +612,10 @@ func (d *stepDirs) open(rel string) (int, error) {
 	return fd, nil
 }
 
-// forget drops a cached fd whose directory a step removed or replaced.
+// forget drops a cached fd whose directory a step removed.
 func (d *stepDirs) forget(rel string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	for k, fd := range d.fds {
 		if k == rel || strings.HasPrefix(k, rel+"/") {
 			unix.Close(fd)
@@ -623,10 +630,54 @@ func (d *stepDirs) close() {
 	}
 }
 
+// parallelSteps bounds the goroutines running independent steps (creating,
+// syncing, renaming, deleting files): they are kernel-bound, and a few in
+// flight keep the disk queue and the CPUs busy. In-process crash tests set it
+// to 1 so their simulated crash (a panic) stays on the calling goroutine.
+var parallelSteps = 8
+
+// forEachParallel runs fn(0..n-1) on up to parallelSteps goroutines and
+// returns the first error; after one, the remaining items are not started.
+func forEachParallel(n int, fn func(i int) error) error {
+	workers := min(parallelSteps, n)
+	if workers <= 1 {
+		for i := range n {
+			if err := fn(i); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var next atomic.Int64
+	var failed atomic.Bool
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !failed.Load() {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := fn(i); err != nil {
+					errs[w] = err
+					failed.Store(true)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 // completeJournal performs every step of a committed journal that is not yet
 // done, makes the result durable and returns what it did. It is idempotent:
-// a crash inside it is recovered by running it again.
-func completeJournal(ctx context.Context, j *journalBody, mode SyncMode, step func()) (RecoveryReport, error) {
+// a crash inside it is recovered by running it again. fresh says no step can
+// have run yet (the publication itself, right after its commit).
+func completeJournal(ctx context.Context, j *journalBody, mode SyncMode, fresh bool, step func()) (RecoveryReport, error) {
 	rep := RecoveryReport{ID: j.ID, Root: j.Root, Action: actionForward}
 	rootFd, err := openRootFd(j.Root)
 	if err != nil {
@@ -640,7 +691,7 @@ func completeJournal(ctx context.Context, j *journalBody, mode SyncMode, step fu
 	// proves the removals done too (and their paths may now hold new entries).
 	renamesStarted := false
 	for _, st := range j.Steps {
-		if st.Op != stepRename {
+		if fresh || st.Op != stepRename {
 			continue
 		}
 		exists, err := stepEntryExists(dirs, st.Temp)
@@ -652,44 +703,65 @@ func completeJournal(ctx context.Context, j *journalBody, mode SyncMode, step fu
 			break
 		}
 	}
+	var done, skipped atomic.Int64
 	touched := map[string]bool{}
-	for _, st := range j.Steps {
-		if err := ctx.Err(); err != nil {
-			return rep, err
-		}
-		parent, base := splitRel(st.Path)
+	run := func(st journalStep) error {
 		var did bool
 		var err error
 		switch st.Op {
 		case stepDelete, stepRmdir:
-			if renamesStarted {
-				rep.Skipped++
-				continue
-			}
 			did, err = runRemoval(dirs, st)
 			if st.Op == stepRmdir {
 				dirs.forget(st.Path)
 			}
 		case stepRename:
 			did, err = runRename(dirs, st)
-			if st.Type == entryTypeDir {
-				dirs.forget(st.Path)
-			}
 		case stepChmod:
 			did, err = runChmod(dirs, st)
 		}
 		if err != nil {
-			return rep, fmt.Errorf("%s %s: %w", st.Op, st.Path, err)
+			return fmt.Errorf("%s %s: %w", st.Op, st.Path, err)
 		}
-		touched[parent] = true
-		_ = base
 		if did {
-			rep.Done++
+			done.Add(1)
 		} else {
-			rep.Skipped++
+			skipped.Add(1)
 		}
 		step()
+		return nil
 	}
+	// Steps come grouped by op in journal order; deletes and renames within a
+	// group are independent and run in parallel, rmdirs (deepest first) and
+	// chmods one by one.
+	for i := 0; i < len(j.Steps); {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		op := j.Steps[i].Op
+		end := i
+		for end < len(j.Steps) && j.Steps[end].Op == op {
+			touched[parentRel(j.Steps[end].Path)] = true
+			end++
+		}
+		group := j.Steps[i:end]
+		i = end
+		if renamesStarted && (op == stepDelete || op == stepRmdir) {
+			skipped.Add(int64(len(group)))
+			continue
+		}
+		if op == stepDelete || op == stepRename {
+			if err := forEachParallel(len(group), func(k int) error { return run(group[k]) }); err != nil {
+				return rep, err
+			}
+			continue
+		}
+		for _, st := range group {
+			if err := run(st); err != nil {
+				return rep, err
+			}
+		}
+	}
+	rep.Done, rep.Skipped = int(done.Load()), int(skipped.Load())
 	if err := syncTouched(dirs, touched, mode); err != nil {
 		return rep, err
 	}
@@ -812,28 +884,32 @@ func syncTouched(dirs *stepDirs, touched map[string]bool, mode SyncMode) error {
 		}
 		return nil
 	}
+	rels := make([]string, 0, len(touched))
 	for rel := range touched {
-		fd, err := dirs.open(rel)
+		rels = append(rels, rel)
+	}
+	return forEachParallel(len(rels), func(i int) error {
+		fd, err := dirs.open(rels[i])
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
-			continue // removed by this publication; its parent is synced instead
+			return nil // removed by this publication; its parent is synced instead
 		}
 		if err != nil {
-			return fmt.Errorf("open %s for sync: %w", rel, err)
+			return fmt.Errorf("open %s for sync: %w", rels[i], err)
 		}
 		if err := unix.Fsync(fd); err != nil {
-			return fmt.Errorf("sync dir %s: %w", rel, err)
+			return fmt.Errorf("sync dir %s: %w", rels[i], err)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // newStepper returns a step counter feeding publishHook (nil in production).
 func newStepper() func() {
-	n := 0
+	var n atomic.Int64
 	return func() {
-		n++
+		k := n.Add(1)
 		if h := publishHook; h != nil {
-			h(n)
+			h(int(k))
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -16,6 +17,8 @@ type pubCrash struct{ step int }
 // whether it crashed (k beyond the last step lets fn finish).
 func publishCrashingAt(t *testing.T, k int, fn func()) (crashed bool) {
 	t.Helper()
+	defer func(n int) { parallelSteps = n }(parallelSteps)
+	parallelSteps = 1
 	publishHook = func(step int) {
 		if step == k {
 			panic(pubCrash{step})
@@ -77,10 +80,11 @@ func TestPublishCrashAtEveryStepInProcess(t *testing.T) {
 	pubWriteTree(t, oldRoot, sweepTree)
 	pubWriteTree(t, newRoot, sweepTree)
 	oldHash := pubTreeHash(t, oldRoot)
-	total := 0
-	publishHook = func(step int) { total = max(total, step) }
+	var maxStep atomic.Int64
+	publishHook = func(step int) { maxStep.Store(max(maxStep.Load(), int64(step))) }
 	_, err := Publish(ctx, newRoot, filepath.Join(base, "j-new"), sweepOps, PublishOptions{})
 	publishHook = nil
+	total := int(maxStep.Load())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,6 +142,7 @@ func TestRecoverCorruptJournalChangesNothing(t *testing.T) {
 	}
 	func() {
 		defer func() { _ = recover(); publishTestHook = nil }()
+		// The panic fires on the publishing goroutine, before any parallel step.
 		_, _ = Publish(ctx, root, journal, sweepOps, PublishOptions{})
 	}()
 	pending, err := PendingJournals(journal)

@@ -254,13 +254,13 @@ func waitMounted(ctx context.Context, target string, before int) error {
 // busy. A target with nothing mounted is not an error, so cleanup can call it
 // unconditionally.
 func Unmount(ctx context.Context, target string) error {
-	return unmount(ctx, target, false)
+	return unmountTop(ctx, target, false)
 }
 
 // ForceUnmount detaches the topmost mount at target lazily (MNT_DETACH): it
 // disappears from the tree now and is torn down when its last user leaves.
 func ForceUnmount(target string) error {
-	return unmount(context.Background(), target, true)
+	return unmountTop(context.Background(), target, true)
 }
 
 // MountedAt reports whether something is mounted at target and, if so, the
@@ -349,7 +349,7 @@ func unescapeMountInfo(s string) string {
 	}
 	b := make([]byte, 0, len(s))
 	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]) {
+		if s[i] == '\\' && i+3 < len(s) && mountInfoIsOctal(s[i+1]) && mountInfoIsOctal(s[i+2]) && mountInfoIsOctal(s[i+3]) {
 			b = append(b, (s[i+1]-'0')<<6|(s[i+2]-'0')<<3|(s[i+3]-'0'))
 			i += 3
 			continue
@@ -359,7 +359,7 @@ func unescapeMountInfo(s string) string {
 	return string(b)
 }
 
-func isOctal(c byte) bool { return c >= '0' && c <= '7' }
+func mountInfoIsOctal(c byte) bool { return c >= '0' && c <= '7' }
 
 // MountRecordName is the file, in a World's directory, that records how its
 // overlay was mounted.

@@ -175,7 +175,7 @@ func escapeOverlayPath(p string) string {
 	return r.Replace(p)
 }
 
-func unmount(ctx context.Context, target string, lazy bool) error {
+func unmountTop(ctx context.Context, target string, lazy bool) error {
 	abs, err := filepath.Abs(target)
 	if err != nil {
 		return fmt.Errorf("unmount %s: %w", target, err)

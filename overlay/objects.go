@@ -196,7 +196,7 @@ func (s *Store) Verify(id ObjectID) error {
 	if err != nil {
 		return fmt.Errorf("verify object %s: %w", id, err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
 		return &CorruptObjectError{ID: id, Path: p, Reason: err.Error()}
@@ -252,7 +252,7 @@ func readDirNames(dir string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	return f.Readdirnames(-1)
 }
 
@@ -263,7 +263,7 @@ func (s *Store) Sync() error {
 	if err != nil {
 		return fmt.Errorf("sync object store %s: %w", s.root, err)
 	}
-	defer unix.Close(fd)
+	defer func() { _ = unix.Close(fd) }()
 	if err := unix.Syncfs(fd); err != nil {
 		return fmt.Errorf("sync object store %s: %w", s.root, err)
 	}
@@ -324,7 +324,7 @@ func (s *Store) putFileOnce(path string) (ObjectID, int64, bool, unix.Stat_t, er
 		return "", 0, false, before, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	f := os.NewFile(uintptr(fd), path)
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	if err := unix.Fstat(fd, &before); err != nil {
 		return "", 0, false, before, &fs.PathError{Op: "fstat", Path: path, Err: err}
 	}
@@ -432,8 +432,8 @@ func (s *Store) presentAndTouch(dst string, size int64) bool {
 		return false
 	}
 	now := time.Now()
-	_ = os.Chtimes(dst, now, now) // best effort: the lock is the real guard
-	return true
+	// A failure means a GC not held off by the lock removed it just now.
+	return os.Chtimes(dst, now, now) == nil
 }
 
 // createTemp opens a new, unnamed object file (O_TMPFILE in .tmp): a crash
@@ -455,9 +455,9 @@ func (s *Store) createTemp() (*os.File, error) {
 }
 
 func (s *Store) dropTemp(tmp *os.File) {
-	tmp.Close()
+	_ = tmp.Close()
 	if tmp.Name() != "" {
-		os.Remove(tmp.Name())
+		_ = os.Remove(tmp.Name())
 	}
 }
 
@@ -495,14 +495,14 @@ func (s *Store) commitTemp(tmp *os.File, dst string, id ObjectID) (created bool,
 	}
 	if err != nil {
 		if tmp.Name() != "" {
-			os.Remove(tmp.Name())
+			_ = os.Remove(tmp.Name())
 		}
 		return false, err
 	}
 	if s.SyncEach && created {
 		if d, err := os.Open(filepath.Dir(dst)); err == nil {
 			err = d.Sync()
-			d.Close()
+			_ = d.Close()
 			if err != nil {
 				return false, err
 			}
@@ -545,8 +545,8 @@ func (s *Store) CopyTo(id ObjectID, dst string, mode fs.FileMode) error {
 	if err != nil {
 		return err
 	}
-	if err := unix.Fchmod(fd, uint32(unixMode(mode))); err != nil {
-		unix.Close(fd)
+	if err := unix.Fchmod(fd, unixMode(mode)); err != nil {
+		_ = unix.Close(fd)
 		return fmt.Errorf("copy object %s to %s: %w", id, dst, err)
 	}
 	if err := unix.Close(fd); err != nil {
@@ -566,7 +566,7 @@ func (s *Store) createCopy(id ObjectID, dst string, wantSize int64) (int, error)
 	if err != nil {
 		return -1, fmt.Errorf("open object %s: %w", id, &fs.PathError{Op: "open", Path: src, Err: err})
 	}
-	defer unix.Close(in)
+	defer func() { _ = unix.Close(in) }()
 	var st unix.Stat_t
 	if err := unix.Fstat(in, &st); err != nil {
 		return -1, fmt.Errorf("open object %s: %w", id, err)
@@ -579,7 +579,7 @@ func (s *Store) createCopy(id ObjectID, dst string, wantSize int64) (int, error)
 		return -1, fmt.Errorf("copy object %s: %w", id, &fs.PathError{Op: "create", Path: dst, Err: err})
 	}
 	if err := s.copyFD(out, in, st.Size); err != nil {
-		unix.Close(out)
+		_ = unix.Close(out)
 		return -1, fmt.Errorf("copy object %s to %s: %w", id, dst, err)
 	}
 	return out, nil
@@ -705,12 +705,12 @@ func (s *Store) lock(ctx context.Context, how int) (*StoreLock, error) {
 			return &StoreLock{f: f}, nil
 		}
 		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
-			f.Close()
+			_ = f.Close()
 			return nil, fmt.Errorf("lock object store: %w", err)
 		}
 		select {
 		case <-ctx.Done():
-			f.Close()
+			_ = f.Close()
 			return nil, fmt.Errorf("lock object store: %w", ctx.Err())
 		case <-time.After(delay):
 		}
@@ -742,7 +742,7 @@ func (s *Store) GC(ctx context.Context, live func(yield func(ObjectID) bool)) (r
 	if err != nil {
 		return 0, 0, fmt.Errorf("gc: %w", err)
 	}
-	defer l.Unlock()
+	defer func() { _ = l.Unlock() }()
 
 	keep := make(map[ObjectID]struct{})
 	live(func(id ObjectID) bool {

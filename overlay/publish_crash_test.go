@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -190,11 +191,12 @@ func TestPublishCrashSIGKILL(t *testing.T) {
 
 	newRoot := filepath.Join(base, "new")
 	pubWriteTree(t, newRoot, template)
-	total := 0
-	publishHook = func(step int) { total = max(total, step) }
+	var maxStep atomic.Int64
+	publishHook = func(step int) { maxStep.Store(max(maxStep.Load(), int64(step))) }
 	start := time.Now()
 	_, err := Publish(ctx, newRoot, filepath.Join(base, "new-journal"), ops, PublishOptions{})
 	publishHook = nil
+	total := int(maxStep.Load())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -540,7 +540,7 @@ func mustCanonical(t *testing.T, dir string) string {
 	return c
 }
 
-func TestPublishPerFileSyncMode(t *testing.T) {
+func TestPublishSyncFSMode(t *testing.T) {
 	root, journal := t.TempDir(), t.TempDir()
 	pubWriteTree(t, root, map[string]string{"a": "a", "d/x": "x"})
 	_, err := Publish(context.Background(), root, journal, []PublishOp{
@@ -548,7 +548,7 @@ func TestPublishPerFileSyncMode(t *testing.T) {
 		{Path: "n/m/f", Kind: OpWrite, Data: []byte("f")},
 		{Path: "d/x", Kind: OpDelete},
 		{Path: "d", Kind: OpRmdir},
-	}, PublishOptions{Sync: SyncPerFile})
+	}, PublishOptions{Sync: SyncFS})
 	if err != nil {
 		t.Fatal(err)
 	}

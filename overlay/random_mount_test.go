@@ -68,7 +68,7 @@ func (o fsOp) apply(root string) {
 	case 0:
 		_ = os.WriteFile(p, []byte(o.content), 0o644)
 	case 1:
-		_ = appendFile(p, o.content)
+		_ = scriptAppend(p, o.content)
 	case 2:
 		_ = os.RemoveAll(p)
 	case 3:
@@ -167,7 +167,7 @@ func checkKernelOps(t *testing.T, lowerSpec string, ops []fsOp) (problems []stri
 	s := scratchLayers(t, BackendKernel, "random")
 	overlaytest.Build(t, s.Lower, lowerSpec)
 	plain := filepath.Join(t.TempDir(), "plain")
-	copyTree(t, s.Lower, plain)
+	copyTreeCpA(t, s.Lower, plain)
 	for _, op := range ops {
 		op.apply(plain)
 	}
@@ -192,7 +192,7 @@ func checkKernelOps(t *testing.T, lowerSpec string, ops []fsOp) (problems []stri
 		problems = append(problems, fmt.Sprintf("dialect detected as %q", cs.Dialect))
 	}
 	replayed := filepath.Join(t.TempDir(), "replayed")
-	copyTree(t, s.Lower, replayed)
+	copyTreeCpA(t, s.Lower, replayed)
 	if err := ApplyChangeSet(ctx, cs, layers, replayed); err != nil {
 		return append(problems, "ApplyChangeSet: "+err.Error()), len(cs.Changes)
 	}

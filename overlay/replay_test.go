@@ -205,7 +205,7 @@ func TestRandomLayers(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for whiteout devices and trusted xattrs")
 	}
-	for seed := 0; seed < 200; seed++ {
+	for seed := 0; seed < 64; seed++ {
 		data := make([]byte, 64)
 		x := uint32(seed*2654435761 + 1)
 		for i := range data {

@@ -197,8 +197,8 @@ func (l Layers) lookup(r rules, parent *node, name string) (*node, error) {
 			switch {
 			case n.marks.opaque || hidden || r.hasOpaqueFile(n.upper):
 			case origin != "" && relInsideRoot(origin):
-				if info, _ := lstatMaybe(filepath.Join(l.Lower, origin)); info != nil && info.IsDir() {
-					n.view, n.viewRel = filepath.Join(l.Lower, origin), origin
+				if full, info := lowerOrigin(l.Lower, origin); info != nil && info.IsDir() {
+					n.view, n.viewRel = full, origin
 				}
 			case lowerSame != "":
 				if info, _ := lstatMaybe(lowerSame); info != nil && info.IsDir() {
@@ -208,7 +208,11 @@ func (l Layers) lookup(r rules, parent *node, name string) (*node, error) {
 		case n.marks.metacopy:
 			switch {
 			case origin != "" && relInsideRoot(origin):
-				n.content = filepath.Join(l.Lower, origin)
+				if full, info := lowerOrigin(l.Lower, origin); info != nil && info.Mode().IsRegular() {
+					n.content = full
+				} else {
+					n.content = "" // the data is gone; opening fails
+				}
 			case lowerSame != "":
 				n.content = lowerSame
 			}
@@ -268,6 +272,9 @@ func (l Layers) Open(path string) (*os.File, error) {
 	if info.IsDir() {
 		real = n.entry().RealPath
 	}
+	if real == "" {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("metacopy data missing from the lower: %w", fs.ErrNotExist)}
+	}
 	f, err := os.OpenFile(real, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open %s in world view: %w", path, err)
@@ -281,7 +288,7 @@ func (l Layers) ReadFile(path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	data, err := io.ReadAll(f)
 	if err != nil {
 		return nil, fmt.Errorf("read %s in world view: %w", path, err)

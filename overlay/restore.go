@@ -58,7 +58,7 @@ func RestoreUpper(ctx context.Context, store *Store, m *Manifest, upper string, 
 // in place, and a link would let the World change the snapshot.
 func RestoreUpperWith(ctx context.Context, store *Store, m *Manifest, upper string, d Dialect, opts RestoreOptions) error {
 	if err := restoreCheckDialect(d); err != nil {
-		return fmt.Errorf("restore upper %s: %w", upper, err)
+		return fmt.Errorf("restore upper %s: %w (restore needs a concrete dialect)", upper, err)
 	}
 	upper = filepath.Clean(upper)
 	tmp := upper + restoreTmpSuffix
@@ -103,12 +103,12 @@ func RestoreUpperWith(ctx context.Context, store *Store, m *Manifest, upper stri
 		return w.finishDirTimes()
 	}
 	if err := build(); err != nil {
-		os.RemoveAll(tmp)
+		_ = os.RemoveAll(tmp)
 		return fmt.Errorf("restore upper %s: %w", upper, err)
 	}
 	if !opts.NoSync {
 		if err := syncFSOf(tmp); err != nil {
-			os.RemoveAll(tmp)
+			_ = os.RemoveAll(tmp)
 			return fmt.Errorf("restore upper %s: %w", upper, err)
 		}
 	}
@@ -117,7 +117,7 @@ func RestoreUpperWith(ctx context.Context, store *Store, m *Manifest, upper stri
 		err = unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, upper, unix.RENAME_NOREPLACE)
 	}
 	if err != nil {
-		os.RemoveAll(tmp)
+		_ = os.RemoveAll(tmp)
 		return fmt.Errorf("restore upper %s: swap in %s: %w", upper, tmp, err)
 	}
 	if opts.DeferCleanup {
@@ -144,7 +144,7 @@ func restoreCheckDialect(d Dialect) error {
 	case DialectKernel, DialectFuseOverlayfs, DialectUnionfs, DialectOCI:
 		return nil
 	}
-	return fmt.Errorf("restore needs a concrete dialect, got %q", d)
+	return fmt.Errorf("unknown dialect %q", d)
 }
 
 func syncFSOf(dir string) error {
@@ -152,7 +152,7 @@ func syncFSOf(dir string) error {
 	if err != nil {
 		return fmt.Errorf("sync %s: %w", dir, err)
 	}
-	defer unix.Close(fd)
+	defer func() { _ = unix.Close(fd) }()
 	if err := unix.Syncfs(fd); err != nil {
 		return fmt.Errorf("sync %s: %w", dir, err)
 	}
@@ -407,7 +407,7 @@ func (w *snapWriter) createFile(e *ManifestEntry) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", e.Path, err)
 	}
-	defer unix.Close(fd)
+	defer func() { _ = unix.Close(fd) }()
 	if w.opts.Verify {
 		if err := w.store.Verify(e.Object); err != nil {
 			return fmt.Errorf("%s: %w", e.Path, err)
@@ -624,7 +624,7 @@ func (w *snapWriter) mkdirImplied(rel string, opaque bool) error {
 	if w.opts.Lower != "" {
 		var st unix.Stat_t
 		if unix.Lstat(filepath.Join(w.opts.Lower, filepath.FromSlash(rel)), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
-			e.Mode = uint32(st.Mode) & 0o7777
+			e.Mode = st.Mode & 0o7777
 			e.UID, e.GID = int(st.Uid), int(st.Gid)
 			e.MTime = st.Mtim.Nano()
 		}

@@ -75,6 +75,25 @@ func TestRestoreAcrossDialects(t *testing.T) {
 	}
 }
 
+func TestRestoreUserXattr(t *testing.T) {
+	upper := filepath.Join(t.TempDir(), "upper")
+	snaptBuildScenario(t, upper, DialectKernel)
+	s := snaptStore(t)
+	m, _ := snaptCapture(t, s, upper, DialectKernel, nil)
+	target := filepath.Join(t.TempDir(), "rootless")
+	snaptMust(t, RestoreUpperWith(context.Background(), s, m, target, DialectKernel, RestoreOptions{UserXattr: true}))
+	if _, err := snapGetXattr(filepath.Join(target, "replaced"), "user.overlay.opaque"); err != nil {
+		t.Fatalf("user.overlay.opaque: %v", err)
+	}
+	if _, err := snapGetXattr(filepath.Join(target, "replaced"), "trusted.overlay.opaque"); err == nil {
+		t.Fatal("trusted.overlay.opaque written with UserXattr")
+	}
+	again, _ := snaptCapture(t, s, target, DialectKernel, nil)
+	if snaptNeutral(again) != snaptNeutral(m) {
+		t.Fatalf("userxattr upper recaptures differently:\n%s", snaptLineDiff(snaptNeutral(m), snaptNeutral(again)))
+	}
+}
+
 func TestRestoreUnionfsWhiteoutWithoutParent(t *testing.T) {
 	// unionfs-fuse records deleting lower/dir/x without copying dir up; a
 	// kernel upper needs the dir, which takes the lower's attributes.
@@ -116,6 +135,17 @@ func TestRestoreLeftoverAndCorruptObject(t *testing.T) {
 	snaptRestore(t, s, m, upper, DialectKernel)
 	if got := snaptDump(t, upper, DialectKernel); got != before {
 		t.Fatalf("after leftover:\n%s", snaptLineDiff(before, got))
+	}
+
+	// DeferCleanup leaves the old tree for the caller.
+	snaptWrite(t, filepath.Join(upper, "marker-of-old"), "old", 0o644)
+	snaptMust(t, RestoreUpperWith(context.Background(), s, m, upper, DialectKernel, RestoreOptions{DeferCleanup: true}))
+	if _, err := os.Lstat(filepath.Join(upper+restoreTmpSuffix, "marker-of-old")); err != nil {
+		t.Fatalf("deferred cleanup: old tree not kept: %v", err)
+	}
+	snaptMust(t, RemoveRestoreLeftovers(upper))
+	if got := snaptDump(t, upper, DialectKernel); got != before {
+		t.Fatalf("after deferred cleanup:\n%s", snaptLineDiff(before, got))
 	}
 
 	// A truncated object fails the restore, names the path, and leaves the upper alone.

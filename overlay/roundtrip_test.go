@@ -59,9 +59,9 @@ type scriptStep struct {
 	do   func(m func(string) string) error
 }
 
-func writeFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o644) }
+func scriptWrite(path, content string) error { return os.WriteFile(path, []byte(content), 0o644) }
 
-func appendFile(path, content string) error {
+func scriptAppend(path, content string) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		return err
@@ -76,9 +76,9 @@ func appendFile(path, content string) error {
 // scriptedSteps are the operations a World typically performs, each touching
 // the lower tree of scriptedLower in a different way.
 var scriptedSteps = []scriptStep{
-	{"rewrite a file", func(m func(string) string) error { return writeFile(m("mod.txt"), "rewritten\n") }},
-	{"append to a file", func(m func(string) string) error { return appendFile(m("app.txt"), "line 2\n") }},
-	{"create a file", func(m func(string) string) error { return writeFile(m("new.txt"), "brand new") }},
+	{"rewrite a file", func(m func(string) string) error { return scriptWrite(m("mod.txt"), "rewritten\n") }},
+	{"append to a file", func(m func(string) string) error { return scriptAppend(m("app.txt"), "line 2\n") }},
+	{"create a file", func(m func(string) string) error { return scriptWrite(m("new.txt"), "brand new") }},
 	{"delete a file", func(m func(string) string) error { return os.Remove(m("del.txt")) }},
 	{"delete a dir tree", func(m func(string) string) error { return os.RemoveAll(m("tree")) }},
 	{"delete a dir and recreate it", func(m func(string) string) error {
@@ -88,10 +88,10 @@ var scriptedSteps = []scriptStep{
 		if err := os.Mkdir(m("re"), 0o755); err != nil {
 			return err
 		}
-		if err := writeFile(m("re/keep"), "keep, new version"); err != nil {
+		if err := scriptWrite(m("re/keep"), "keep, new version"); err != nil {
 			return err
 		}
-		return writeFile(m("re/fresh"), "fresh")
+		return scriptWrite(m("re/fresh"), "fresh")
 	}},
 	{"rename a file", func(m func(string) string) error { return renameOrCopy(m("ren.txt"), m("renamed.txt")) }},
 	{"rename a dir", func(m func(string) string) error { return renameOrCopy(m("rendir"), m("moveddir")) }},
@@ -110,13 +110,13 @@ var scriptedSteps = []scriptStep{
 		if err := os.Mkdir(m("f2d"), 0o755); err != nil {
 			return err
 		}
-		return writeFile(m("f2d/inner"), "inner")
+		return scriptWrite(m("f2d/inner"), "inner")
 	}},
 	{"turn a dir into a file", func(m func(string) string) error {
 		if err := os.RemoveAll(m("d2f")); err != nil {
 			return err
 		}
-		return writeFile(m("d2f"), "now a file")
+		return scriptWrite(m("d2f"), "now a file")
 	}},
 	{"nested deletes", func(m func(string) string) error {
 		if err := os.Remove(m("nest/a/b/deep")); err != nil {
@@ -126,7 +126,7 @@ var scriptedSteps = []scriptStep{
 	}},
 	{"odd names", func(m func(string) string) error {
 		for _, name := range []string{"sp ace.txt", "new\nline", "bad\xffbyte", "-dash"} {
-			if err := writeFile(m(name), "odd: "+name); err != nil {
+			if err := scriptWrite(m(name), "odd: "+name); err != nil {
 				return err
 			}
 		}
@@ -137,7 +137,7 @@ var scriptedSteps = []scriptStep{
 		if err := os.MkdirAll(m("newdir/sub"), 0o755); err != nil {
 			return err
 		}
-		return writeFile(m("newdir/sub/f"), "nested new")
+		return scriptWrite(m("newdir/sub/f"), "nested new")
 	}},
 }
 
@@ -151,8 +151,8 @@ func runScript(t *testing.T, mnt string) {
 	}
 }
 
-// copyTree copies src to dst keeping modes, symlinks and xattrs.
-func copyTree(t *testing.T, src, dst string) {
+// copyTreeCpA copies src to dst keeping modes, symlinks and xattrs.
+func copyTreeCpA(t *testing.T, src, dst string) {
 	t.Helper()
 	if out, err := exec.Command("cp", "-a", "--", src, dst).CombinedOutput(); err != nil {
 		t.Fatalf("cp -a %s %s: %v: %s", src, dst, err, out)
@@ -238,7 +238,7 @@ func TestScriptedRoundTripEachBackend(t *testing.T) {
 			lowerBefore := overlaytest.Record(t, s.Lower)
 
 			plain := filepath.Join(t.TempDir(), "plain")
-			copyTree(t, s.Lower, plain)
+			copyTreeCpA(t, s.Lower, plain)
 			runScript(t, plain)
 			wantView := overlaytest.Record(t, plain)
 
@@ -275,7 +275,7 @@ func TestScriptedRoundTripEachBackend(t *testing.T) {
 			}
 
 			replayed := filepath.Join(t.TempDir(), "replayed")
-			copyTree(t, s.Lower, replayed)
+			copyTreeCpA(t, s.Lower, replayed)
 			if err := ApplyChangeSet(ctx, cs, layers, replayed); err != nil {
 				t.Fatal(err)
 			}

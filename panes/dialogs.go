@@ -301,9 +301,8 @@ func FuzzyScore(q, text string) (int, bool) {
 		return 0, true
 	}
 	t := []rune(strings.ToLower(text))
-	qr := []rune(q)
 	score, ti, run := 0, 0, 0
-	for _, c := range qr {
+	for _, c := range q {
 		if c == ' ' {
 			continue
 		}

@@ -38,8 +38,9 @@ type Transcript struct {
 	starts []int // byte offset of each line in buf; the last line may be partial
 
 	follow bool
-	bottom int // last visible line while not following
-	height int // body height at the last draw, for paging
+	bottom int  // last visible line while not following
+	atTop  bool // drawn from line 0 down (after "top")
+	height int  // body height at the last draw, for paging
 
 	searching bool
 	search    Input
@@ -163,7 +164,7 @@ func sanitize(b []byte) string {
 			i = j
 		case c == 0x1b && i+1 < len(b) && b[i+1] == ']':
 			j := i + 2
-			for j < len(b) && b[j] != 0x07 && !(b[j] == 0x1b && j+1 < len(b) && b[j+1] == '\\') {
+			for j < len(b) && b[j] != 0x07 && (b[j] != 0x1b || j+1 >= len(b) || b[j+1] != '\\') {
 				j++
 			}
 			if j < len(b) && b[j] == 0x1b {
@@ -226,9 +227,10 @@ func (p Transcript) Do(a string) (Transcript, tea.Cmd) {
 		p = p.scroll(page)
 	case keymap.TranscriptTop:
 		p.follow = false
+		p.atTop = true
 		p.bottom = min(p.height-1, p.Lines()-1)
 	case keymap.TranscriptFollow:
-		p.follow = true
+		p.follow, p.atTop = true, false
 	case keymap.TranscriptSearch:
 		p.searching = true
 		p.search = NewInput(p.query, nil)
@@ -272,6 +274,7 @@ func (p Transcript) scroll(delta int) Transcript {
 	if p.follow {
 		p.bottom = last
 	}
+	p.atTop = false
 	p.bottom = clamp(p.bottom+delta, min(p.height-1, last), last)
 	p.follow = p.bottom >= last
 	return p
@@ -313,6 +316,7 @@ func (p Transcript) jumpMatch(d int) Transcript {
 		return p
 	}
 	p.matchIdx = (p.matchIdx + d + len(p.matches)) % len(p.matches)
+	p.atTop = false
 	return p.showMatch()
 }
 
@@ -402,20 +406,34 @@ func (p Transcript) View(width, height int, focused bool) string {
 	if len(p.matches) > 0 {
 		cur = p.matches[p.matchIdx]
 	}
-	for i := bottom; i >= 0 && len(rows) < body; i-- {
+	wrap := func(i int) []string {
 		line := p.Line(i)
 		if p.query != "" {
 			line = p.highlight(line, i == cur)
 		}
-		wrapped := strings.Split(ansi.Hardwrap(line, max(width, 1), true), "\n")
-		for j := len(wrapped) - 1; j >= 0 && len(rows) < body; j-- {
-			rows = append(rows, wrapped[j])
-		}
+		return strings.Split(ansi.Hardwrap(line, max(width, 1), true), "\n")
 	}
 	lines := make([]string, 0, height)
 	lines = append(lines, head)
-	for i := len(rows) - 1; i >= 0; i-- {
-		lines = append(lines, rows[i])
+	if p.atTop && !p.follow {
+		for i := 0; i <= last && len(rows) < body; i++ {
+			for _, r := range wrap(i) {
+				if len(rows) < body {
+					rows = append(rows, r)
+				}
+			}
+		}
+		lines = append(lines, rows...)
+	} else {
+		for i := bottom; i >= 0 && len(rows) < body; i-- {
+			wrapped := wrap(i)
+			for j := len(wrapped) - 1; j >= 0 && len(rows) < body; j-- {
+				rows = append(rows, wrapped[j])
+			}
+		}
+		for i := len(rows) - 1; i >= 0; i-- {
+			lines = append(lines, rows[i])
+		}
 	}
 	for len(lines) < body+1 {
 		lines = append(lines, "")

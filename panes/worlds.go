@@ -226,7 +226,8 @@ func (p Worlds) View(width, height int, focused bool) string {
 		if where == "" {
 			where = "any source"
 		}
-		lines = append(lines, "", "No Worlds over "+where+" — press "+p.env.Keys.Binding(keymap.WorldsNew).Help().Key+" to create one")
+		lines = append(lines, "")
+		lines = append(lines, wrapText("No Worlds over "+where+" — press "+p.env.Keys.Binding(keymap.WorldsNew).Help().Key+" to create one", width)...)
 		return block(lines, width, height)
 	}
 	body := height - 1

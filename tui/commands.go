@@ -256,7 +256,7 @@ func readCapped(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read-only: nothing to lose
 	buf := make([]byte, min(fi.Size(), maxDiffRead))
 	n, err := f.Read(buf)
 	if err != nil && n == 0 && fi.Size() > 0 {

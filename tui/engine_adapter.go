@@ -4,23 +4,20 @@ import (
 	"context"
 	"errors"
 
+	"github.com/stratahq/strata/diffview"
 	"github.com/stratahq/strata/engine"
 )
 
-// This file is the one place the TUI calls engine functions that are still
-// being written (engine.Apply). Until they land, the actions report "not
-// available yet" instead of pretending.
+// This file is the one place the TUI turns its picks into the engine's
+// apply call and its result back into what the TUI shows.
 
-// errNotAvailable is shown when an engine function has not landed yet.
-var errNotAvailable = errors.New("not available yet: the engine has no apply")
-
-// applyPick is one path to publish: whole (Hunks nil) or some hunks, and
-// within partly picked hunks some lines. Hunks are 1-based, lines are
-// indices into the hunk's lines, both in the diff with the default context.
+// applyPick is one path to publish: whole (Sel nil) or the lines picked in
+// its diff. Hunks (1-based, in the diff with the default context) are for
+// the confirm dialog's summary.
 type applyPick struct {
 	Path  string
 	Hunks []int
-	Lines map[int][]int // 1-based hunk -> picked line indices
+	Sel   *diffview.Selection
 }
 
 // applyOutcome is what the TUI shows of an apply.
@@ -33,7 +30,29 @@ type applyConflict struct {
 	Path, Reason string
 }
 
-// engineApply publishes picks from a World to its source.
-func engineApply(_ context.Context, _ *engine.Engine, _ string, _ []applyPick) (applyOutcome, error) {
-	return applyOutcome{}, errNotAvailable
+// engineApply publishes picks from a World to its source, all or nothing.
+func engineApply(ctx context.Context, eng *engine.Engine, world string, picks []applyPick) (applyOutcome, error) {
+	ep := make([]engine.Pick, 0, len(picks))
+	for _, p := range picks {
+		ep = append(ep, engine.Pick{Path: p.Path, Selection: p.Sel})
+	}
+	res, err := eng.Apply(ctx, world, engine.ApplyOptions{Picks: ep})
+	var ce *engine.ConflictError
+	if errors.As(err, &ce) {
+		var out applyOutcome
+		for _, c := range ce.Conflicts {
+			out.Conflicts = append(out.Conflicts, applyConflict{Path: c.Path, Reason: c.Reason})
+		}
+		return out, err
+	}
+	if err != nil {
+		return applyOutcome{}, err
+	}
+	var out applyOutcome
+	for _, p := range res.Paths {
+		if p.Action != "nothing" {
+			out.Applied = append(out.Applied, p.Path)
+		}
+	}
+	return out, nil
 }

@@ -115,7 +115,7 @@ type Model struct {
 	tSession string
 	tOffset  int64
 
-	lWorlds, lChanges, lSessions, lTimeline, lTranscript, lDiff loader
+	lWorlds, lChanges, lSessions, lTimeline, lTranscript loader
 
 	info, lastErr string
 	history       []string
@@ -908,19 +908,9 @@ func (m Model) applyPicks() []applyPick {
 		if err != nil {
 			continue
 		}
-		ap := applyPick{Path: p}
+		ap := applyPick{Path: p, Sel: sel}
 		for _, h := range sel.PickedHunks() {
 			ap.Hunks = append(ap.Hunks, h+1)
-			if sel.HunkState(h) == diffview.PickedPartial {
-				if ap.Lines == nil {
-					ap.Lines = map[int][]int{}
-				}
-				for l := range fd.Hunks[h].Lines {
-					if sel.IsPicked(h, l) {
-						ap.Lines[h+1] = append(ap.Lines[h+1], l)
-					}
-				}
-			}
 		}
 		if len(ap.Hunks) > 0 {
 			out = append(out, ap)
@@ -940,12 +930,12 @@ func (m Model) confirmApply(world string) (tea.Model, tea.Cmd) {
 	}
 	var body []string
 	for _, p := range picks {
-		switch {
-		case p.Hunks == nil:
+		if p.Sel == nil {
 			body = append(body, "  "+p.Path+" (whole)")
-		default:
-			body = append(body, fmt.Sprintf("  %s (hunks %s)", p.Path, joinInts(p.Hunks)))
+			continue
 		}
+		_, lines := p.Sel.Count()
+		body = append(body, fmt.Sprintf("  %s (hunks %s, %d lines)", p.Path, joinInts(p.Hunks), lines))
 	}
 	body = append([]string{fmt.Sprintf("Publish %d paths from %s to its source, all or nothing:", len(picks), world)}, capLines(body, 12)...)
 	d := panes.NewConfirm(m.env, "Apply to the source?", body, false, applyReq{world: world})

@@ -18,7 +18,9 @@ func Run(ctx context.Context, eng *engine.Engine, o Options) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	p := tea.NewProgram(*m, tea.WithContext(ctx))
+	// 30 frames a second matches the transcript's coalescing and halves
+	// the renderer's idle wake-ups.
+	p := tea.NewProgram(*m, tea.WithContext(ctx), tea.WithFPS(30))
 	if err := Forward(ctx, eng, p); err != nil {
 		return err
 	}

@@ -1,1 +1,0 @@
-../engine/caps_linux.go

@@ -1,1 +1,0 @@
-../engine/session.go

@@ -1,1 +1,0 @@
-../engine/session_init_linux.go

@@ -1,1 +1,0 @@
-../engine/testmain_test.go
