@@ -237,12 +237,17 @@ func (e *Engine) baseOf(ctx context.Context, w *World, rel string) (*BaseRecord,
 		return nil, nil, err
 	}
 	idx := e.bases(w.Name)
-	if _, err := CaptureBase(st, idx, w.Source, e.Paths.Upper(w.Name), rel); err != nil {
-		return nil, nil, err
-	}
 	r, err := idx.Get(rel)
-	if err != nil || r == nil {
-		return nil, nil, fmt.Errorf("base of %s: %v", rel, err)
+	if err != nil {
+		return nil, nil, fmt.Errorf("base of %s: %w", rel, err)
+	}
+	if r == nil {
+		if _, err := CaptureBase(st, idx, w.Source, e.Paths.Upper(w.Name), rel); err != nil {
+			return nil, nil, err
+		}
+		if r, err = idx.Get(rel); err != nil || r == nil {
+			return nil, nil, fmt.Errorf("base of %s: %v", rel, err)
+		}
 	}
 	if r.Object == "" {
 		return r, nil, nil

@@ -26,3 +26,18 @@ func (e *Engine) cubeDoctor(ctx context.Context) CubeDoctor {
 	}
 	return CubeDoctor{Endpoint: e.Config.Cube.Endpoint, Status: "not checked"}
 }
+
+func (e *Engine) cubeSnapshot(ctx context.Context, w *World, snapID string) (string, error) {
+	return "", errCubeUnavailable
+}
+
+func (e *Engine) cubeRollback(ctx context.Context, w *World, target *Snapshot) error {
+	return errCubeUnavailable
+}
+
+func cubeTemplateOf(w *World) string {
+	if w.Cube == nil {
+		return ""
+	}
+	return w.Cube.Template
+}

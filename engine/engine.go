@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/stratahq/strata/overlay"
@@ -29,6 +30,10 @@ type Engine struct {
 	Config *Config
 	Log    *slog.Logger
 	exe    string
+
+	storeOnce sync.Once
+	objStore  *overlay.Store
+	storeErr  error
 }
 
 // Open prepares the state root and finishes any interrupted publication.
@@ -77,7 +82,10 @@ type CreateOptions struct {
 	MountBackend overlay.Backend // "" or auto = probe cheaply
 	Isolation    string
 	Labels       map[string]string
-	Template     string // cube
+	Template     string // cube: template id ("" = from config)
+	// FromCubeSnapshot creates a cube World's sandbox from this Cube
+	// snapshot id (fork).
+	FromCubeSnapshot string
 }
 
 // Create makes a new World over a source tree. Its cost does not depend on

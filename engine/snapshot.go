@@ -150,7 +150,11 @@ func (tl *Timeline) Find(ref string) (*Snapshot, error) {
 	return nil, fmt.Errorf("snapshot %q is ambiguous in world %q: %d snapshots start with it", ref, tl.World, len(found))
 }
 
-func (e *Engine) store() (*overlay.Store, error) { return overlay.OpenStore(e.Paths.Objects()) }
+// store opens the object store once per Engine.
+func (e *Engine) store() (*overlay.Store, error) {
+	e.storeOnce.Do(func() { e.objStore, e.storeErr = overlay.OpenStore(e.Paths.Objects()) })
+	return e.objStore, e.storeErr
+}
 
 // Snapshot freezes the World's upper layer. Running sessions are paused
 // (SIGSTOP to every process of their PID namespaces) for the capture so the
@@ -200,6 +204,13 @@ func (e *Engine) snapshotLocked(ctx context.Context, w *World, o SnapshotOptions
 		ID: newID("s-"), Parent: tl.Head, World: w.Name, Time: time.Now().UTC(), Message: o.Message, Auto: o.Auto,
 		Files: stats.Files, Dirs: stats.Dirs, Symlinks: stats.Symlinks, Whiteouts: stats.Whiteouts, Opaque: stats.Opaque,
 		Hashed: stats.Hashed, NewObjects: stats.NewObjects, NewBytes: stats.NewBytes,
+	}
+	if w.Backend == RuntimeCube {
+		// The VM snapshot (memory and rootfs) does not hold the host-mounted
+		// upper: both are taken together and linked in one timeline entry.
+		if s.Cube, err = e.cubeSnapshot(ctx, w, s.ID); err != nil {
+			return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
+		}
 	}
 	// Manifest first, then the timeline: a crash in between leaves an
 	// unreferenced manifest, never a timeline entry without its manifest.
@@ -346,6 +357,11 @@ func (e *Engine) Rollback(ctx context.Context, name, ref string, o RollbackOptio
 	if err := e.restoreUpper(ctx, w, m); err != nil {
 		return nil, fmt.Errorf("rollback world %q to %s: %w", name, target.ID, err)
 	}
+	if w.Backend == RuntimeCube {
+		if err := e.cubeRollback(ctx, w, target); err != nil {
+			return nil, fmt.Errorf("rollback world %q to %s: %w", name, target.ID, err)
+		}
+	}
 	tl, err = e.Timeline(name) // re-read: the auto snapshot changed it
 	if err != nil {
 		return nil, err
@@ -474,7 +490,7 @@ func (e *Engine) Fork(ctx context.Context, name string, o ForkOptions) ([]*World
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			nw, err := e.Create(ctx, CreateOptions{Name: n, Source: w.Source, Backend: w.Backend, MountBackend: w.MountBackend, Isolation: w.Isolation, Labels: w.Labels})
+			nw, err := e.Create(ctx, CreateOptions{Name: n, Source: w.Source, Backend: w.Backend, MountBackend: w.MountBackend, Isolation: w.Isolation, Labels: w.Labels, FromCubeSnapshot: snap.Cube, Template: cubeTemplateOf(w)})
 			if err != nil {
 				errs[i] = err
 				return

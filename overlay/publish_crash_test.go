@@ -237,8 +237,12 @@ func TestPublishCrashSIGKILL(t *testing.T) {
 				t.Parallel()
 				dir := t.TempDir()
 				root, journal := filepath.Join(dir, "root"), filepath.Join(dir, "journal")
+				t0 := time.Now()
 				pubWriteTree(t, root, template)
+				t1 := time.Now()
 				killed := crashChild(t, "publish", root, journal, pt.killAt, pt.killAfter)
+				t2 := time.Now()
+				defer func() { t.Logf("TIMING tree %v child %v rest %v", t1.Sub(t0), t2.Sub(t1), time.Since(t2)) }()
 				if !killed && pt.killAfter == 0 {
 					t.Fatalf("child not killed at step %d", pt.killAt)
 				}

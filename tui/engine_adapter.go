@@ -3,6 +3,8 @@ package tui
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/stratahq/strata/diffview"
 	"github.com/stratahq/strata/engine"
@@ -28,6 +30,8 @@ type applyOutcome struct {
 
 type applyConflict struct {
 	Path, Reason string
+	// Regions summarise each conflicting region: base lines, ours, theirs.
+	Regions []string
 }
 
 // engineApply publishes picks from a World to its source, all or nothing.
@@ -41,7 +45,12 @@ func engineApply(ctx context.Context, eng *engine.Engine, world string, picks []
 	if errors.As(err, &ce) {
 		var out applyOutcome
 		for _, c := range ce.Conflicts {
-			out.Conflicts = append(out.Conflicts, applyConflict{Path: c.Path, Reason: c.Reason})
+			ac := applyConflict{Path: c.Path, Reason: c.Reason}
+			for _, r := range c.Regions {
+				ac.Regions = append(ac.Regions, fmt.Sprintf("base lines %d-%d: ours %s / theirs %s",
+					r.BaseStart+1, r.BaseEnd, firstLine(r.Ours), firstLine(r.Theirs)))
+			}
+			out.Conflicts = append(out.Conflicts, ac)
 		}
 		return out, err
 	}
@@ -55,4 +64,15 @@ func engineApply(ctx context.Context, eng *engine.Engine, world string, picks []
 		}
 	}
 	return out, nil
+}
+
+func firstLine(lines []string) string {
+	if len(lines) == 0 {
+		return "(nothing)"
+	}
+	l := strings.TrimRight(lines[0], "\n")
+	if len(lines) > 1 {
+		return fmt.Sprintf("%q +%d lines", l, len(lines)-1)
+	}
+	return fmt.Sprintf("%q", l)
 }

@@ -965,6 +965,9 @@ func (m Model) applyDone(msg applyDoneMsg) (tea.Model, tea.Cmd) {
 		lines := []string{"Nothing was written. Conflicting paths:"}
 		for _, c := range msg.res.Conflicts {
 			lines = append(lines, "  "+c.Path+": "+c.Reason)
+			for _, r := range c.Regions {
+				lines = append(lines, "    "+r)
+			}
 		}
 		d := panes.NewConfirm(m.env, "Apply conflicts", capLines(lines, 16), true, nil)
 		m.dialog = &d

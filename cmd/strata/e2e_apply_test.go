@@ -61,13 +61,21 @@ func TestE2EApplyCrashSafety(t *testing.T) {
 	for i := 0; i < 2000; i++ {
 		writeTestFile(t, filepath.Join(pristine, fmt.Sprintf("d%02d/f%04d.txt", i%40, i)), fmt.Sprintf("old %d\n", i))
 	}
+	// Publication never writes a file in place (new content is renamed in,
+	// deletions unlink), so a hard-link farm of the pristine trees is a safe
+	// and fast reset.
+	bases := filepath.Join(e.home, "worlds", "w", "bases")
+	pristineBases := filepath.Join(t.TempDir(), "bases")
 	reset := func() {
-		must(t, os.RemoveAll(e.source))
-		out, err := exec.Command("cp", "-a", pristine, e.source).CombinedOutput()
-		if err != nil {
-			t.Fatalf("cp: %v %s", err, out)
+		for _, p := range [][2]string{{pristine, e.source}, {pristineBases, bases}} {
+			must(t, os.RemoveAll(p[1]))
+			if _, err := os.Stat(p[0]); err != nil {
+				continue
+			}
+			if out, err := exec.Command("cp", "-al", p[0], p[1]).CombinedOutput(); err != nil {
+				t.Fatalf("cp: %v %s", err, out)
+			}
 		}
-		must(t, os.RemoveAll(filepath.Join(e.home, "worlds", "w", "bases")))
 	}
 	reset()
 	e.ok("new", "w")
@@ -82,6 +90,10 @@ func TestE2EApplyCrashSafety(t *testing.T) {
 	worldDir := filepath.Join(e.home, "worlds", "w")
 	_ = exec.Command("umount", filepath.Join(worldDir, "merged")).Run() // apply reads the layers, no mount needed
 	oldHash := treeHash(t, e.source)
+	e.ok("apply", "w", "--dry-run") // captures every base while the source is pristine
+	if out, err := exec.Command("cp", "-a", bases, pristineBases).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
 	start := time.Now()
 	e.ok("apply", "w")
 	full := time.Since(start)
