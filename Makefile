@@ -64,3 +64,6 @@ fuzz:
 
 clean:
 	rm -rf bin
+
+demo: deps
+	scripts/demo.sh

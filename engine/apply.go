@@ -26,6 +26,11 @@ type Pick struct {
 	Path      string
 	Hunks     []int               // 1-based hunk numbers of the base→World diff; nil = the whole file
 	Selection *diffview.Selection // exact lines (the TUI); overrides Hunks
+	// Resolved is the person's resolution of a conflict: the exact content to
+	// publish. It is written only if the source still holds the version the
+	// resolution was made against (TheirsHash, sha256 hex; "" = absent).
+	Resolved   []byte
+	TheirsHash string
 }
 
 // ApplyOptions are the flags of `strata apply`.
@@ -68,6 +73,9 @@ type Conflict struct {
 	Ours    string              `json:"ours,omitempty"`
 	Theirs  string              `json:"theirs,omitempty"`
 	Merged  string              `json:"merged,omitempty"` // with conflict markers
+	// TheirsHash identifies the source version the conflict was found
+	// against; pass it back in Pick.TheirsHash with a resolution.
+	TheirsHash string `json:"theirs_hash,omitempty"`
 }
 
 // ConflictError rejects a whole publication: nothing was written.
@@ -389,6 +397,23 @@ func (e *Engine) planApply(ctx context.Context, w *World, changes []overlay.Chan
 			return nil, fmt.Errorf("read the source's %s: %w", c.Path, err)
 		}
 		pk := picks[c.Path]
+		if pk.Resolved != nil {
+			if theirs.hash() != pk.TheirsHash {
+				p.conflicts = append(p.conflicts, Conflict{Path: c.Path, Reason: "the source changed again after the conflict was resolved; resolve it once more"})
+				p.paths = append(p.paths, AppliedPath{Path: c.Path})
+				continue
+			}
+			res := version{typ: overlay.TypeFile, mode: ours.mode, data: pk.Resolved}
+			if res.mode == 0 {
+				res.mode = theirs.mode
+			}
+			ap := AppliedPath{Path: c.Path, Action: "write", Note: "resolved by hand"}
+			if err := p.publish(c, base, res, theirs, deleting, &ap, theirsOf); err != nil {
+				p.conflicts = append(p.conflicts, Conflict{Path: c.Path, Reason: err.Error()})
+			}
+			p.paths = append(p.paths, ap)
+			continue
+		}
 		partial := len(pk.Hunks) > 0 || pk.Selection != nil
 		if partial {
 			if ours.typ != overlay.TypeFile || (base.typ != 0 && base.typ != overlay.TypeFile) {
@@ -418,7 +443,7 @@ func (e *Engine) planApply(ctx context.Context, w *World, changes []overlay.Chan
 		}
 		ap := AppliedPath{Path: c.Path, Hunks: pk.Hunks}
 		conflict := func(reason string) {
-			cf := Conflict{Path: c.Path, Reason: reason}
+			cf := Conflict{Path: c.Path, Reason: reason, TheirsHash: theirs.hash()}
 			if isSmallText(base, ours, theirs) {
 				cf.Base, cf.Ours, cf.Theirs = string(base.data), string(ours.data), string(theirs.data)
 			}
@@ -441,7 +466,7 @@ func (e *Engine) planApply(ctx context.Context, w *World, changes []overlay.Chan
 			}
 			mr := diffview.Merge3(string(base.data), string(ours.data), string(theirs.data))
 			if !mr.Clean {
-				cf := Conflict{Path: c.Path, Reason: fmt.Sprintf("%d overlapping edit(s) in the World and the source", len(mr.Conflicts)), Regions: mr.Conflicts, Merged: mr.Merged}
+				cf := Conflict{Path: c.Path, Reason: fmt.Sprintf("%d overlapping edit(s) in the World and the source", len(mr.Conflicts)), Regions: mr.Conflicts, Merged: mr.Merged, TheirsHash: theirs.hash()}
 				if isSmallText(base, ours, theirs) {
 					cf.Base, cf.Ours, cf.Theirs = string(base.data), string(ours.data), string(theirs.data)
 				}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+func init() {
+	groups = append(groups, group{name: "snapshots", run: benchSnapshots})
+}
+
+// changeScript writes 100 files of ~46 KB (4.6 MB) over existing source
+// files and deletes 20 others, tagged so every run's content is new.
+func changeScript(src string, tag int) (string, error) {
+	var files []string
+	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && d.Name() == ".git" {
+			return filepath.SkipDir
+		}
+		if d.Type().IsRegular() {
+			files = append(files, p)
+			if len(files) >= 2000 {
+				return filepath.SkipAll
+			}
+		}
+		return nil
+	})
+	if err != nil || len(files) < 2000 {
+		return "", fmt.Errorf("change script: %d files: %v", len(files), err)
+	}
+	var sb strings.Builder
+	sb.WriteString("set -e\n")
+	for i := 0; i < 100; i++ {
+		fmt.Fprintf(&sb, "head -c 47000 /dev/urandom | base64 -w 100 | head -c 46000 > '%s'; echo run-%d >> '%s'\n", files[i*17], tag, files[i*17])
+	}
+	for i := 0; i < 20; i++ {
+		fmt.Fprintf(&sb, "rm -f '%s'\n", files[i*17+5])
+	}
+	return sb.String(), nil
+}
+
+func benchSnapshots(b *bench, _ []int) error {
+	src, err := b.sourceTree(100_000)
+	if err != nil {
+		return err
+	}
+	home := filepath.Join(b.dir, "home-snap")
+	_ = os.RemoveAll(home)
+	env := []string{"STRATA_HOME=" + home, "STRATA_CONFIG=" + filepath.Join(b.dir, "none.toml")}
+	defer cleanupHome(home)
+	strata := func(args ...string) error { return runEnv(env, src, b.bin, args...) }
+	var first, next, rollback, fork, cpUpper []time.Duration
+	for i := 0; i < b.runs; i++ {
+		w := fmt.Sprintf("s%d", i)
+		if err := strata("new", w, "--source", src); err != nil {
+			return err
+		}
+		script, err := changeScript(src, i)
+		if err != nil {
+			return err
+		}
+		if err := strata("exec", w, "--", "sh", "-c", script); err != nil {
+			return err
+		}
+		upper := filepath.Join(home, "worlds", w, "upper")
+		d, err := b.timeCmd(1, func(int) error { return os.RemoveAll(filepath.Join(b.dir, "upper-copy")) },
+			"cp", func(int) []string { return []string{"-a", upper, filepath.Join(b.dir, "upper-copy")} }, nil, b.dir)
+		if err != nil {
+			return err
+		}
+		cpUpper = append(cpUpper, d...)
+		d, err = b.timeCmd(1, nil, b.bin, func(int) []string { return []string{"snap", w, "-m", "first"} }, env, src)
+		if err != nil {
+			return err
+		}
+		first = append(first, d...)
+		if err := strata("exec", w, "--", "sh", "-c", fmt.Sprintf("echo one more > x-%d", i)); err != nil {
+			return err
+		}
+		time.Sleep(15 * time.Millisecond) // past the stat cache's racy window, as between real commands
+		d, err = b.timeCmd(1, nil, b.bin, func(int) []string { return []string{"snap", w, "-m", "next"} }, env, src)
+		if err != nil {
+			return err
+		}
+		next = append(next, d...)
+		if err := strata("exec", w, "--", "sh", "-c", "echo damage > damage.txt"); err != nil {
+			return err
+		}
+		d, err = b.timeCmd(1, nil, b.bin, func(int) []string { return []string{"rollback", w, "head~1"} }, env, src)
+		if err != nil {
+			return err
+		}
+		rollback = append(rollback, d...)
+		d, err = b.timeCmd(1, nil, b.bin, func(int) []string { return []string{"fork", w, "--snap", "head", "-n", "8", "--prefix", w + "f"} }, env, src)
+		if err != nil {
+			return err
+		}
+		fork = append(fork, d...)
+	}
+	_ = os.RemoveAll(filepath.Join(b.dir, "upper-copy"))
+	note := "World upper: 100 files of ~46 KB (4.6 MB) and 20 whiteouts over the 100k-file tree; whole strata process timed"
+	b.add(row{group: "snapshots", name: "strata snap, first", strata: first, baseName: "cp -a upper", baseline: cpUpper, target: 30 * time.Millisecond, note: note})
+	b.add(row{group: "snapshots", name: "strata snap, after one more change", strata: next, baseName: "cp -a upper", baseline: cpUpper, target: 10 * time.Millisecond})
+	b.add(row{group: "snapshots", name: "strata rollback (with its undo snapshot)", strata: rollback, baseName: "cp -a upper", baseline: cpUpper, target: 50 * time.Millisecond})
+	b.add(row{group: "snapshots", name: "strata fork -n 8", strata: fork, baseName: "cp -a upper", baseline: cpUpper, target: 250 * time.Millisecond})
+	return nil
+}
+
+func cleanupHome(home string) {
+	ents, _ := os.ReadDir(filepath.Join(home, "worlds"))
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), ".") {
+			_ = execCommand("umount", "-l", filepath.Join(home, "worlds", e.Name(), "merged")).Run()
+		}
+	}
+	_ = os.RemoveAll(home)
+}
