@@ -95,7 +95,10 @@ func (b BaseIndex) Add(r BaseRecord) (bool, error) {
 	return true, nil
 }
 
-// Set replaces the base of a path (after strata itself published it).
+// Set replaces the base of a path (after strata itself published it). It
+// does not fsync: a base record lost in a crash leaves the older base,
+// which only makes the next apply merge (ours == theirs: nothing to do)
+// instead of copy, never overwrite anything.
 func (b BaseIndex) Set(r BaseRecord) error {
 	if err := os.MkdirAll(b.Dir, 0o755); err != nil {
 		return err
@@ -104,7 +107,24 @@ func (b BaseIndex) Set(r BaseRecord) error {
 	if err != nil {
 		return err
 	}
-	return overlay.WriteFileAtomic(b.file(r.Path), data, 0o644)
+	tmp, err := os.CreateTemp(b.Dir, ".tmp-")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := os.Rename(tmp.Name(), b.file(r.Path)); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return nil
 }
 
 // Remove forgets the base of a path.

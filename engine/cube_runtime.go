@@ -2,37 +2,751 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stratahq/strata/cube"
+	"github.com/stratahq/strata/overlay"
 )
 
-// errCubeUnavailable is returned until the cube runtime is wired in.
-var errCubeUnavailable = errors.New("the cube backend is not available in this build yet; use --backend local")
+// The cube runtime: one CubeSandbox sandbox per World. The World's layers
+// stay on the host (worlds/<name>/{upper,work}) and reach the guest as host
+// mounts with the source (read-only); strata mounts the overlay inside the
+// guest (cube_guest.go) and runs sessions through envd (cube_session.go).
 
+var (
+	// ErrCubeNotConfigured: config.toml has no [cube] endpoint.
+	ErrCubeNotConfigured = errors.New("cube is not configured (set [cube] endpoint in config.toml)")
+	// ErrNoTemplateFits: no configured template has the resources asked for.
+	ErrNoTemplateFits = errors.New("no cube template fits")
+)
+
+// Metadata keys strata puts on its sandboxes, so a sandbox whose create
+// reply was lost can be found and removed.
+const (
+	cubeMetaWorld   = "strata-world"
+	cubeMetaWorldID = "strata-world-id"
+)
+
+const (
+	defaultCubeGuestDir = "/mnt/strata"
+	// cubeSandboxFile keeps the create/connect reply (it may hold access
+	// tokens, hence its own 0600 file rather than world.toml).
+	cubeSandboxFile = "cube-sandbox.json"
+	cubeCallTimeout = 2 * time.Minute
+	cubeLongTimeout = 5 * time.Minute // snapshot, rollback (CubeAPI allows 240 s)
+)
+
+// cubeClients shares one client (and its connection pool) per deployment
+// among the Engines of a process.
+var cubeClients sync.Map // cube.Config as a string -> *cube.Client
+
+// cubeClockKey marks a context whose caller wants to know how long the
+// engine waited on Cube (benchmarks split strata's own time from Cube's).
+type cubeClockKey struct{}
+
+func withCubeClock(ctx context.Context, clock *atomic.Int64) context.Context {
+	return context.WithValue(ctx, cubeClockKey{}, clock)
+}
+
+func addCubeTime(ctx context.Context, since time.Time) {
+	if clock, ok := ctx.Value(cubeClockKey{}).(*atomic.Int64); ok {
+		clock.Add(int64(time.Since(since)))
+	}
+}
+
+// cubeClientConfig is the client configuration from config.toml; the API
+// key comes from the environment variable the config names.
+func (e *Engine) cubeClientConfig() (cube.Config, error) {
+	cc := e.Config.Cube
+	if cc.Endpoint == "" {
+		return cube.Config{}, ErrCubeNotConfigured
+	}
+	cfg := cube.Config{Endpoint: cc.Endpoint, AuthHeader: cc.AuthHeader, ProxyAddr: cc.ProxyAddr, Scheme: cc.EnvdScheme}
+	if cc.APIKeyEnv != "" {
+		cfg.APIKey = os.Getenv(cc.APIKeyEnv)
+	}
+	return cfg, nil
+}
+
+func (e *Engine) cubeClient() (*cube.Client, error) {
+	cfg, err := e.cubeClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	key := fmt.Sprintf("%q %q %q %q %q", cfg.Endpoint, cfg.APIKey, cfg.AuthHeader, cfg.ProxyAddr, cfg.Scheme)
+	if c, ok := cubeClients.Load(key); ok {
+		return c.(*cube.Client), nil
+	}
+	c, err := cube.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cube config in %s: %w", e.Config.Path(), err)
+	}
+	actual, _ := cubeClients.LoadOrStore(key, c)
+	return actual.(*cube.Client), nil
+}
+
+// CubeResources is what a World asks of its sandbox; zero means "any".
+type CubeResources struct {
+	CPU      int `json:"cpu"` // millicores
+	MemoryMB int `json:"memory_mb"`
+	DiskMB   int `json:"disk_mb"`
+}
+
+func (r CubeResources) zero() bool { return r == CubeResources{} }
+
+func (t CubeTemplate) fits(r CubeResources) bool {
+	return t.CPU >= r.CPU && t.MemoryMB >= r.MemoryMB && t.DiskMB >= r.DiskMB
+}
+
+func (t CubeTemplate) String() string {
+	return fmt.Sprintf("%s (cpu %dm, memory %d MB, disk %d MB)", t.ID, t.CPU, t.MemoryMB, t.DiskMB)
+}
+
+// shortfall is how far a template falls short of r, as a sum of fractions.
+func (t CubeTemplate) shortfall(r CubeResources) float64 {
+	f := func(have, want int) float64 {
+		if want <= 0 || have >= want {
+			return 0
+		}
+		return float64(want-have) / float64(want)
+	}
+	return f(t.CPU, r.CPU) + f(t.MemoryMB, r.MemoryMB) + f(t.DiskMB, r.DiskMB)
+}
+
+// ResolveCubeTemplate picks a World's template without calling Cube: the
+// explicit one; else the smallest configured template (by cpu, then memory,
+// then disk) that has every resource asked for; else cube.template; else the
+// smallest configured one. A request that no template fits is an error
+// naming the closest ones: a template is never silently smaller than asked.
+func ResolveCubeTemplate(cc CubeConfig, explicit string, want CubeResources) (string, error) {
+	if explicit != "" {
+		return explicit, nil
+	}
+	tpls := append([]CubeTemplate(nil), cc.Templates...)
+	sort.SliceStable(tpls, func(i, j int) bool {
+		a, b := tpls[i], tpls[j]
+		if a.CPU != b.CPU {
+			return a.CPU < b.CPU
+		}
+		if a.MemoryMB != b.MemoryMB {
+			return a.MemoryMB < b.MemoryMB
+		}
+		return a.DiskMB < b.DiskMB
+	})
+	if want.zero() {
+		if cc.Template != "" {
+			return cc.Template, nil
+		}
+		if len(tpls) > 0 {
+			return tpls[0].ID, nil
+		}
+		return "", errors.New("no cube template: pass --template, or set cube.template or [[cube.templates]] in config.toml")
+	}
+	for _, t := range tpls {
+		if t.fits(want) {
+			return t.ID, nil
+		}
+	}
+	if len(tpls) == 0 {
+		return "", fmt.Errorf("%w cpu %dm, memory %d MB, disk %d MB: no [[cube.templates]] are configured (or pass --template)",
+			ErrNoTemplateFits, want.CPU, want.MemoryMB, want.DiskMB)
+	}
+	sort.SliceStable(tpls, func(i, j int) bool { return tpls[i].shortfall(want) < tpls[j].shortfall(want) })
+	closest := make([]string, 0, 3)
+	for _, t := range tpls[:min(3, len(tpls))] {
+		closest = append(closest, t.String())
+	}
+	return "", fmt.Errorf("%w cpu %dm, memory %d MB, disk %d MB; closest: %s (add a template to [[cube.templates]] or pass --template)",
+		ErrNoTemplateFits, want.CPU, want.MemoryMB, want.DiskMB, strings.Join(closest, "; "))
+}
+
+func (e *Engine) cubeGuestDir() string {
+	if d := e.Config.Cube.GuestDir; d != "" {
+		return filepath.Clean(d)
+	}
+	return defaultCubeGuestDir
+}
+
+// cubeMountPoint is where the World's merged view appears in the guest.
+func (e *Engine) cubeMountPoint(w *World) string {
+	if mp := e.Config.Cube.MountPoint; mp != "" {
+		return filepath.Clean(mp)
+	}
+	return w.Source
+}
+
+// cubeCreateRequest is the sandbox a World needs: its source read-only and
+// the World dir (upper and work on one mount, as overlayfs requires) as
+// host mounts.
+func (e *Engine) cubeCreateRequest(w *World, templateID string) cube.CreateRequest {
+	g := e.cubeGuestDir()
+	req := cube.CreateRequest{
+		TemplateID: templateID,
+		Metadata:   map[string]string{cubeMetaWorld: w.Name, cubeMetaWorldID: w.ID},
+		HostMounts: []cube.HostMount{
+			{HostPath: w.Source, MountPath: g + "/lower", ReadOnly: true},
+			{HostPath: e.Paths.World(w.Name), MountPath: g + "/world"},
+		},
+		// An idle World pauses rather than dies: its memory is kept and
+		// the next call resumes it.
+		Lifecycle: &cube.Lifecycle{OnTimeout: "pause", AutoResume: true},
+	}
+	if t := e.Config.Cube.Timeout; t != 0 {
+		req.Timeout = cube.Seconds(t)
+	}
+	return req
+}
+
+// planCube fills in a new cube World before any call: its template (a
+// request that fits none fails here), its overlay driver when one is forced,
+// and the create request it will send. The World starts planned.
 func (e *Engine) planCube(ctx context.Context, w *World, o CreateOptions) error {
-	return errCubeUnavailable
+	tpl, err := ResolveCubeTemplate(e.Config.Cube, o.Template, CubeResources{CPU: o.CPU, MemoryMB: o.MemoryMB, DiskMB: o.DiskMB})
+	if err != nil {
+		return err
+	}
+	w.Cube = &CubeWorld{Template: tpl, Domain: e.Config.Cube.Domain}
+	switch o.MountBackend {
+	case "", overlay.BackendAuto:
+	case overlay.BackendKernel, overlay.BackendUnionfs, overlay.BackendFuseOverlayfs:
+		// Forced (or inherited by a fork, whose upper is in this dialect).
+		w.MountBackend, w.Dialect = o.MountBackend, o.MountBackend.Dialect()
+	default:
+		return fmt.Errorf("mount backend %q: want auto, kernel, fuse-overlayfs or unionfs-fuse", o.MountBackend)
+	}
+	from := tpl
+	if o.FromCubeSnapshot != "" {
+		from = o.FromCubeSnapshot
+	}
+	body, err := cube.EncodeCreateRequest(e.cubeCreateRequest(w, from))
+	if err != nil {
+		return err
+	}
+	w.Cube.Request = string(body)
+	w.State = StatePlanned
+	return nil
 }
 
-func (e *Engine) realizeCubeBestEffort(ctx context.Context, w *World) {}
-
-func (e *Engine) execCube(ctx context.Context, w *World, o ExecOptions) (SessionMeta, error) {
-	return SessionMeta{}, errCubeUnavailable
+// cubeUnreachable reports errors that mean "Cube is not there": the World
+// stays planned (or as it was) and nothing was done remotely.
+func cubeUnreachable(err error) bool {
+	return errors.Is(err, ErrCubeNotConfigured) || errors.Is(err, cube.ErrUnavailable)
 }
 
-func (e *Engine) stopWorldRuntime(ctx context.Context, w *World) error { return nil }
-
-func (e *Engine) cubeDoctor(ctx context.Context) CubeDoctor {
+// realizeCubeOnCreate creates a new World's sandbox. Cube not configured or
+// unreachable: the World stays planned (strata up realises it). Any other
+// failure is returned after removing whatever sandbox the attempt left.
+func (e *Engine) realizeCubeOnCreate(ctx context.Context, w *World, o CreateOptions) error {
 	if e.Config.Cube.Endpoint == "" {
+		return nil
+	}
+	lk, err := e.lockWorld(ctx, w.Name)
+	if err != nil {
+		return err
+	}
+	defer lk.Unlock()
+	c, err := e.cubeClient()
+	if err != nil {
+		return err
+	}
+	from := ""
+	if o.FromCubeSnapshot != "" {
+		from = o.FromCubeSnapshot
+	}
+	// A fork's upper is restored after Create returns: its overlay is set
+	// up by its first exec, never over a half-restored upper.
+	err = e.realizeLocked(ctx, c, w, from, o.FromCubeSnapshot == "")
+	if err != nil && cubeUnreachable(err) {
+		e.Log.Warn("cube unreachable: world planned", "world", w.Name, "err", err)
+		return nil
+	}
+	return err
+}
+
+// realizeLocked creates the World's sandbox (from a snapshot when from is
+// a snapshot id, else from its template), then, when setup is set, mounts
+// the overlay in the guest. On failure the World is left as it was (planned
+// or stopped, no sandbox) and any sandbox made on the way is deleted.
+func (e *Engine) realizeLocked(ctx context.Context, c *cube.Client, w *World, from string, setup bool) error {
+	if from == "" {
+		from = w.Cube.Template
+	}
+	req := e.cubeCreateRequest(w, from)
+	body, err := cube.EncodeCreateRequest(req)
+	if err != nil {
+		return err
+	}
+	if w.State == StatePlanned && w.Cube.Request != "" && string(body) != w.Cube.Request {
+		e.Log.Info("cube create request changed since the world was planned (config or paths changed)", "world", w.Name)
+	}
+	cctx, cancel := context.WithTimeout(ctx, cubeCallTimeout)
+	t0 := time.Now()
+	sb, err := c.Create(cctx, req)
+	addCubeTime(ctx, t0)
+	cancel()
+	if err != nil {
+		var te *cube.TransportError
+		if !errors.As(err, &te) || te.Sent {
+			// The create may have happened with its reply lost.
+			e.reapSandboxes(ctx, c, w, "")
+		}
+		return fmt.Errorf("create sandbox: %w", err)
+	}
+	if sb.Domain == "" {
+		sb.Domain = e.Config.Cube.Domain
+	}
+	prevState, prevID := w.State, w.Cube.SandboxID
+	w.Cube.SandboxID, w.Cube.Domain, w.Cube.Request = sb.SandboxID, sb.Domain, string(body)
+	if err := e.writeCubeSandbox(w, sb); err != nil {
+		e.deleteSandbox(ctx, c, sb.SandboxID)
+		w.Cube.SandboxID = prevID
+		return err
+	}
+	if setup {
+		if _, err := e.ensureOverlayLocked(ctx, c, w, sb, false); err != nil {
+			e.deleteSandbox(ctx, c, sb.SandboxID)
+			w.Cube.SandboxID, w.State = prevID, prevState
+			_ = os.Remove(e.cubeSandboxPath(w))
+			return err
+		}
+	}
+	w.State = StateReady
+	return writeWorld(e.Paths, w)
+}
+
+// reapSandboxes deletes the World's sandboxes other than keep, found by
+// the metadata strata puts on them.
+func (e *Engine) reapSandboxes(ctx context.Context, c *cube.Client, w *World, keep string) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cubeCallTimeout)
+	defer cancel()
+	list, err := c.List(cctx, map[string]string{cubeMetaWorldID: w.ID})
+	if err != nil {
+		e.Log.Warn("look for leftover sandboxes", "world", w.Name, "err", err)
+		return
+	}
+	for _, sb := range list {
+		if sb.SandboxID != keep {
+			e.deleteSandbox(cctx, c, sb.SandboxID)
+		}
+	}
+}
+
+func (e *Engine) deleteSandbox(ctx context.Context, c *cube.Client, id string) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cubeCallTimeout)
+	defer cancel()
+	if err := c.Delete(cctx, id); err != nil && !errors.Is(err, cube.ErrNotFound) {
+		e.Log.Warn("delete sandbox", "sandbox", id, "err", err)
+	}
+}
+
+func (e *Engine) cubeSandboxPath(w *World) string {
+	return filepath.Join(e.Paths.World(w.Name), cubeSandboxFile)
+}
+
+func (e *Engine) writeCubeSandbox(w *World, sb *cube.Sandbox) error {
+	data, err := json.Marshal(sb)
+	if err != nil {
+		return err
+	}
+	// Not fsynced: after a crash a missing or stale copy is rebuilt from
+	// world.toml and the next connect.
+	tmp := e.cubeSandboxPath(w) + ".tmp-" + newID("")
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return fmt.Errorf("record sandbox of world %q: %w", w.Name, err)
+	}
+	if err := os.Rename(tmp, e.cubeSandboxPath(w)); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("record sandbox of world %q: %w", w.Name, err)
+	}
+	return nil
+}
+
+// cubeSandbox is what exec and file calls need: the recorded reply, else
+// the id and domain from world.toml.
+func (e *Engine) cubeSandbox(w *World) *cube.Sandbox {
+	var sb cube.Sandbox
+	if data, err := os.ReadFile(e.cubeSandboxPath(w)); err == nil && json.Unmarshal(data, &sb) == nil && sb.SandboxID == w.Cube.SandboxID {
+		return &sb
+	}
+	return &cube.Sandbox{SandboxID: w.Cube.SandboxID, TemplateID: w.Cube.Template, Domain: w.Cube.Domain}
+}
+
+// Up brings a cube World to ready: a planned World gets its sandbox, a
+// stopped one is resumed (or recreated from its template when its sandbox
+// is gone: the layers are on the host, only memory is lost), and the
+// overlay in the guest is checked and set up again where needed.
+func (e *Engine) Up(ctx context.Context, name string) (*World, error) {
+	lk, err := e.lockWorld(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer lk.Unlock()
+	w, err := e.World(name)
+	if err != nil {
+		return nil, err
+	}
+	if w.Backend != RuntimeCube {
+		return nil, fmt.Errorf("up world %q: it runs on the %s backend, which needs no bringing up", name, w.Backend)
+	}
+	if _, err := e.readyLocked(ctx, w); err != nil {
+		return w, fmt.Errorf("up world %q: %w", name, err)
+	}
+	return w, nil
+}
+
+// readyLocked makes the World's sandbox run with its overlay mounted.
+func (e *Engine) readyLocked(ctx context.Context, w *World) (*cube.Sandbox, error) {
+	c, err := e.cubeClient()
+	if err != nil {
+		return nil, err
+	}
+	if w.Cube == nil {
+		return nil, fmt.Errorf("world.toml of %q has no [cube] table", w.Name)
+	}
+	if w.State == StatePlanned || w.Cube.SandboxID == "" {
+		from := ""
+		if w.State == StatePlanned {
+			from = plannedTemplateID(w) // send what was recorded (a fork's snapshot id)
+		}
+		if err := e.realizeLocked(ctx, c, w, from, true); err != nil {
+			return nil, err
+		}
+		return e.cubeSandbox(w), nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, cubeCallTimeout)
+	sb, err := c.Connect(cctx, w.Cube.SandboxID, 0)
+	cancel()
+	if errors.Is(err, cube.ErrNotFound) {
+		e.Log.Warn("sandbox gone: recreating it from the template", "world", w.Name, "sandbox", w.Cube.SandboxID)
+		w.Cube.SandboxID = ""
+		if err := e.realizeLocked(ctx, c, w, "", true); err != nil {
+			return nil, err
+		}
+		return e.cubeSandbox(w), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("resume sandbox %s: %w", w.Cube.SandboxID, err)
+	}
+	if sb.Domain == "" {
+		sb.Domain = w.Cube.Domain
+	}
+	if err := e.writeCubeSandbox(w, sb); err != nil {
+		return nil, err
+	}
+	if _, err := e.ensureOverlayLocked(ctx, c, w, sb, false); err != nil {
+		return nil, err
+	}
+	w.State = StateReady
+	return sb, writeWorld(e.Paths, w)
+}
+
+// ensureCubeReady is exec's way in: the fast path checks the overlay with
+// one command; anything unusual goes through readyLocked.
+func (e *Engine) ensureCubeReady(ctx context.Context, name string) (*World, *cube.Sandbox, error) {
+	lk, err := e.lockWorld(ctx, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer lk.Unlock()
+	w, err := e.World(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := e.cubeClient()
+	if err != nil {
+		return w, nil, e.plannedHint(w, err)
+	}
+	if w.State == StateReady && w.Cube != nil && w.Cube.SandboxID != "" {
+		sb := e.cubeSandbox(w)
+		err := e.ensureOverlayAndRecord(ctx, c, w, sb, false)
+		if err == nil {
+			return w, sb, nil
+		}
+		if !errors.Is(err, cube.ErrNotFound) && !errors.Is(err, cube.ErrUnavailable) {
+			return w, nil, err
+		}
+		// The sandbox may be paused or gone: find out and repair.
+	}
+	sb, err := e.readyLocked(ctx, w)
+	if err != nil {
+		return w, nil, e.plannedHint(w, err)
+	}
+	return w, sb, nil
+}
+
+func (e *Engine) plannedHint(w *World, err error) error {
+	if cubeUnreachable(err) {
+		return fmt.Errorf("world %q is %s and Cube is unreachable: %w (strata up %s once it is back)", w.Name, w.State, err, w.Name)
+	}
+	return err
+}
+
+// StopOptions are the flags of `strata stop`.
+type StopOptions struct {
+	Kill bool // stop running sessions instead of refusing
+}
+
+// Stop pauses a cube World's sandbox (memory kept; strata up resumes it).
+func (e *Engine) Stop(ctx context.Context, name string, o StopOptions) (*World, error) {
+	lk, err := e.lockWorld(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer lk.Unlock()
+	w, err := e.World(name)
+	if err != nil {
+		return nil, err
+	}
+	if w.Backend != RuntimeCube {
+		return nil, fmt.Errorf("stop world %q: it runs on the %s backend; stop its sessions with strata kill", name, w.Backend)
+	}
+	switch {
+	case w.State == StateStopped:
+		return w, nil
+	case w.State == StatePlanned || w.Cube == nil || w.Cube.SandboxID == "":
+		return nil, fmt.Errorf("stop world %q: it is %s, with no sandbox to stop", name, w.State)
+	}
+	running := e.runningSessions(w)
+	if len(running) > 0 && !o.Kill {
+		return nil, fmt.Errorf("stop world %q: %w (%s); stop them first or pass --kill", name, ErrSessionsRunning, strings.Join(running, ", "))
+	}
+	if _, err := e.stopSessions(ctx, w, running); err != nil {
+		return nil, fmt.Errorf("stop world %q: %w", name, err)
+	}
+	c, err := e.cubeClient()
+	if err != nil {
+		return nil, fmt.Errorf("stop world %q: %w", name, err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, cubeCallTimeout)
+	err = c.Pause(cctx, w.Cube.SandboxID)
+	cancel()
+	if err != nil && !errors.Is(err, cube.ErrNotFound) {
+		return nil, fmt.Errorf("stop world %q: pause sandbox %s: %w", name, w.Cube.SandboxID, err)
+	}
+	w.State = StateStopped
+	return w, writeWorld(e.Paths, w)
+}
+
+// cubeSnapshot takes the Cube half of a snapshot (memory and rootfs; the
+// host-mounted upper is strata's half). A World without a running sandbox
+// has no VM state to keep: "" and no error.
+func (e *Engine) cubeSnapshot(ctx context.Context, w *World, snapID string) (string, error) {
+	if w.Cube == nil || w.State != StateReady || w.Cube.SandboxID == "" {
+		return "", nil
+	}
+	c, err := e.cubeClient()
+	if err != nil {
+		return "", err
+	}
+	cctx, cancel := context.WithTimeout(ctx, cubeLongTimeout)
+	defer cancel()
+	info, err := c.Snapshot(cctx, w.Cube.SandboxID, snapID)
+	if errors.Is(err, cube.ErrNotFound) {
+		e.Log.Warn("snapshot: sandbox gone, upper only", "world", w.Name, "sandbox", w.Cube.SandboxID)
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("cube snapshot of sandbox %s: %w", w.Cube.SandboxID, err)
+	}
+	return info.SnapshotID, nil
+}
+
+// cubeRollback restores the VM half of a snapshot after the upper has been
+// restored, then mounts the overlay again (the old mount saw the old upper;
+// a restored VM may have lost it or hold a stale one). A sandbox that cannot
+// be rolled back in place (gone, or the snapshot is not its own) is replaced
+// by one created from the snapshot, or from the template when the snapshot
+// is gone too.
+func (e *Engine) cubeRollback(ctx context.Context, w *World, target *Snapshot) error {
+	if w.Cube == nil || w.State == StatePlanned {
+		return nil
+	}
+	c, err := e.cubeClient()
+	if err != nil {
+		return err
+	}
+	if target.Cube == "" || w.State == StateStopped || w.Cube.SandboxID == "" {
+		// No VM state to restore; a running guest only needs a fresh overlay.
+		if w.State == StateReady && w.Cube.SandboxID != "" {
+			return e.ensureOverlayAndRecord(ctx, c, w, e.cubeSandbox(w), true)
+		}
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, cubeLongTimeout)
+	err = c.Rollback(cctx, w.Cube.SandboxID, target.Cube)
+	cancel()
+	switch {
+	case err == nil:
+		return e.ensureOverlayAndRecord(ctx, c, w, e.cubeSandbox(w), true)
+	case cubeUnreachable(err) || errors.Is(err, cube.ErrTimeout):
+		return fmt.Errorf("cube rollback of sandbox %s to %s: %w", w.Cube.SandboxID, target.Cube, err)
+	}
+	e.Log.Warn("cube rollback in place failed: replacing the sandbox", "world", w.Name, "err", err)
+	old := w.Cube.SandboxID
+	rerr := e.realizeLocked(ctx, c, w, target.Cube, true)
+	if errors.Is(rerr, cube.ErrNotFound) {
+		rerr = e.realizeLocked(ctx, c, w, "", true)
+	}
+	if rerr != nil {
+		return fmt.Errorf("cube rollback of sandbox %s to %s: %w; replacing the sandbox: %w", old, target.Cube, err, rerr)
+	}
+	if old != w.Cube.SandboxID {
+		e.deleteSandbox(ctx, c, old)
+	}
+	return nil
+}
+
+// stopWorldRuntime deletes a World's sandbox and its Cube snapshots before
+// the World is removed; world.toml then says stopped with no sandbox, so a
+// World restored from the trash gets a new one from strata up.
+func (e *Engine) stopWorldRuntime(ctx context.Context, w *World) error {
+	if w.Backend != RuntimeCube || w.Cube == nil {
+		return nil
+	}
+	var c *cube.Client
+	if w.Cube.SandboxID != "" {
+		var err error
+		if c, err = e.cubeClient(); err != nil {
+			return fmt.Errorf("delete sandbox %s: %w", w.Cube.SandboxID, err)
+		}
+		cctx, cancel := context.WithTimeout(ctx, cubeCallTimeout)
+		err = c.Delete(cctx, w.Cube.SandboxID)
+		cancel()
+		if err != nil && !errors.Is(err, cube.ErrNotFound) {
+			return fmt.Errorf("delete sandbox %s: %w", w.Cube.SandboxID, err)
+		}
+	}
+	if tl, err := e.Timeline(w.Name); err == nil && c != nil {
+		for _, s := range tl.Snapshots {
+			if s.Cube == "" {
+				continue
+			}
+			cctx, cancel := context.WithTimeout(ctx, cubeCallTimeout)
+			if err := c.DeleteSnapshot(cctx, s.Cube); err != nil && !errors.Is(err, cube.ErrNotFound) {
+				e.Log.Warn("delete cube snapshot", "world", w.Name, "snapshot", s.Cube, "err", err)
+			}
+			cancel()
+		}
+	}
+	w.Cube.SandboxID = ""
+	if w.State != StatePlanned {
+		w.State = StateStopped
+	}
+	_ = os.Remove(e.cubeSandboxPath(w))
+	return writeWorld(e.Paths, w)
+}
+
+// cubeDoctor checks the deployment: health, the API key, and that a file in
+// the state root is visible in a sandbox through a host mount (this costs a
+// sandbox create, so only when a template is configured).
+func (e *Engine) cubeDoctor(ctx context.Context) CubeDoctor {
+	cc := e.Config.Cube
+	if cc.Endpoint == "" {
 		return CubeDoctor{Status: "not configured"}
 	}
-	return CubeDoctor{Endpoint: e.Config.Cube.Endpoint, Status: "not checked"}
+	d := CubeDoctor{Endpoint: cc.Endpoint}
+	c, err := e.cubeClient()
+	if err != nil {
+		d.Status, d.Detail = "misconfigured", err.Error()
+		return d
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	h, err := c.Health(cctx)
+	if err != nil {
+		d.Status, d.Detail = "unreachable", err.Error()
+		return d
+	}
+	notes := []string{fmt.Sprintf("health %s (%d sandboxes)", h.Status, h.Sandboxes)}
+	if _, err := c.List(cctx, map[string]string{cubeMetaWorld: "doctor-probe"}); err != nil {
+		d.Status = "error"
+		if errors.Is(err, cube.ErrUnauthorized) {
+			d.Status = "unauthorized"
+			where := "no api_key_env is configured"
+			if cc.APIKeyEnv != "" {
+				where = "check $" + cc.APIKeyEnv
+				if os.Getenv(cc.APIKeyEnv) == "" {
+					where = "$" + cc.APIKeyEnv + " is empty"
+				}
+			}
+			notes = append(notes, "the API key was refused ("+where+"): "+err.Error())
+		} else {
+			notes = append(notes, "list sandboxes: "+err.Error())
+		}
+		d.Detail = strings.Join(notes, "; ")
+		return d
+	}
+	notes = append(notes, "auth ok")
+	tpl, err := ResolveCubeTemplate(cc, "", CubeResources{})
+	if err != nil {
+		d.Status = "ok"
+		notes = append(notes, "host mount not checked: no template configured")
+		d.Detail = strings.Join(notes, "; ")
+		return d
+	}
+	if err := e.probeHostMount(ctx, c, tpl); err != nil {
+		d.Status = "error"
+		notes = append(notes, "host mount: "+err.Error())
+	} else {
+		d.Status = "ok"
+		notes = append(notes, "host mount ok (a probe file in the state root is visible in a sandbox)")
+	}
+	d.Detail = strings.Join(notes, "; ")
+	return d
 }
 
-func (e *Engine) cubeSnapshot(ctx context.Context, w *World, snapID string) (string, error) {
-	return "", errCubeUnavailable
+// probeHostMount creates a throwaway sandbox with a state-root directory
+// mounted, reads a probe file through envd and deletes the sandbox.
+func (e *Engine) probeHostMount(ctx context.Context, c *cube.Client, tpl string) error {
+	dir, err := os.MkdirTemp(e.Paths.Scratch(), "cube-probe-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	want := newID("probe-")
+	if err := os.WriteFile(filepath.Join(dir, "probe"), []byte(want), 0o644); err != nil {
+		return err
+	}
+	guest := e.cubeGuestDir() + "/probe"
+	cctx, cancel := context.WithTimeout(ctx, cubeCallTimeout)
+	defer cancel()
+	sb, err := c.Create(cctx, cube.CreateRequest{
+		TemplateID: tpl, Timeout: cube.Seconds(120),
+		Metadata:   map[string]string{cubeMetaWorld: "doctor-probe"},
+		HostMounts: []cube.HostMount{{HostPath: dir, MountPath: guest, ReadOnly: true}},
+	})
+	if err != nil {
+		return fmt.Errorf("create a probe sandbox from %s: %w", tpl, err)
+	}
+	defer e.deleteSandbox(ctx, c, sb.SandboxID)
+	got, err := c.ReadFile(cctx, sb, guest+"/probe")
+	if err != nil {
+		return fmt.Errorf("read %s/probe in sandbox %s: %w (is %s under the deployment's allowed_host_mount_prefixes?)", guest, sb.SandboxID, err, e.Paths.Root)
+	}
+	if string(got) != want {
+		return fmt.Errorf("sandbox %s sees %q at %s/probe, want %q", sb.SandboxID, got, guest, want)
+	}
+	return nil
 }
 
-func (e *Engine) cubeRollback(ctx context.Context, w *World, target *Snapshot) error {
-	return errCubeUnavailable
+// plannedTemplateID is the templateID of the request a planned World recorded.
+func plannedTemplateID(w *World) string {
+	var req struct {
+		TemplateID string `json:"templateID"`
+	}
+	if w.Cube == nil || json.Unmarshal([]byte(w.Cube.Request), &req) != nil {
+		return ""
+	}
+	return req.TemplateID
 }
 
 func cubeTemplateOf(w *World) string {

@@ -86,6 +86,11 @@ type CreateOptions struct {
 	// FromCubeSnapshot creates a cube World's sandbox from this Cube
 	// snapshot id (fork).
 	FromCubeSnapshot string
+	// CPU (millicores), MemoryMB and DiskMB pick the smallest configured
+	// cube template that fits, when Template is empty.
+	CPU      int
+	MemoryMB int
+	DiskMB   int
 }
 
 // Create makes a new World over a source tree. Its cost does not depend on
@@ -167,10 +172,15 @@ func (e *Engine) Create(ctx context.Context, o CreateOptions) (*World, error) {
 		}
 		return nil, fmt.Errorf("new world %q: %w", o.Name, err)
 	}
-	e.activity(ctx, Event{Type: EventWorldCreated, World: w.Name, Detail: map[string]any{"source": w.Source, "backend": string(w.Backend)}})
 	if w.Backend == RuntimeCube {
-		e.realizeCubeBestEffort(ctx, w)
+		// Creates the sandbox; an unreachable Cube leaves the World planned,
+		// any other failure removes it (and any sandbox it got).
+		if err := e.realizeCubeOnCreate(ctx, w, o); err != nil {
+			_ = removeAllForce(e.Paths.World(o.Name))
+			return nil, fmt.Errorf("new world %q: %w", o.Name, err)
+		}
 	}
+	e.activity(ctx, Event{Type: EventWorldCreated, World: w.Name, Detail: map[string]any{"source": w.Source, "backend": string(w.Backend)}})
 	return w, nil
 }
 

@@ -7,7 +7,6 @@ import (
 	"golang.org/x/sys/unix"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 )
 
@@ -69,15 +68,13 @@ func DefaultLogPath() string {
 	return filepath.Join(dir, "strata", "strata.log")
 }
 
-var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
-
 // ErrInvalidName is returned for World names that do not match
 // [a-z0-9][a-z0-9._-]{0,62}.
 var ErrInvalidName = errors.New("invalid world name")
 
 // ValidateName checks a World name before it touches a path.
 func ValidateName(name string) error {
-	if !nameRE.MatchString(name) {
+	if !validName(name) {
 		return fmt.Errorf("%w %q: use 1-63 characters a-z 0-9 . _ - starting with a letter or digit", ErrInvalidName, name)
 	}
 	return nil
@@ -121,3 +118,21 @@ func renameNoReplace(old, new string) error {
 }
 
 func isRoot() bool { return os.Geteuid() == 0 }
+
+// validName checks [a-z0-9][a-z0-9._-]{0,62} by hand: compiling a regexp
+// at start-up costs every strata process (and every session init) time.
+func validName(name string) bool {
+	if len(name) == 0 || len(name) > 63 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case (c == '.' || c == '_' || c == '-') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -94,6 +94,19 @@ type SessionSpec struct {
 	Stdin *os.File `json:"-"`
 	// Exe is the strata binary to re-execute as the init; default os.Executable().
 	Exe string `json:"-"`
+	// Watch makes the init watch the World's upper while the command runs
+	// (bases and provenance). Nil: derived from StateRoot and World when they
+	// name a real World (see deriveEvidence); NoWatch turns that off.
+	Watch   *SessionWatch `json:"watch,omitempty"`
+	NoWatch bool          `json:"-"`
+	// Cgroup is the session's cgroup v2 dir; "" = derived (strata/<world>/<id>
+	// under the cgroup2 mount, when writable). The init starts in it.
+	Cgroup string `json:"cgroup,omitempty"`
+	// CgroupPlaced: the caller started the init in Cgroup (clone3); otherwise
+	// the init moves itself there before starting the command.
+	CgroupPlaced bool `json:"cgroup_placed,omitempty"`
+	// ActivityLog is where the init appends session.ended; "" = none.
+	ActivityLog string `json:"activity_log,omitempty"`
 }
 
 // DefaultEnvRedact are the variable name patterns whose values are not recorded.
@@ -323,6 +336,7 @@ func StartSession(ctx context.Context, spec SessionSpec) (SessionMeta, error) {
 		return meta, fmt.Errorf("start session %s: %w", spec.ID, err)
 	}
 
+	spec.deriveEvidence()
 	init, readyR, err := startInit(spec)
 	if err != nil {
 		return fail(err)
@@ -376,10 +390,6 @@ func initFailure(dir string, readErr error) string {
 
 // startInit starts `Exe __session-init Dir` in new namespaces and hands it the spec.
 func startInit(spec SessionSpec) (*exec.Cmd, *os.File, error) {
-	specJSON, err := json.Marshal(initSpec{SessionSpec: spec, HasStdin: spec.Stdin != nil && !spec.TTY})
-	if err != nil {
-		return nil, nil, fmt.Errorf("encode session spec: %w", err)
-	}
 	devNull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	if err != nil {
 		return nil, nil, err
@@ -402,31 +412,56 @@ func startInit(spec SessionSpec) (*exec.Cmd, *os.File, error) {
 	}
 	defer readyW.Close()
 
-	cmd := exec.Command(spec.Exe, SessionInitArg, spec.Dir)
-	// The init's own environment and cwd are visible to the command through
-	// /proc/1, so they carry nothing: no secrets, no path into the source.
-	cmd.Env = []string{}
-	cmd.Dir = "/"
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = devNull, devNull, initLog
-	cmd.ExtraFiles = []*os.File{specR, readyW}
-	if spec.Stdin != nil && !spec.TTY {
-		cmd.ExtraFiles = append(cmd.ExtraFiles, spec.Stdin)
+	newCmd := func(cgroupFD int) *exec.Cmd {
+		cmd := exec.Command(spec.Exe, SessionInitArg, spec.Dir)
+		// The init's own environment and cwd are visible to the command through
+		// /proc/1, so they carry nothing: no secrets, no path into the source.
+		cmd.Env = []string{}
+		cmd.Dir = "/"
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = devNull, devNull, initLog
+		cmd.ExtraFiles = []*os.File{specR, readyW}
+		if spec.Stdin != nil && !spec.TTY {
+			cmd.ExtraFiles = append(cmd.ExtraFiles, spec.Stdin)
+		}
+		flags := uintptr(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC)
+		if spec.NoNetwork {
+			flags |= unix.CLONE_NEWNET
+		}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Cloneflags: flags}
+		if os.Geteuid() != 0 {
+			// Rootless: the caller's ids become root inside a user namespace that owns
+			// the session's other namespaces; the merged view must be a mount the
+			// caller owns (fuse-overlayfs).
+			cmd.SysProcAttr.Cloneflags |= unix.CLONE_NEWUSER
+			cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+			cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+			cmd.SysProcAttr.GidMappingsEnableSetgroups = false
+		}
+		if cgroupFD >= 0 {
+			// Born in the session's cgroup (clone3): no window in which the
+			// command's processes are counted elsewhere.
+			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cgroupFD
+		}
+		return cmd
 	}
-	flags := uintptr(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC)
-	if spec.NoNetwork {
-		flags |= unix.CLONE_NEWNET
+	cgroupFD := -1
+	if spec.Cgroup != "" {
+		if cgroupFD, err = unix.Open(spec.Cgroup, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+			defer unix.Close(cgroupFD)
+		} else {
+			cgroupFD = -1
+		}
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Cloneflags: flags}
-	if os.Geteuid() != 0 {
-		// Rootless: the caller's ids become root inside a user namespace that owns
-		// the session's other namespaces; the merged view must be a mount the
-		// caller owns (fuse-overlayfs).
-		cmd.SysProcAttr.Cloneflags |= unix.CLONE_NEWUSER
-		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
-		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
-		cmd.SysProcAttr.GidMappingsEnableSetgroups = false
+	cmd := newCmd(cgroupFD)
+	err = cmd.Start()
+	if err != nil && cgroupFD >= 0 {
+		// clone3 into a cgroup can be refused (an old kernel, a cgroup that may
+		// not hold processes): start normally; the init moves itself.
+		cmd = newCmd(-1)
+		err = cmd.Start()
 	}
-	if err := cmd.Start(); err != nil {
+	spec.CgroupPlaced = err == nil && cmd.SysProcAttr.UseCgroupFD
+	if err != nil {
 		specW.Close()
 		readyR.Close()
 		if os.Geteuid() != 0 && (errors.Is(err, unix.EPERM) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSPC)) {
@@ -434,6 +469,14 @@ func startInit(spec SessionSpec) (*exec.Cmd, *os.File, error) {
 				"(check /proc/sys/user/max_user_namespaces and kernel.unprivileged_userns_clone): %w", err)
 		}
 		return nil, nil, fmt.Errorf("start session init %s: %w", spec.Exe, err)
+	}
+	specJSON, err := json.Marshal(initSpec{SessionSpec: spec, HasStdin: spec.Stdin != nil && !spec.TTY})
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		specW.Close()
+		readyR.Close()
+		return nil, nil, fmt.Errorf("encode session spec: %w", err)
 	}
 	// A pipe holds 64 KiB; the init reads the spec first thing, so a larger
 	// environment just blocks here briefly.
@@ -705,4 +748,32 @@ func readFirstLineWithPrefix(f *os.File, prefix string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// deriveEvidence fills in, for a session of a real World (its world.toml is
+// under StateRoot) and where the caller did not say, what the init watches
+// (the upper, for bases and provenance), the cgroup it runs in and the
+// activity log it reports its end to.
+func (spec *SessionSpec) deriveEvidence() {
+	if spec.StateRoot == "" || !validSessionID(spec.World) {
+		return
+	}
+	p := Paths{Root: spec.StateRoot}
+	w, err := readWorldFile(p.WorldFile(spec.World))
+	if err != nil || w.Backend != RuntimeLocal {
+		return
+	}
+	if spec.Watch == nil && !spec.NoWatch {
+		spec.Watch = &SessionWatch{
+			Upper: p.Upper(w.Name), Lower: w.Source, Objects: p.Objects(),
+			Bases: filepath.Join(p.World(w.Name), "bases"), Provenance: filepath.Join(p.World(w.Name), "provenance"),
+			Dialect: w.Dialect,
+		}
+	}
+	if spec.ActivityLog == "" {
+		spec.ActivityLog = p.Activity()
+	}
+	if spec.Cgroup == "" {
+		spec.Cgroup = prepareSessionCgroup(w, spec.ID)
+	}
 }

@@ -59,6 +59,10 @@ type sessionInit struct {
 
 	transcript *transcriptWriter
 	pty        *ptyServer
+	// watch records bases and provenance from the World's upper; nil when the
+	// session has no World to watch or the watcher could not start.
+	watch    *upperWatcher
+	activity *os.File
 }
 
 func (in *sessionInit) run() error {
@@ -129,6 +133,7 @@ func (in *sessionInit) run() error {
 			return in.startFailed(1, err)
 		}
 	}
+	in.prepareEvidence()
 	if err := setupSessionMounts(&spec.SessionSpec); err != nil {
 		return in.startFailed(1, err)
 	}
@@ -180,6 +185,11 @@ func (in *sessionInit) run() error {
 	proc, startErr := startCommand(spec.SessionSpec, files)
 	for _, f := range files {
 		f.Close()
+	}
+	if startErr == nil && in.watch != nil {
+		// Events since the upper root's watch was added are queued in the
+		// kernel; the walk that watches deeper dirs runs off the start path.
+		in.watch.start()
 	}
 	if startErr != nil {
 		var se *startError
@@ -243,6 +253,12 @@ func (in *sessionInit) run() error {
 		_ = in.root.Remove(AttachSocket)
 	}
 	_ = tf.Sync()
+	written := -1
+	if in.watch != nil {
+		// Nothing of the session writes any more: what the watcher still has
+		// queued or missed is recorded before the end is.
+		written = in.watch.finish()
+	}
 
 	in.mu.Lock()
 	in.meta.EndedAt = endedAt
@@ -263,8 +279,64 @@ func (in *sessionInit) run() error {
 		return err
 	}
 	in.endFIFO.Close()
+	in.logEnd(meta, written)
 	in.removeEmptyLog()
 	return nil
+}
+
+// prepareEvidence runs before the init hides the state root: it places the
+// init in the session's cgroup (if the caller could not start it there) and
+// opens what the watcher and the activity log need. None of it is allowed to
+// keep the command from running; failures go to init.log.
+func (in *sessionInit) prepareEvidence() {
+	spec := in.spec
+	if spec.Cgroup != "" && !spec.CgroupPlaced {
+		if err := joinCgroup(spec.Cgroup); err != nil {
+			fmt.Fprintf(os.Stderr, "join cgroup %s: %v (resources come from /proc)\n", spec.Cgroup, err)
+		}
+	}
+	if spec.Watch != nil {
+		w, err := openUpperWatch(*spec.Watch, spec.ID)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "no bases or provenance for this session: %v\n", err)
+		} else {
+			in.watch = w
+		}
+	}
+	if spec.ActivityLog != "" {
+		// A detached clone of the log file: strict isolation's read-only remount
+		// must not meet a file open for writing on the host's mount.
+		if f, err := os.OpenFile(spec.ActivityLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644); err == nil {
+			f.Close()
+		}
+		fd, err := unix.OpenTree(unix.AT_FDCWD, spec.ActivityLog, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+		if err == nil {
+			in.activity, err = os.OpenFile("/proc/self/fd/"+strconv.Itoa(fd), os.O_WRONLY|os.O_APPEND, 0)
+			unix.Close(fd)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "activity log %s: %v\n", spec.ActivityLog, err)
+		}
+	}
+}
+
+// logEnd appends session.ended to the activity log, one write(2).
+func (in *sessionInit) logEnd(meta SessionMeta, written int) {
+	if in.activity == nil {
+		return
+	}
+	defer in.activity.Close()
+	detail := map[string]any{"state": string(meta.State), "exit_code": meta.ExitCode, "duration": meta.Duration().Round(time.Millisecond).String()}
+	if meta.Signal != "" {
+		detail["signal"] = meta.Signal
+	}
+	if written >= 0 {
+		detail["paths_written"] = written
+	}
+	line, err := jsonLine(Event{Time: meta.EndedAt.UTC(), Type: EventSessionEnded, World: meta.World, Session: meta.ID, Detail: detail})
+	if err == nil {
+		_, _ = in.activity.Write(line)
+	}
 }
 
 // startFailed records that the command never ran, and tells the caller.
@@ -283,6 +355,12 @@ func (in *sessionInit) startFailed(code int, err error) error {
 	in.ready.Close()
 	if in.endFIFO != nil {
 		in.endFIFO.Close()
+	}
+	if in.watch != nil {
+		in.watch.close()
+	}
+	if in.activity != nil {
+		in.activity.Close() // Exec logs no start for a command that did not run
 	}
 	in.removeEmptyLog()
 	// A command that was not found is the command's failure, not the init's.

@@ -387,9 +387,17 @@ func (e *Engine) restoreUpper(ctx context.Context, w *World, m *overlay.Manifest
 	if err := e.unmountLocked(ctx, w); err != nil {
 		return err
 	}
-	if err := overlay.RestoreUpperWith(ctx, st, m, e.Paths.Upper(w.Name), w.Dialect, overlay.RestoreOptions{UserXattr: !isRoot(), Lower: w.Source}); err != nil {
+	upper := e.Paths.Upper(w.Name)
+	// The old upper is swapped aside and removed after the remount: removing
+	// a tree is the slow part, and the World need not wait for it.
+	if err := overlay.RestoreUpperWith(ctx, st, m, upper, w.Dialect, overlay.RestoreOptions{UserXattr: !isRoot(), Lower: w.Source, DeferCleanup: true}); err != nil {
 		return err
 	}
+	defer func() {
+		if err := overlay.RemoveRestoreLeftovers(upper); err != nil {
+			e.Log.Warn("remove the replaced upper", "world", w.Name, "err", err)
+		}
+	}()
 	_ = os.Remove(e.statCachePath(w.Name))
 	if err := resetWorkDir(e.Paths.Work(w.Name)); err != nil {
 		return err

@@ -19,13 +19,23 @@ const (
 	Changes    Area = "changes"
 	Diff       Area = "diff"
 	Timeline   Area = "timeline"
-	Dialog     Area = "dialog"
+	// Conflicts is the conflict view an apply opens when it conflicts; it
+	// is modal like a dialog.
+	Conflicts Area = "conflicts"
+	// Compare lines Worlds up side by side to adopt one's version per
+	// path; modal too.
+	Compare Area = "compare"
+	Dialog  Area = "dialog"
 )
 
 // Areas lists every area in the order help shows them.
 func Areas() []Area {
-	return []Area{Global, Worlds, Transcript, Changes, Diff, Timeline, Dialog}
+	return []Area{Global, Worlds, Transcript, Changes, Diff, Timeline, Conflicts, Compare, Dialog}
 }
+
+// Modal reports whether an area takes every key while it is open: global
+// bindings do not apply there, so it may reuse their keys.
+func Modal(a Area) bool { return a == Dialog || a == Conflicts || a == Compare }
 
 // Action names: "<area>.<verb>", the names config.toml [keys] uses.
 const (
@@ -42,14 +52,15 @@ const (
 	AllWorlds     = "global.all-worlds"
 	Refresh       = "global.refresh"
 
-	WorldsUp     = "worlds.up"
-	WorldsDown   = "worlds.down"
-	WorldsTop    = "worlds.top"
-	WorldsBottom = "worlds.bottom"
-	WorldsNew    = "worlds.new"
-	WorldsRemove = "worlds.remove"
-	WorldsRun    = "worlds.run"
-	WorldsOpen   = "worlds.open"
+	WorldsUp      = "worlds.up"
+	WorldsDown    = "worlds.down"
+	WorldsTop     = "worlds.top"
+	WorldsBottom  = "worlds.bottom"
+	WorldsNew     = "worlds.new"
+	WorldsRemove  = "worlds.remove"
+	WorldsRun     = "worlds.run"
+	WorldsOpen    = "worlds.open"
+	WorldsCompare = "worlds.compare"
 
 	TranscriptUp          = "transcript.up"
 	TranscriptDown        = "transcript.down"
@@ -79,6 +90,7 @@ const (
 	ChangesKind        = "changes.kind"
 	ChangesClearFilter = "changes.clear-filter"
 	ChangesApply       = "changes.apply"
+	ChangesWriter      = "changes.writer"
 
 	DiffUp          = "diff.up"
 	DiffDown        = "diff.down"
@@ -104,6 +116,26 @@ const (
 	TimelineRollback = "timeline.rollback"
 	TimelineFork     = "timeline.fork"
 	TimelineShow     = "timeline.show"
+
+	ConflictsUp       = "conflicts.up"
+	ConflictsDown     = "conflicts.down"
+	ConflictsNextFile = "conflicts.next-file"
+	ConflictsPrevFile = "conflicts.prev-file"
+	ConflictsOurs     = "conflicts.ours"
+	ConflictsTheirs   = "conflicts.theirs"
+	ConflictsBoth     = "conflicts.both"
+	ConflictsEdit     = "conflicts.edit"
+	ConflictsApply    = "conflicts.apply"
+	ConflictsCancel   = "conflicts.cancel"
+
+	CompareUp     = "compare.up"
+	CompareDown   = "compare.down"
+	CompareLeft   = "compare.left"
+	CompareRight  = "compare.right"
+	CompareAdopt  = "compare.adopt"
+	CompareApply  = "compare.apply"
+	CompareRemove = "compare.remove-others"
+	CompareCancel = "compare.cancel"
 
 	DialogConfirm     = "dialog.confirm"
 	DialogCancel      = "dialog.cancel"
@@ -164,6 +196,7 @@ func defaults() []def {
 		{WorldsRemove, k("D"), "remove World", true},
 		{WorldsRun, k("x"), "run a command", true},
 		{WorldsOpen, k("enter"), "open its changes", true},
+		{WorldsCompare, k("c"), "compare Worlds (last fan-out)", true},
 
 		{TranscriptUp, k("up", "k"), "scroll up", false},
 		{TranscriptDown, k("down", "j"), "scroll down", false},
@@ -193,6 +226,7 @@ func defaults() []def {
 		{ChangesKind, k("f"), "filter by kind", false},
 		{ChangesClearFilter, k("esc"), "clear filters", false},
 		{ChangesApply, k("a"), "apply picked", true},
+		{ChangesWriter, k("w"), "who wrote it: its session's output", true},
 
 		{DiffUp, k("up", "k"), "previous line", false},
 		{DiffDown, k("down", "j"), "next line", false},
@@ -218,6 +252,26 @@ func defaults() []def {
 		{TimelineRollback, k("r"), "roll back to it", true},
 		{TimelineFork, k("f"), "fork from it", true},
 		{TimelineShow, k("enter"), "what changed", true},
+
+		{ConflictsUp, k("up", "k"), "previous conflict", false},
+		{ConflictsDown, k("down", "j"), "next conflict", false},
+		{ConflictsNextFile, k("]", "tab"), "next conflicting path", false},
+		{ConflictsPrevFile, k("[", "shift+tab"), "previous conflicting path", false},
+		{ConflictsOurs, k("o"), "keep ours (the World)", true},
+		{ConflictsTheirs, k("t"), "keep theirs (the source)", true},
+		{ConflictsBoth, k("b"), "keep both, ours first", true},
+		{ConflictsEdit, k("e"), "resolve in $EDITOR", true},
+		{ConflictsApply, k("enter"), "apply again", true},
+		{ConflictsCancel, k("esc"), "close, nothing written", true},
+
+		{CompareUp, k("up", "k"), "previous path", false},
+		{CompareDown, k("down", "j"), "next path", false},
+		{CompareLeft, k("left", "h"), "previous World", false},
+		{CompareRight, k("right", "l"), "next World", false},
+		{CompareAdopt, k("space"), "adopt this World's version", true},
+		{CompareApply, k("enter"), "apply the adopted versions", true},
+		{CompareRemove, k("D"), "remove the Worlds not chosen", true},
+		{CompareCancel, k("esc"), "close", true},
 
 		{DialogConfirm, k("enter"), "confirm", true},
 		{DialogCancel, k("esc"), "cancel", true},
@@ -283,8 +337,8 @@ func Load(overrides map[string][]string) (*KeyMap, error) {
 }
 
 // Validate reports the first key bound twice where both bindings could fire:
-// within one area, or between the global area and a pane's area (dialogs are
-// modal, so they may reuse global keys).
+// within one area, or between the global area and a pane's area (dialogs and
+// the conflict view are modal, so they may reuse global keys).
 func (km *KeyMap) Validate() error {
 	owner := map[Area]map[string]string{}
 	for _, a := range km.actions {
@@ -299,7 +353,7 @@ func (km *KeyMap) Validate() error {
 		}
 	}
 	for _, a := range km.actions {
-		if a.Area == Global || a.Area == Dialog {
+		if a.Area == Global || Modal(a.Area) {
 			continue
 		}
 		for _, k := range a.Binding.Keys() {
@@ -376,7 +430,7 @@ func (km *KeyMap) ShortHelp(area Area) []key.Binding {
 		}
 	}
 	add(area)
-	if area != Dialog {
+	if !Modal(area) {
 		add(Global)
 	}
 	return out

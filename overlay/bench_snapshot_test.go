@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -125,5 +126,21 @@ func BenchmarkRestore(b *testing.B) {
 				b.StartTimer()
 			}
 		})
+	}
+}
+
+// BenchmarkCopyUpperBaseline is the reference the issue compares against:
+// `cp -a` of the same upper (what a naive snapshot costs), in the same run.
+func BenchmarkCopyUpperBaseline(b *testing.B) {
+	upper, _ := snaptBenchUpper(b)
+	base := b.TempDir()
+	for i := 0; b.Loop(); i++ {
+		dst := filepath.Join(base, fmt.Sprint(i))
+		if out, err := exec.Command("cp", "-a", upper, dst).CombinedOutput(); err != nil {
+			b.Fatalf("cp -a: %v: %s", err, out)
+		}
+		b.StopTimer()
+		snaptMust(b, os.RemoveAll(dst))
+		b.StartTimer()
 	}
 }

@@ -160,12 +160,12 @@ func LockRoot(ctx context.Context, lockPath string) (unlock func(), err error) {
 			}, nil
 		}
 		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
-			f.Close()
+			_ = f.Close()
 			return nil, fmt.Errorf("lock %s: %w", lockPath, err)
 		}
 		select {
 		case <-ctx.Done():
-			f.Close()
+			_ = f.Close()
 			return nil, fmt.Errorf("wait for lock %s: %w", lockPath, ctx.Err())
 		case <-time.After(lockPollEvery):
 		}
@@ -258,12 +258,12 @@ func writeFileDurably(path string, data []byte, sync bool) error {
 		return err
 	}
 	if _, err := f.Write(data); err != nil {
-		f.Close()
+		_ = f.Close()
 		return err
 	}
 	if sync {
 		if err := f.Sync(); err != nil {
-			f.Close()
+			_ = f.Close()
 			return err
 		}
 	}
@@ -284,7 +284,7 @@ func fsyncPath(dir string) error {
 	if err != nil {
 		return err
 	}
-	defer unix.Close(fd)
+	defer closeFd(fd)
 	return unix.Fsync(fd)
 }
 
@@ -526,7 +526,7 @@ func rollBackIntent(in *intentFile, step func()) (RecoveryReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	defer unix.Close(rootFd)
+	defer closeFd(rootFd)
 	for _, t := range in.Temps {
 		dirFd, base, err := openParentBeneath(rootFd, t.Path)
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
@@ -537,7 +537,7 @@ func rollBackIntent(in *intentFile, step func()) (RecoveryReport, error) {
 			return rep, fmt.Errorf("open parent of %s: %w", t.Path, err)
 		}
 		removed, err := removeAllAt(dirFd, base)
-		unix.Close(dirFd)
+		closeFd(dirFd)
 		if err != nil {
 			return rep, fmt.Errorf("remove temp %s: %w", t.Path, err)
 		}
@@ -570,16 +570,16 @@ func removeAllAt(dirFd int, name string) (bool, error) {
 	dir := os.NewFile(uintptr(fd), name)
 	names, err := dir.Readdirnames(-1)
 	if err != nil {
-		dir.Close()
+		_ = dir.Close()
 		return false, err
 	}
 	for _, child := range names {
 		if _, err := removeAllAt(fd, child); err != nil {
-			dir.Close()
+			_ = dir.Close()
 			return false, err
 		}
 	}
-	dir.Close()
+	_ = dir.Close()
 	if err := unix.Unlinkat(dirFd, name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
 		return false, err
 	}
@@ -618,7 +618,7 @@ func (d *stepDirs) forget(rel string) {
 	defer d.mu.Unlock()
 	for k, fd := range d.fds {
 		if k == rel || strings.HasPrefix(k, rel+"/") {
-			unix.Close(fd)
+			closeFd(fd)
 			delete(d.fds, k)
 		}
 	}
@@ -626,7 +626,7 @@ func (d *stepDirs) forget(rel string) {
 
 func (d *stepDirs) close() {
 	for _, fd := range d.fds {
-		unix.Close(fd)
+		closeFd(fd)
 	}
 }
 
@@ -683,7 +683,7 @@ func completeJournal(ctx context.Context, j *journalBody, mode SyncMode, fresh b
 	if err != nil {
 		return rep, err
 	}
-	defer unix.Close(rootFd)
+	defer closeFd(rootFd)
 	dirs := &stepDirs{rootFd: rootFd, fds: map[string]int{}}
 	defer dirs.close()
 
@@ -857,7 +857,7 @@ func targetHolds(fd int, name string, st journalStep) (bool, error) {
 			return false, err
 		}
 		file := os.NewFile(uintptr(f), name)
-		defer file.Close()
+		defer closeQuiet(file)
 		h := sha256.New()
 		if _, err := io.Copy(h, file); err != nil {
 			return false, err
@@ -872,7 +872,7 @@ func runChmod(dirs *stepDirs, st journalStep) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	defer unix.Close(fd)
+	defer closeFd(fd)
 	return true, unix.Fchmod(fd, st.Mode)
 }
 
@@ -890,8 +890,10 @@ func syncTouched(dirs *stepDirs, touched map[string]bool, mode SyncMode) error {
 	}
 	return forEachParallel(len(rels), func(i int) error {
 		fd, err := dirs.open(rels[i])
-		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
-			return nil // removed by this publication; its parent is synced instead
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, ErrUnsafePath) {
+			// Removed or replaced (by a file or link) by this publication:
+			// its removal is made durable by syncing its parent, also touched.
+			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("open %s for sync: %w", rels[i], err)

@@ -47,6 +47,7 @@ var sweepTree = map[string]string{
 	"dirfile/z":   "z",
 	"keep/k":      "k",
 	"keep/sub/ss": "ss",
+	"dirlink/w":   "w",
 }
 
 var sweepOps = []PublishOp{
@@ -68,6 +69,9 @@ var sweepOps = []PublishOp{
 	{Path: "new/a/b/c", Kind: OpWrite, Data: []byte("c")},
 	{Path: "new/a/m", Kind: OpMkdir, Mode: 0o500},
 	{Path: "new2", Kind: OpMkdir},
+	{Path: "dirlink/w", Kind: OpDelete},
+	{Path: "dirlink", Kind: OpRmdir},
+	{Path: "dirlink", Kind: OpSymlink, Target: "keep"},
 }
 
 // Every step of a small publication of every op kind is a crash point; so is

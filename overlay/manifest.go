@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"iter"
 	"os"
 	"slices"
 	"strconv"
@@ -106,6 +107,18 @@ func (m *Manifest) Lookup(path string) *ManifestEntry {
 		return nil
 	}
 	return &m.Entries[i]
+}
+
+// Objects yields the object id of every file entry (with repeats), for
+// building GC's live set.
+func (m *Manifest) Objects() iter.Seq[ObjectID] {
+	return func(yield func(ObjectID) bool) {
+		for i := range m.Entries {
+			if m.Entries[i].Kind == EntryFile && !yield(m.Entries[i].Object) {
+				return
+			}
+		}
+	}
 }
 
 // CorruptManifestError says a manifest file is truncated, altered or malformed.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -47,6 +48,28 @@ func TestManifestRoundTrip(t *testing.T) {
 	}
 	if got.Lookup("missing") != nil {
 		t.Error("Lookup of a missing path")
+	}
+	n := 0
+	for id := range got.Objects() {
+		if id != got.Entries[0].Object {
+			t.Errorf("Objects yielded %s", id)
+		}
+		n++
+	}
+	if n != 3 {
+		t.Errorf("Objects yielded %d ids, want 3", n)
+	}
+	modes := map[string]fs.FileMode{
+		"-leading-dash": 0o755 | fs.ModeSetuid | fs.ModeSetgid,
+		"a dir":         0o777 | fs.ModeDir | fs.ModeSticky,
+		"a dir/link":    0o777 | fs.ModeSymlink,
+		"a dir/wh":      fs.ModeDevice | fs.ModeCharDevice,
+		"dev":           0o600 | fs.ModeDevice | fs.ModeCharDevice,
+	}
+	for p, want := range modes {
+		if got := got.Lookup(p).FileMode(); got != want {
+			t.Errorf("%q FileMode = %v, want %v", p, got, want)
+		}
 	}
 }
 

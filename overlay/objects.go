@@ -466,7 +466,7 @@ func (s *Store) dropTemp(tmp *os.File) {
 // copy is as good, unless its size is wrong (a crash before Sync), in
 // which case it is replaced. created is false when the racer won.
 func (s *Store) commitTemp(tmp *os.File, dst string, id ObjectID) (created bool, err error) {
-	if err := tmp.Chmod(0o444); err != nil {
+	if err := tmp.Chmod(0o444); err != nil { // whatever the umask
 		s.dropTemp(tmp)
 		return false, err
 	}

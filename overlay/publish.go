@@ -143,7 +143,8 @@ func testStage(stage string) {
 // journalDir whose fsynced appearance is the commit, then renamed into place.
 // Nothing is read or written through a symlink or outside root. A failure
 // before the commit leaves the tree untouched; after it, the error wraps
-// ErrIncomplete and Recover completes the publication.
+// ErrIncomplete and Recover completes the publication. Unfinished earlier
+// publications to the root are completed first (PublishResult.Recovered).
 func Publish(ctx context.Context, root, journalDir string, ops []PublishOp, opts PublishOptions) (*PublishResult, error) {
 	root, err := canonicalDir(root)
 	if err != nil {
@@ -292,17 +293,11 @@ func validateOps(root, journalDir string, ops []PublishOp) (map[string]*pathOps,
 			if anc == nil {
 				continue
 			}
-			removal := po.create == nil
-			if removal {
-				// Removing p inside a: a must stay or be a directory being emptied.
-				if !((anc.remove != nil && anc.remove.Kind == OpRmdir) || (anc.remove == nil && (anc.create == nil || anc.create.Kind == OpMkdir))) {
-					return nil, fmt.Errorf("%w: %q is removed but its ancestor %q is not a directory here", ErrInvalidPath, p, a)
-				}
-			} else {
-				// Creating p inside a: a must be (or become) a directory that stays.
-				if !((anc.create != nil && anc.create.Kind == OpMkdir) || (anc.create == nil && (anc.remove == nil || anc.remove.Kind == OpDelete))) {
-					return nil, fmt.Errorf("%w: %q is created but its ancestor %q will not be a directory", ErrInvalidPath, p, a)
-				}
+			if po.create == nil && !anc.holdsOldDir() {
+				return nil, fmt.Errorf("%w: %q is removed but its ancestor %q is not a directory here", ErrInvalidPath, p, a)
+			}
+			if po.create != nil && !anc.holdsNewDir() {
+				return nil, fmt.Errorf("%w: %q is created but its ancestor %q will not be a directory", ErrInvalidPath, p, a)
 			}
 			if po.remove != nil && po.create != nil && anc.remove != nil && anc.remove.Kind == OpRmdir {
 				return nil, fmt.Errorf("%w: %q is recreated inside %q, which is removed", ErrInvalidPath, p, a)
@@ -310,6 +305,24 @@ func validateOps(root, journalDir string, ops []PublishOp) (map[string]*pathOps,
 		}
 	}
 	return byPath, nil
+}
+
+// holdsOldDir reports whether a path with these ops is, during the
+// removals, the directory its removed descendants are in.
+func (po *pathOps) holdsOldDir() bool {
+	if po.remove != nil {
+		return po.remove.Kind == OpRmdir
+	}
+	return po.create == nil || po.create.Kind == OpMkdir
+}
+
+// holdsNewDir reports whether a path with these ops is, afterwards, a
+// directory its created descendants can live in.
+func (po *pathOps) holdsNewDir() bool {
+	if po.create != nil {
+		return po.create.Kind == OpMkdir
+	}
+	return po.remove == nil || po.remove.Kind == OpDelete
 }
 
 func parentRel(rel string) string {
@@ -355,7 +368,6 @@ type publication struct {
 	tempN   int
 	steps   []journalStep
 	created []createdEntry // for undo
-	files   []int          // new file fds awaiting fsync (SyncPerFile)
 }
 
 type createdEntry struct {
@@ -366,16 +378,16 @@ type createdEntry struct {
 func (p *publication) closeDirs() {
 	for _, d := range p.dirs {
 		if d.fd != p.rootFd {
-			unix.Close(d.fd)
+			closeFd(d.fd)
 		}
 	}
 	for _, nd := range p.missing {
 		if nd.fd > 0 {
-			unix.Close(nd.fd)
+			closeFd(nd.fd)
 		}
 	}
 	if p.rootFd > 0 {
-		unix.Close(p.rootFd)
+		closeFd(p.rootFd)
 	}
 }
 
@@ -409,6 +421,9 @@ func (p *publication) run() error {
 	}
 	p.step()
 	testStage("prepared")
+	if err := p.ctx.Err(); err != nil {
+		return p.undo(err) // the last moment a cancellation can still mean "nothing"
+	}
 	if err := p.verifyDirs(); err != nil {
 		return p.undo(err)
 	}
@@ -526,7 +541,7 @@ func (p *publication) plan() ([]plannedOp, error) {
 				mode = 0o755
 			}
 			if curType == unix.S_IFDIR {
-				if op.Mode != 0 && cur.Mode&07777 != modeBits(op.Mode) {
+				if op.Mode != 0 && cur.Mode&0o7777 != modeBits(op.Mode) {
 					chmods = append(chmods, journalStep{Op: stepChmod, Path: path, Mode: modeBits(op.Mode)})
 					p.res.MadeDirs++
 				} else {
@@ -613,7 +628,7 @@ func (p *publication) dir(rel string) (*pubDir, error) {
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
+		closeFd(fd)
 		return nil, fmt.Errorf("stat directory %s: %w", rel, err)
 	}
 	d := &pubDir{fd: fd, dev: st.Dev, ino: st.Ino}
@@ -678,7 +693,7 @@ func (p *publication) checkEmptied(rel string) error {
 		return fmt.Errorf("rmdir %s: %w", rel, err)
 	}
 	f := os.NewFile(uintptr(fd), rel)
-	defer f.Close()
+	defer closeQuiet(f)
 	names, err := f.Readdirnames(-1)
 	if err != nil {
 		return fmt.Errorf("rmdir %s: list: %w", rel, err)
@@ -713,7 +728,7 @@ func currentHash(dir *pubDir, base string, cur *unix.Stat_t) (string, error) {
 			return "", err
 		}
 		f := os.NewFile(uintptr(fd), base)
-		defer f.Close()
+		defer closeQuiet(f)
 		if _, err := io.Copy(h, f); err != nil {
 			return "", err
 		}
@@ -870,7 +885,7 @@ func (p *publication) fillFile(f *os.File, fd int, c plannedOp, st *journalStep)
 			return err
 		}
 		_, err = io.Copy(io.MultiWriter(f, h), src)
-		src.Close()
+		_ = src.Close()
 		if err != nil {
 			return fmt.Errorf("copy from %s: %w", c.op.SourceFile, err)
 		}
@@ -911,11 +926,11 @@ func openSourceFile(path string) (*os.File, error) {
 	}
 	info, err := f.Stat()
 	if err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, err
 	}
 	if !info.Mode().IsRegular() {
-		f.Close()
+		_ = f.Close()
 		return nil, fmt.Errorf("source file %s is not a regular file", path)
 	}
 	return f, nil
@@ -968,7 +983,7 @@ func (p *publication) verifyDirs() error {
 		}
 		var st unix.Stat_t
 		err = unix.Fstat(fd, &st)
-		unix.Close(fd)
+		closeFd(fd)
 		if err != nil {
 			return fmt.Errorf("stat directory %s: %w", rel, err)
 		}

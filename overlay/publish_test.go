@@ -60,7 +60,10 @@ func pubTreeState(t testing.TB, root string) map[string]string {
 
 func pubTreeHash(t testing.TB, root string) string {
 	t.Helper()
-	state := pubTreeState(t, root)
+	return pubStateHash(pubTreeState(t, root))
+}
+
+func pubStateHash(state map[string]string) string {
 	keys := make([]string, 0, len(state))
 	for k := range state {
 		keys = append(keys, k)
@@ -129,7 +132,12 @@ func pubWriteTree(t testing.TB, root string, entries map[string]string) {
 // target and nothing but lock files in the journal dir.
 func pubAssertClean(t *testing.T, root, journalDir string) {
 	t.Helper()
-	for p := range pubTreeState(t, root) {
+	pubAssertCleanState(t, pubTreeState(t, root), journalDir)
+}
+
+func pubAssertCleanState(t *testing.T, state map[string]string, journalDir string) {
+	t.Helper()
+	for p := range state {
 		if strings.Contains(p, pubTempPrefix) {
 			t.Errorf("temp left in tree: %s", p)
 		}

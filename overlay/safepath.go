@@ -98,7 +98,7 @@ func isSymlinkBeneath(dirfd int, rel string) bool {
 	if err != nil {
 		return false
 	}
-	defer unix.Close(fd)
+	defer closeFd(fd)
 	var st unix.Stat_t
 	return unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
 }
@@ -115,7 +115,7 @@ func openComponentsFd(dirfd int, rel string, flags int) (int, error) {
 	cur := dirfd
 	closeCur := func() {
 		if cur != dirfd {
-			unix.Close(cur)
+			closeFd(cur)
 		}
 	}
 	for i, comp := range comps {
@@ -173,7 +173,7 @@ func OpenBeneath(root, rel string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer unix.Close(rootFd)
+	defer closeFd(rootFd)
 	fd, err := openBeneathFd(rootFd, rel, unix.O_RDONLY)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open beneath", Path: rel, Err: err}
@@ -188,7 +188,7 @@ func ReadFileBeneath(root, rel string) ([]byte, fs.FileInfo, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	defer f.Close()
+	defer closeQuiet(f)
 	info, err := f.Stat()
 	if err != nil {
 		return nil, nil, fmt.Errorf("stat %s: %w", rel, err)
@@ -213,13 +213,13 @@ func LstatBeneath(root, rel string) (fs.FileInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer unix.Close(rootFd)
+	defer closeFd(rootFd)
 	fd, err := openBeneathFd(rootFd, rel, unix.O_PATH)
 	if err != nil {
 		return nil, &fs.PathError{Op: "lstat beneath", Path: rel, Err: err}
 	}
 	f := os.NewFile(uintptr(fd), rel)
-	defer f.Close()
+	defer closeQuiet(f)
 	info, err := f.Stat()
 	if err != nil {
 		return nil, &fs.PathError{Op: "lstat beneath", Path: rel, Err: err}
@@ -237,12 +237,12 @@ func ReadlinkBeneath(root, rel string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer unix.Close(rootFd)
+	defer closeFd(rootFd)
 	dirFd, base, err := openParentBeneath(rootFd, rel)
 	if err != nil {
 		return "", &fs.PathError{Op: "readlink beneath", Path: rel, Err: err}
 	}
-	defer unix.Close(dirFd)
+	defer closeFd(dirFd)
 	target, err := readlinkat(dirFd, base)
 	if err != nil {
 		return "", &fs.PathError{Op: "readlink beneath", Path: rel, Err: err}
@@ -282,3 +282,9 @@ func readlinkat(dirFd int, name string) (string, error) {
 		}
 	}
 }
+
+// closeFd closes a descriptor only read or used for lookups, where a close
+// error carries no information.
+func closeFd(fd int) { _ = unix.Close(fd) }
+
+func closeQuiet(f *os.File) { _ = f.Close() }

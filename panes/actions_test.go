@@ -1,6 +1,7 @@
 package panes
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -575,6 +576,270 @@ var paneActionTests = map[string]func(t *testing.T){
 			t.Errorf("value %q", d.Values()[0])
 		}
 	},
+}
+
+func conflictsFixture(t *testing.T) Conflicts {
+	return NewConflicts(testEnv(t, "dark"), "w", fixtureConflicts())
+}
+
+func init() {
+	for _, tests := range []map[string]func(t *testing.T){conflictActionTests, compareActionTests} {
+		for name, test := range tests {
+			paneActionTests[name] = test
+		}
+	}
+}
+
+func compareFixture(t *testing.T) Compare { return fixtureCompare(testEnv(t, "dark")) }
+
+var compareActionTests = map[string]func(t *testing.T){
+	keymap.WorldsCompare: func(t *testing.T) {
+		_, cmd := worldsFixture(t).Update(firstKey(t, keymap.WorldsCompare))
+		if m := wantAction(t, cmd, keymap.WorldsCompare); m.World != "upgrade-deps" {
+			t.Errorf("world %q", m.World)
+		}
+	},
+	keymap.ChangesWriter: func(t *testing.T) {
+		_, cmd := changesFixture(t).Update(firstKey(t, keymap.ChangesWriter))
+		if m := wantAction(t, cmd, keymap.ChangesWriter); m.Path != "README.md" || m.World != "w" {
+			t.Errorf("%+v", m)
+		}
+	},
+	keymap.CompareDown: func(t *testing.T) {
+		c, _ := compareFixture(t).Update(firstKey(t, keymap.CompareDown))
+		if p, _ := c.Cursor(); p != "internal/auth/token.go" {
+			t.Errorf("path %q", p)
+		}
+	},
+	keymap.CompareUp: func(t *testing.T) {
+		c, _ := compareFixture(t).Do(keymap.CompareDown)
+		c, _ = c.Update(firstKey(t, keymap.CompareUp))
+		if p, _ := c.Cursor(); p != "agree.txt" {
+			t.Errorf("path %q", p)
+		}
+	},
+	keymap.CompareRight: func(t *testing.T) {
+		c, _ := compareFixture(t).Update(firstKey(t, keymap.CompareRight))
+		c, _ = c.Update(firstKey(t, keymap.CompareRight))
+		c, _ = c.Update(firstKey(t, keymap.CompareRight)) // stays on the last World
+		if _, w := c.Cursor(); w != "try-3" {
+			t.Errorf("world %q", w)
+		}
+	},
+	keymap.CompareLeft: func(t *testing.T) {
+		c, _ := compareFixture(t).Do(keymap.CompareRight)
+		c, _ = c.Update(firstKey(t, keymap.CompareLeft))
+		if _, w := c.Cursor(); w != "try-1" {
+			t.Errorf("world %q", w)
+		}
+	},
+	keymap.CompareAdopt: func(t *testing.T) {
+		c, _ := compareFixture(t).Do(keymap.CompareDown)
+		c, _ = c.Do(keymap.CompareRight)
+		c, _ = c.Update(firstKey(t, keymap.CompareAdopt))
+		if c.Chosen("internal/auth/token.go") != "try-2" {
+			t.Fatalf("chosen %q", c.Chosen("internal/auth/token.go"))
+		}
+		c, _ = c.Update(firstKey(t, keymap.CompareAdopt)) // again: unadopt
+		if c.Chosen("internal/auth/token.go") != "" {
+			t.Error("adopt does not toggle")
+		}
+		// A World that did not change the path has nothing to adopt.
+		c, _ = c.Do(keymap.CompareDown)
+		c, _ = c.Update(firstKey(t, keymap.CompareAdopt))
+		c, _ = c.Do(keymap.CompareLeft)
+		if c.Chosen("old.go") != "try-2" {
+			t.Fatalf("old.go: %q", c.Chosen("old.go"))
+		}
+		c, _ = c.Update(firstKey(t, keymap.CompareAdopt))
+		if c.Chosen("old.go") != "try-2" || !strings.Contains(c.Err, "try-1 did not change old.go") {
+			t.Errorf("adopted an unchanged path: %q %q", c.Chosen("old.go"), c.Err)
+		}
+	},
+	keymap.CompareApply: func(t *testing.T) {
+		c, cmd := compareFixture(t).Update(firstKey(t, keymap.CompareApply))
+		if cmd != nil || !strings.Contains(c.Err, "nothing adopted") {
+			t.Fatalf("applied nothing: %q", c.Err)
+		}
+		c, _ = c.Do(keymap.CompareAdopt) // agree.txt from try-1
+		c, _ = c.Do(keymap.CompareDown)  // token.go
+		c, _ = c.Do(keymap.CompareRight) // try-2
+		c, _ = c.Do(keymap.CompareAdopt) // token.go from try-2
+		_, cmd = c.Update(firstKey(t, keymap.CompareApply))
+		m, ok := run(cmd).(CompareApplyMsg)
+		if !ok || len(m.Picks) != 2 || m.Picks["try-1"][0] != "agree.txt" || m.Picks["try-2"][0] != "internal/auth/token.go" {
+			t.Errorf("apply: %#v", run(cmd))
+		}
+	},
+	keymap.CompareRemove: func(t *testing.T) {
+		c, cmd := compareFixture(t).Update(firstKey(t, keymap.CompareRemove))
+		if cmd != nil || c.Err == "" {
+			t.Fatal("removed Worlds with nothing chosen")
+		}
+		c, _ = c.Do(keymap.CompareDown)
+		c, _ = c.Do(keymap.CompareRight)
+		c, _ = c.Do(keymap.CompareAdopt)
+		_, cmd = c.Update(firstKey(t, keymap.CompareRemove))
+		m, ok := run(cmd).(CompareRemoveMsg)
+		if !ok || strings.Join(m.Worlds, ",") != "try-1,try-3" {
+			t.Errorf("remove: %#v", run(cmd))
+		}
+	},
+	keymap.CompareCancel: func(t *testing.T) {
+		_, cmd := compareFixture(t).Update(firstKey(t, keymap.CompareCancel))
+		if run(cmd) != (CompareClosedMsg{}) {
+			t.Errorf("cancel: %#v", run(cmd))
+		}
+	},
+}
+
+var conflictActionTests = map[string]func(t *testing.T){
+	keymap.ConflictsDown: func(t *testing.T) {
+		c, _ := conflictsFixture(t).Update(firstKey(t, keymap.ConflictsDown))
+		c, _ = c.Update(firstKey(t, keymap.ConflictsDown)) // stays on the last region
+		if f, r := c.Current(); f != 0 || r != 1 {
+			t.Errorf("at %d/%d", f, r)
+		}
+		if !strings.Contains(ansiStrip(c.View(80, 30)), "▸ conflict 2/2") {
+			t.Errorf("cursor not drawn on region 2:\n%s", ansiStrip(c.View(80, 30)))
+		}
+	},
+	keymap.ConflictsUp: func(t *testing.T) {
+		c, _ := conflictsFixture(t).Do(keymap.ConflictsDown)
+		c, _ = c.Update(firstKey(t, keymap.ConflictsUp))
+		if _, r := c.Current(); r != 0 {
+			t.Errorf("region %d", r)
+		}
+	},
+	keymap.ConflictsNextFile: func(t *testing.T) {
+		c, _ := conflictsFixture(t).Do(keymap.ConflictsDown)
+		c, _ = c.Update(firstKey(t, keymap.ConflictsNextFile))
+		if f, r := c.Current(); f != 1 || r != 0 {
+			t.Errorf("at %d/%d", f, r)
+		}
+		c, _ = c.Update(firstKey(t, keymap.ConflictsNextFile)) // wraps
+		if f, _ := c.Current(); f != 0 {
+			t.Errorf("file %d", f)
+		}
+	},
+	keymap.ConflictsPrevFile: func(t *testing.T) {
+		c, _ := conflictsFixture(t).Update(firstKey(t, keymap.ConflictsPrevFile))
+		if f, _ := c.Current(); f != 1 {
+			t.Errorf("file %d", f)
+		}
+	},
+	keymap.ConflictsOurs: func(t *testing.T) {
+		c, _ := conflictsFixture(t).Update(firstKey(t, keymap.ConflictsOurs))
+		if c.Choice(0, 0) != diffview.ChooseOurs {
+			t.Fatalf("choice %v", c.Choice(0, 0))
+		}
+		if _, r := c.Current(); r != 1 {
+			t.Errorf("the cursor did not move on to the open region")
+		}
+		c, _ = c.Update(firstKey(t, keymap.ConflictsOurs))
+		r, err := c.Resolve(0)
+		if err != nil || string(r.Content) != "a\nB ours\nc\nd\nE ours\nf\nG ours\n" || r.TheirsHash != "h1" {
+			t.Errorf("resolve: %q %v", r.Content, err)
+		}
+		// A binary file cannot take ours from here.
+		c, _ = c.Do(keymap.ConflictsNextFile)
+		c, _ = c.Update(firstKey(t, keymap.ConflictsOurs))
+		if c.Choice(1, 0) != diffview.Unresolved || !strings.Contains(c.Err, "binary") {
+			t.Errorf("binary took ours: %v %q", c.Choice(1, 0), c.Err)
+		}
+	},
+	keymap.ConflictsTheirs: func(t *testing.T) {
+		c, _ := conflictsFixture(t).Update(firstKey(t, keymap.ConflictsTheirs))
+		c, _ = c.Update(firstKey(t, keymap.ConflictsOurs))
+		r, err := c.Resolve(0)
+		// Region 1 theirs, region 2 ours, and the clean change (G) merged.
+		if err != nil || string(r.Content) != "a\nB theirs\nc\nd\nE ours\nf\nG ours\n" {
+			t.Errorf("resolve: %q %v", r.Content, err)
+		}
+		c, _ = c.Do(keymap.ConflictsNextFile)
+		c, _ = c.Update(firstKey(t, keymap.ConflictsTheirs))
+		if r, err := c.Resolve(1); err != nil || !r.Keep {
+			t.Errorf("binary theirs: %+v %v", r, err)
+		}
+	},
+	keymap.ConflictsBoth: func(t *testing.T) {
+		c, _ := conflictsFixture(t).Update(firstKey(t, keymap.ConflictsBoth))
+		c, _ = c.Update(firstKey(t, keymap.ConflictsTheirs))
+		r, err := c.Resolve(0)
+		if err != nil || string(r.Content) != "a\nB ours\nB theirs\nc\nd\nE theirs\nf\nG ours\n" {
+			t.Errorf("resolve: %q %v", r.Content, err)
+		}
+	},
+	keymap.ConflictsEdit: func(t *testing.T) {
+		c, _ := conflictsFixture(t).Do(keymap.ConflictsOurs)
+		c, cmd := c.Update(firstKey(t, keymap.ConflictsEdit))
+		m, ok := run(cmd).(ConflictsEditMsg)
+		want := "a\nB ours\nc\nd\n<<<<<<< ours\nE ours\n||||||| base\ne\n=======\nE theirs\n>>>>>>> theirs\nf\nG ours\n"
+		if !ok || m.Path != "internal/auth/token.go" || m.Text != want {
+			t.Fatalf("edit: %#v", run(cmd))
+		}
+		c = c.SetEdited(m.Path, m.Text)
+		if _, err := c.Resolve(0); !errors.Is(err, ErrMarkersRemain) || c.Err == "" {
+			t.Errorf("markers accepted: %v", err)
+		}
+		c = c.SetEdited(m.Path, "resolved by hand\n")
+		if r, err := c.Resolve(0); err != nil || string(r.Content) != "resolved by hand\n" || !c.Edited(0) {
+			t.Errorf("edited: %q %v", r.Content, err)
+		}
+		// Choosing again drops the hand edit.
+		c, _ = c.Do(keymap.ConflictsTheirs)
+		if c.Edited(0) {
+			t.Error("choice kept the hand edit")
+		}
+	},
+	keymap.ConflictsApply: func(t *testing.T) {
+		c := conflictsFixture(t)
+		c, cmd := c.Update(firstKey(t, keymap.ConflictsApply))
+		if cmd != nil || !strings.Contains(c.Err, "2 of 2 conflicts unresolved") {
+			t.Fatalf("applied unresolved: %q", c.Err)
+		}
+		c, _ = c.Do(keymap.ConflictsTheirs)
+		c, _ = c.Do(keymap.ConflictsTheirs)
+		c, cmd = c.Update(firstKey(t, keymap.ConflictsApply))
+		if f, _ := c.Current(); cmd != nil || f != 1 {
+			t.Fatalf("the binary file is open, yet: file %d", f)
+		}
+		c, _ = c.Do(keymap.ConflictsTheirs)
+		_, cmd = c.Update(firstKey(t, keymap.ConflictsApply))
+		m, ok := run(cmd).(ConflictsApplyMsg)
+		if !ok || m.World != "w" || len(m.Resolutions) != 2 || string(m.Resolutions[0].Content) != "a\nB theirs\nc\nd\nE theirs\nf\nG ours\n" || !m.Resolutions[1].Keep {
+			t.Errorf("apply: %#v", run(cmd))
+		}
+	},
+	keymap.ConflictsCancel: func(t *testing.T) {
+		_, cmd := conflictsFixture(t).Update(firstKey(t, keymap.ConflictsCancel))
+		if run(cmd) != (ConflictsClosedMsg{World: "w"}) {
+			t.Errorf("cancel: %#v", run(cmd))
+		}
+	},
+}
+
+// resolveMarkers is how files too large to carry three versions are
+// resolved: it must agree with ResolveWith.
+func TestResolveMarkersAgreesWithMerge(t *testing.T) {
+	f := fixtureConflicts()[0]
+	mr := diffview.Merge3(f.Base, f.Ours, f.Theirs)
+	for _, chs := range [][]diffview.Choice{
+		{diffview.ChooseOurs, diffview.ChooseTheirs}, {diffview.ChooseBoth, diffview.ChooseBase},
+		{diffview.Unresolved, diffview.ChooseOurs}, {diffview.ChooseTheirs, diffview.Unresolved},
+	} {
+		want, err := mr.ResolveWith(chs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := resolveMarkers(f.Merged, f.Regions, chs)
+		if err != nil || got != want {
+			t.Errorf("%v: got %q, %v; want %q", chs, got, err, want)
+		}
+	}
+	if _, err := resolveMarkers("no markers\n", f.Regions, []diffview.Choice{1, 1}); err == nil {
+		t.Error("no error without markers")
+	}
 }
 
 func TestPaneActions(t *testing.T) {

@@ -300,6 +300,11 @@ func (p Changes) Do(a string) (Changes, tea.Cmd) {
 		return p, nil
 	case keymap.ChangesApply:
 		return p, action(ActionMsg{Action: a, World: p.World})
+	case keymap.ChangesWriter:
+		if path := p.Selected(); path != "" {
+			return p, action(ActionMsg{Action: a, World: p.World, Path: path})
+		}
+		return p, nil
 	}
 	p.list.window(p.body(), len(p.rows))
 	if p.Selected() != before {

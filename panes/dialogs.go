@@ -277,8 +277,8 @@ func (p Palette) filter(q string) []*keymap.Action {
 	}
 	var out []scored
 	for _, a := range p.env.Keys.Actions() {
-		if a.Area == keymap.Dialog {
-			continue
+		if keymap.Modal(a.Area) {
+			continue // only meaningful while their view is open
 		}
 		text := a.Desc() + " " + a.Name
 		if s, ok := FuzzyScore(q, text); ok {

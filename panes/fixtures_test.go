@@ -8,6 +8,7 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/stratahq/strata/diffview"
 	"github.com/stratahq/strata/keymap"
 	"github.com/stratahq/strata/overlay"
 	"github.com/stratahq/strata/themes"
@@ -138,4 +139,40 @@ func typeText(s string) []tea.KeyPressMsg {
 		out = append(out, keyPress(string(r)))
 	}
 	return out
+}
+
+// fixtureConflicts: a text file with two conflicting regions (and a
+// clean one), and a binary file that can only keep the source's version.
+func fixtureConflicts() []ConflictFile {
+	base := "a\nb\nc\nd\ne\nf\ng\n"
+	ours := "a\nB ours\nc\nd\nE ours\nf\nG ours\n"
+	theirs := "a\nB theirs\nc\nd\nE theirs\nf\ng\n"
+	mr := diffview.Merge3(base, ours, theirs)
+	return []ConflictFile{
+		{
+			Path: "internal/auth/token.go", Reason: "2 overlapping edit(s) in the World and the source",
+			Regions: mr.Conflicts, Base: base, Ours: ours, Theirs: theirs, Merged: mr.Merged, TheirsHash: "h1",
+		},
+		{Path: "logo.png", Reason: "binary file changed in both the World and the source", TheirsHash: "h2"},
+	}
+}
+
+func fixtureCompare(env *Env) Compare {
+	paths := []ComparePath{
+		{Path: "agree.txt", ChangedBy: []string{"try-1", "try-2", "try-3"}, Agree: true,
+			Versions: []CompareVersion{{Worlds: []string{"try-1", "try-2", "try-3"}, Type: "file", Size: 5}}},
+		{Path: "internal/auth/token.go", ChangedBy: []string{"try-1", "try-2", "try-3"},
+			Versions: []CompareVersion{
+				{Worlds: []string{"try-1"}, Type: "file", Size: 2100},
+				{Worlds: []string{"try-2", "try-3"}, Type: "file", Size: 1900},
+			}},
+		{Path: "old.go", ChangedBy: []string{"try-2"},
+			Versions: []CompareVersion{{Worlds: []string{"try-2"}, Type: "absent"}, {Worlds: []string{"try-1", "try-3"}, Type: "file", Size: 300, Source: true}}},
+	}
+	fo := &FanOut{Command: "claude -p 'fix the token refresh'", At: fixedNow, Rows: []FanOutRow{
+		{World: "try-1", Duration: "4m2s", Changed: 2},
+		{World: "try-2", ExitCode: 1, Duration: "3m40s", Changed: 3},
+		{World: "try-3", Duration: "5m1s", Changed: -1, Running: true},
+	}}
+	return NewCompare(env, []string{"try-1", "try-2", "try-3"}, "/src/app", paths, fo)
 }

@@ -47,6 +47,16 @@ func renderPane(t *testing.T, env *Env, pane string, w, h int) string {
 		p, _ = p.Update(keyPress("enter"))
 		p, _ = p.Do(keymap.TranscriptPrevMatch)
 		return p.View(w, h, true)
+	case "transcript-pty":
+		p := NewTranscript(env)
+		p, _ = p.SetSessions("refactor-auth", []SessionRow{{ID: "s-0003cccccccc", Command: "top", State: "running", TTY: true}})
+		p = p.SetHeight(h).AppendChunks([]TranscriptChunk{
+			{Time: fixedNow, Cols: 60, Rows: 8},
+			{Time: fixedNow, Data: []byte("\x1b[?1049h\x1b[H\x1b[2J\x1b[1mtop - 12:00:00 up 3 days\x1b[0m\r\n" +
+				"Tasks: \x1b[32m42\x1b[0m total\x1b[4;1H\x1b[7m  PID USER   %CPU COMMAND      \x1b[0m\r\n" +
+				" 4242 agent  99.0 go test ./...\r\n   17 agent   0.3 sh\x1b[2;30Hload 1.02")},
+		})
+		return p.View(w, h, true)
 	case "changes":
 		p := NewChanges(env)
 		p, _ = p.SetChanges("refactor-auth", fixtureChanges(), nil)
@@ -86,6 +96,30 @@ func renderPane(t *testing.T, env *Env, pane string, w, h int) string {
 		p = p.SetRows("refactor-auth", fixtureSnapshots(), nil).SetHeight(h)
 		p, _ = p.Do(keymap.TimelineDown)
 		return p.View(w, h, true)
+	case "conflicts":
+		c := NewConflicts(env, "refactor-auth", fixtureConflicts())
+		c, _ = c.Do(keymap.ConflictsTheirs)
+		return c.View(w, h)
+	case "conflicts-edited":
+		c := NewConflicts(env, "refactor-auth", fixtureConflicts())
+		c = c.SetEdited("internal/auth/token.go", "a\n<<<<<<< ours\nB ours\n=======\nB theirs\n>>>>>>> theirs\n")
+		return c.View(w, h)
+	case "compare":
+		c := fixtureCompare(env)
+		c, _ = c.Do(keymap.CompareDown)
+		c, _ = c.Do(keymap.CompareRight)
+		c, _ = c.Do(keymap.CompareAdopt)
+		return c.View(w, h)
+	case "worlds-resources":
+		p := NewWorlds(env)
+		p.Scope = "/src/app"
+		p, _ = p.SetRows(fixtureWorldRows())
+		p = p.SetResources(map[string]WorldResources{
+			"refactor-auth": {CPU: 97, Memory: 412 << 20, Processes: 6, History: []float64{10, 40, 80, 95, 97}, Live: true},
+			"upgrade-deps":  {CPU: 3, Memory: 35 << 20, Processes: 2, History: []float64{60, 20, 5, 3}, Live: true},
+			"tidy":          {History: []float64{30, 0}},
+		}).SetHeight(h)
+		return p.View(w, h, true)
 	case "help":
 		return NewHelp(env, keymap.Diff).View(w, h)
 	case "palette":
@@ -106,8 +140,8 @@ func renderPane(t *testing.T, env *Env, pane string, w, h int) string {
 
 func TestGolden(t *testing.T) {
 	panes := []string{
-		"worlds", "worlds-empty", "transcript", "transcript-search", "changes", "changes-tree",
-		"diff", "diff-side-by-side", "diff-binary", "timeline", "help", "palette", "confirm-remove", "new-world",
+		"worlds", "worlds-empty", "transcript", "transcript-search", "transcript-pty", "changes", "changes-tree",
+		"diff", "diff-side-by-side", "diff-binary", "timeline", "conflicts", "conflicts-edited", "compare", "worlds-resources", "help", "palette", "confirm-remove", "new-world",
 	}
 	for _, pane := range panes {
 		for _, sz := range sizes {

@@ -36,6 +36,12 @@ type Transcript struct {
 
 	buf    []byte
 	starts []int // byte offset of each line in buf; the last line may be partial
+	// term replaces buf and starts for a PTY session: its output goes
+	// through a terminal emulator.
+	term *terminal
+	// marks map record times to the line their output starts on, to show
+	// the moment something happened.
+	marks []timeMark
 
 	follow bool
 	bottom int  // last visible line while not following
@@ -80,6 +86,23 @@ func (p Transcript) SetSessions(world string, rows []SessionRow) (Transcript, te
 	return p, nil
 }
 
+// SelectSession shows the session with id; the command loads its output.
+func (p Transcript) SelectSession(id string) (Transcript, tea.Cmd, bool) {
+	for i, s := range p.sessions {
+		if s.ID != id {
+			continue
+		}
+		if i != p.cur || p.Lines() <= 1 {
+			p.cur = i
+			p = p.Reset()
+			w := p.World
+			return p, func() tea.Msg { return TranscriptSessionMsg{World: w, Session: id} }, true
+		}
+		return p, nil, true
+	}
+	return p, nil, false
+}
+
 // Session is the id of the session shown ("" when none).
 func (p Transcript) Session() string {
 	if p.cur < 0 || p.cur >= len(p.sessions) {
@@ -92,6 +115,9 @@ func (p Transcript) Session() string {
 func (p Transcript) Reset() Transcript {
 	p.buf = nil
 	p.starts = []int{0}
+	p.term.close()
+	p.term = nil
+	p.marks = nil
 	p.follow = true
 	p.bottom = 0
 	p.matches = nil
@@ -114,8 +140,74 @@ func (p Transcript) Append(data []byte) Transcript {
 	return p
 }
 
+// AppendChunks adds transcript records of the session shown: a PTY
+// session's go through a terminal emulator sized like the session, the
+// others are appended as text.
+func (p Transcript) AppendChunks(chunks []TranscriptChunk) Transcript {
+	tty := p.cur >= 0 && p.cur < len(p.sessions) && p.sessions[p.cur].TTY
+	for _, c := range chunks {
+		if len(p.marks) == 0 || !c.Time.Before(p.marks[len(p.marks)-1].at) {
+			line := len(p.starts) - 1
+			if p.term != nil {
+				line = p.term.scrollback() + p.term.emu.CursorPosition().Y
+			}
+			p.marks = append(p.marks, timeMark{at: c.Time, line: line})
+		}
+		if !tty {
+			if len(c.Data) > 0 && c.Cols == 0 {
+				p = p.Append(c.Data)
+			}
+			continue
+		}
+		if p.term == nil {
+			cols, rows := defaultCols, defaultRows
+			if c.Cols > 0 && c.Rows > 0 {
+				cols, rows = c.Cols, c.Rows
+			}
+			p.term = newTerminal(cols, rows)
+		}
+		p.term.write(c)
+	}
+	return p
+}
+
+// Terminal reports whether the output is shown through the emulator.
+func (p Transcript) Terminal() bool { return p.term != nil }
+
+type timeMark struct {
+	at   time.Time
+	line int
+}
+
+// LineAt is the line the first record at or after t starts on (-1 when
+// every record is older).
+func (p Transcript) LineAt(t time.Time) int {
+	for _, m := range p.marks {
+		if !m.at.Before(t) {
+			return m.line
+		}
+	}
+	return -1
+}
+
+// ShowLine scrolls so line is in view (about a third from the top) and
+// stops following the tail.
+func (p Transcript) ShowLine(line int) Transcript {
+	last := p.Lines() - 1
+	if line < 0 || last < 0 {
+		return p
+	}
+	p.atTop = false
+	p.bottom = clamp(line+p.height*2/3, min(p.height-1, last), last)
+	p.follow = p.bottom >= last
+	return p
+}
+
 // Lines is the number of lines (a trailing partial line counts).
 func (p Transcript) Lines() int {
+	if p.term != nil {
+		return p.term.lines()
+	}
 	n := len(p.starts)
 	if n > 1 && p.starts[n-1] == len(p.buf) {
 		n-- // output ends with a newline: no partial line yet
@@ -130,6 +222,9 @@ func (p Transcript) Following() bool { return p.follow }
 // (the text after the last one wins, as on a terminal), escape sequences
 // other than colours removed, tabs expanded.
 func (p Transcript) Line(i int) string {
+	if p.term != nil {
+		return p.term.line(i)
+	}
 	if i < 0 || i >= len(p.starts) {
 		return ""
 	}
@@ -383,6 +478,9 @@ func (p Transcript) View(width, height int, focused bool) string {
 	}
 	head = stStyle.Render(sessionGlyph(s)) + st.Muted.Render(fmt.Sprintf(" %d/%d ", p.cur+1, len(p.sessions))) +
 		st.Bold.Render(s.Command) + st.Muted.Render(" · "+state+" · "+shortID(s.ID))
+	if p.term != nil {
+		head += st.Muted.Render(fmt.Sprintf(" · %dx%d", p.term.cols, p.term.rows))
+	}
 	last := p.Lines() - 1
 	bottom := last
 	if !p.follow {
@@ -410,6 +508,10 @@ func (p Transcript) View(width, height int, focused bool) string {
 		line := p.Line(i)
 		if p.query != "" {
 			line = p.highlight(line, i == cur)
+		}
+		if p.term != nil {
+			// A terminal's rows are laid out already: cut, never wrap.
+			return []string{ansi.Truncate(line, max(width, 1), "")}
 		}
 		return strings.Split(ansi.Hardwrap(line, max(width, 1), true), "\n")
 	}

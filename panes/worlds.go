@@ -48,6 +48,62 @@ func StatusGlyph(status string) string {
 	return "?"
 }
 
+// WorldResources is what a World costs the machine, sampled while its
+// sessions run.
+type WorldResources struct {
+	CPU       float64 // percent of one core
+	Memory    int64   // bytes
+	Processes int
+	// History holds the last CPU samples, oldest first, for the sparkline.
+	History []float64
+	// Live: the last sample found sessions running.
+	Live bool
+}
+
+// SparkWidth is how many samples the CPU sparkline shows.
+const SparkWidth = 8
+
+var sparkChars = []rune("▁▂▃▄▅▆▇█")
+
+// Sparkline draws samples (percent of one core) as one cell each; the
+// scale tops at one busy core, or the highest sample when higher.
+func Sparkline(samples []float64, width int) string {
+	if len(samples) > width {
+		samples = samples[len(samples)-width:]
+	}
+	top := 100.0
+	for _, s := range samples {
+		top = max(top, s)
+	}
+	out := make([]rune, 0, width)
+	for i := 0; i < width-len(samples); i++ {
+		out = append(out, ' ')
+	}
+	for _, s := range samples {
+		i := int(s / top * float64(len(sparkChars)-1))
+		out = append(out, sparkChars[clamp(i, 0, len(sparkChars)-1)])
+	}
+	return string(out)
+}
+
+// HumanBytes is a short size: 512B, 3.4K, 12M, 1.2G.
+func HumanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%dB", n)
+	}
+	f, suffix := float64(n), []string{"K", "M", "G", "T"}
+	i := -1
+	for f >= unit && i < len(suffix)-1 {
+		f /= unit
+		i++
+	}
+	if f < 10 {
+		return fmt.Sprintf("%.1f%s", f, suffix[i])
+	}
+	return fmt.Sprintf("%.0f%s", f, suffix[i])
+}
+
 // WorldsSelectedMsg says the Worlds cursor is on a World ("" = none).
 type WorldsSelectedMsg struct{ Name string }
 
@@ -57,6 +113,7 @@ type Worlds struct {
 	rows   []WorldRow
 	list   cursorList
 	Scope  string // the source shown, "" = all Worlds
+	res    map[string]WorldResources
 	loaded bool
 	height int
 }
@@ -108,6 +165,18 @@ func (p Worlds) SetRows(rows []WorldRow) (Worlds, tea.Cmd) {
 		return p, func() tea.Msg { return WorldsSelectedMsg{Name: cur} }
 	}
 	return p, nil
+}
+
+// SetResources replaces the resource figures, by World name.
+func (p Worlds) SetResources(res map[string]WorldResources) Worlds {
+	p.res = res
+	return p
+}
+
+// Resources are the figures shown of a World.
+func (p Worlds) Resources(name string) (WorldResources, bool) {
+	r, ok := p.res[name]
+	return r, ok
 }
 
 // Rows are the Worlds in display order.
@@ -162,7 +231,7 @@ func (p Worlds) Do(a string) (Worlds, tea.Cmd) {
 		p.list.to(n-1, n)
 	case keymap.WorldsNew:
 		return p, action(ActionMsg{Action: a})
-	case keymap.WorldsRemove, keymap.WorldsRun, keymap.WorldsOpen:
+	case keymap.WorldsRemove, keymap.WorldsRun, keymap.WorldsOpen, keymap.WorldsCompare:
 		if name := p.Selected(); name != "" {
 			return p, action(ActionMsg{Action: a, World: name})
 		}
@@ -233,8 +302,18 @@ func (p Worlds) View(width, height int, focused bool) string {
 	body := height - 1
 	off := p.list.window(body, len(p.rows))
 	// Columns shrink away from the right on narrow panes.
-	showBackend, showSessions := width >= 46, width >= 38
+	// CPU and its sparkline once anything was sampled, then memory; the
+	// backend gives way first.
+	showRes := len(p.res) > 0 && width >= 44
+	showMem := showRes && width >= 58
+	showBackend, showSessions := width >= 46 && (!showRes || width >= 72), width >= 38
 	nameW := width - 2 - 9 - 6
+	if showRes {
+		nameW -= 5 + 1 + SparkWidth
+	}
+	if showMem {
+		nameW -= 6
+	}
 	if showBackend {
 		nameW -= 7
 	}
@@ -265,6 +344,22 @@ func (p Worlds) View(width, height int, focused bool) string {
 		if showSessions {
 			s := fmt.Sprintf(" %d/%d", r.Running, r.Sessions)
 			b.WriteString(st.Muted.Render(fmt.Sprintf("%6s", s)))
+		}
+		if showRes {
+			res, ok := p.res[r.Name]
+			cpu, mem := "    ·", "     ·"
+			if ok && res.Live {
+				cpu, mem = fmt.Sprintf("%4.0f%%", res.CPU), fmt.Sprintf("%6s", HumanBytes(res.Memory))
+			}
+			cs := st.Text
+			if ok && res.Live && res.CPU >= 80 {
+				cs = st.Warning
+			}
+			b.WriteString(cs.Render(cpu))
+			if showMem {
+				b.WriteString(st.Muted.Render(mem))
+			}
+			b.WriteString(" " + st.Accent.Render(Sparkline(res.History, SparkWidth)))
 		}
 		line := fit(b.String(), width)
 		if i == p.list.Cursor {

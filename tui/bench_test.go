@@ -59,7 +59,7 @@ func bigModel(tb testing.TB) Model {
 		}
 	}
 	data := out.Bytes()
-	send(transcriptLoadedMsg{world: world, session: "s-big", from: 0, next: int64(len(data)), data: data})
+	send(transcriptLoadedMsg{world: world, session: "s-big", from: 0, next: int64(len(data)), chunks: []panes.TranscriptChunk{{Data: data}}})
 	old, nw := strings.Repeat("a line of code\n", 2000), strings.Repeat("a line of code\n", 1000)+"changed\n"+strings.Repeat("a line of code\n", 999)
 	send(panes.ChangesSelectedMsg{World: world, Path: cs[0].Path})
 	send(diffLoadedMsg{file: panes.DiffFile{World: world, Path: cs[0].Path, Old: old, New: nw}})

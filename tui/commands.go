@@ -36,7 +36,7 @@ type (
 	transcriptLoadedMsg struct {
 		world, session string
 		from, next     int64
-		data           []byte
+		chunks         []panes.TranscriptChunk
 		err            error
 	}
 	transcriptTickMsg struct{}
@@ -64,6 +64,7 @@ type (
 	}
 	applyDoneMsg struct {
 		world string
+		picks []applyPick // what was applied, to apply again after conflicts
 		res   applyOutcome
 		err   error
 	}
@@ -154,10 +155,15 @@ func loadTranscript(eng *engine.Engine, world, session string, from int64) tea.C
 		recs, next, err := engine.ReadTranscript(path, from)
 		m := transcriptLoadedMsg{world: world, session: session, from: from, next: next, err: err}
 		for _, r := range recs {
-			if r.Stream == engine.StreamResize {
-				continue
+			c := panes.TranscriptChunk{Time: r.Time}
+			if ws, ok := r.WinSize(); ok {
+				c.Cols, c.Rows = int(ws.Cols), int(ws.Rows)
+			} else if r.Stream == engine.StreamResize {
+				continue // malformed: no size to apply
+			} else {
+				c.Data = r.Data
 			}
-			m.data = append(m.data, r.Data...)
+			m.chunks = append(m.chunks, c)
 		}
 		return m
 	}

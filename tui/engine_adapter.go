@@ -3,11 +3,10 @@ package tui
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strings"
 
 	"github.com/stratahq/strata/diffview"
 	"github.com/stratahq/strata/engine"
+	"github.com/stratahq/strata/panes"
 )
 
 // This file is the one place the TUI turns its picks into the engine's
@@ -20,6 +19,10 @@ type applyPick struct {
 	Path  string
 	Hunks []int
 	Sel   *diffview.Selection
+	// Resolved is a conflict's resolution: exactly what to publish, if the
+	// source still holds the version hashed TheirsHash.
+	Resolved   []byte
+	TheirsHash string
 }
 
 // applyOutcome is what the TUI shows of an apply.
@@ -28,29 +31,23 @@ type applyOutcome struct {
 	Conflicts []applyConflict
 }
 
-type applyConflict struct {
-	Path, Reason string
-	// Regions summarise each conflicting region: base lines, ours, theirs.
-	Regions []string
-}
+type applyConflict = panes.ConflictFile
 
 // engineApply publishes picks from a World to its source, all or nothing.
 func engineApply(ctx context.Context, eng *engine.Engine, world string, picks []applyPick) (applyOutcome, error) {
 	ep := make([]engine.Pick, 0, len(picks))
 	for _, p := range picks {
-		ep = append(ep, engine.Pick{Path: p.Path, Selection: p.Sel})
+		ep = append(ep, engine.Pick{Path: p.Path, Selection: p.Sel, Resolved: p.Resolved, TheirsHash: p.TheirsHash})
 	}
 	res, err := eng.Apply(ctx, world, engine.ApplyOptions{Picks: ep})
 	var ce *engine.ConflictError
 	if errors.As(err, &ce) {
 		var out applyOutcome
 		for _, c := range ce.Conflicts {
-			ac := applyConflict{Path: c.Path, Reason: c.Reason}
-			for _, r := range c.Regions {
-				ac.Regions = append(ac.Regions, fmt.Sprintf("base lines %d-%d: ours %s / theirs %s",
-					r.BaseStart+1, r.BaseEnd, firstLine(r.Ours), firstLine(r.Theirs)))
-			}
-			out.Conflicts = append(out.Conflicts, ac)
+			out.Conflicts = append(out.Conflicts, applyConflict{
+				Path: c.Path, Reason: c.Reason, Regions: c.Regions,
+				Base: c.Base, Ours: c.Ours, Theirs: c.Theirs, Merged: c.Merged, TheirsHash: c.TheirsHash,
+			})
 		}
 		return out, err
 	}
@@ -64,15 +61,4 @@ func engineApply(ctx context.Context, eng *engine.Engine, world string, picks []
 		}
 	}
 	return out, nil
-}
-
-func firstLine(lines []string) string {
-	if len(lines) == 0 {
-		return "(nothing)"
-	}
-	l := strings.TrimRight(lines[0], "\n")
-	if len(lines) > 1 {
-		return fmt.Sprintf("%q +%d lines", l, len(lines)-1)
-	}
-	return fmt.Sprintf("%q", l)
 }

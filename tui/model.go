@@ -107,6 +107,13 @@ type Model struct {
 	help    *panes.Help
 	palette *panes.Palette
 
+	// conflicts is the conflict view of the last apply, with the picks
+	// that apply was made with (applied again with the resolutions).
+	conflicts     *panes.Conflicts
+	conflictPicks []applyPick
+	// compare is the compare view, under the conflict view when both are open.
+	compare *panes.Compare
+
 	world    string
 	statuses map[string]string // last seen status per World, for notifications
 	picks    map[string]*pick
@@ -114,8 +121,10 @@ type Model struct {
 
 	tSession string
 	tOffset  int64
+	jump     *transcriptJump
 
 	lWorlds, lChanges, lSessions, lTimeline, lTranscript loader
+	sampling                                             bool // a resource sample is in flight
 
 	info, lastErr string
 	history       []string
@@ -205,6 +214,12 @@ func (m Model) focusArea() keymap.Area {
 	if m.dialog != nil {
 		return keymap.Dialog
 	}
+	if m.conflicts != nil {
+		return keymap.Conflicts
+	}
+	if m.compare != nil {
+		return keymap.Compare
+	}
 	return paneAreas[m.focus]
 }
 
@@ -217,6 +232,14 @@ func (m Model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		} else {
 			m.dialog = &d
 		}
+		return m, cmd
+	case m.conflicts != nil:
+		c, cmd := m.conflicts.Update(k)
+		m.conflicts = &c
+		return m, cmd
+	case m.compare != nil:
+		c, cmd := m.compare.Update(k)
+		m.compare = &c
 		return m, cmd
 	case m.help != nil:
 		h, done := m.help.Update(k)
@@ -416,6 +439,12 @@ func (m Model) requestTranscript(cmds *[]tea.Cmd) (Model, bool) {
 
 // result handles the messages of panes and of finished commands.
 func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
+	if mm, cmd, ok := m.conflictResult(msg); ok {
+		return mm, cmd
+	}
+	if mm, cmd, ok := m.compareResult(msg); ok {
+		return mm, cmd
+	}
 	switch msg := msg.(type) {
 	case worldsLoadedMsg:
 		return m.worldsLoaded(msg)
@@ -594,6 +623,10 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m.reloadWorlds()
 	case applyDoneMsg:
 		return m.applyDone(msg)
+	case writersLoadedMsg:
+		return m.writersLoaded(msg)
+	case resourcesMsg:
+		return m.resourcesSampled(msg)
 	case infoMsg:
 		if msg.err != nil {
 			m.setResult("", msg.err)
@@ -622,7 +655,7 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case forkReq:
 		return m, fork(m.ctx, m.eng, msg)
 	case applyReq:
-		return m, m.apply(msg.world)
+		return m, m.applyPicksCmd(msg.world, m.applyPicks())
 	case execDoneMsg:
 		if msg.err != nil {
 			m.setResult("", msg.err)
@@ -706,6 +739,8 @@ func (m Model) worldsLoaded(msg worldsLoadedMsg) (tea.Model, tea.Cmd) {
 		name := m.worlds.Selected()
 		cmds = append(cmds, func() tea.Msg { return panes.WorldsSelectedMsg{Name: name} })
 	}
+	m, cmd = m.maybeSample()
+	cmds = append(cmds, cmd)
 	return m, tea.Batch(cmds...)
 }
 
@@ -747,10 +782,11 @@ func (m Model) transcriptLoaded(msg transcriptLoadedMsg) (tea.Model, tea.Cmd) {
 		if msg.err != nil {
 			m.lastErr = msg.err.Error()
 		}
-		if len(msg.data) > 0 {
-			m.transcript = m.transcript.Append(msg.data)
+		if len(msg.chunks) > 0 {
+			m.transcript = m.transcript.AppendChunks(msg.chunks)
 		}
 		m.tOffset = msg.next
+		m = m.doJump()
 	}
 	m.lTranscript.inflight = false
 	if m.lTranscript.dirty {
@@ -807,6 +843,8 @@ func (m Model) paneAction(a panes.ActionMsg) (tea.Model, tea.Cmd) {
 		m.dialog = &d
 	case keymap.WorldsOpen:
 		m.focus = paneChanges
+	case keymap.WorldsCompare:
+		return m, loadCompare(m.ctx, m.eng, a.World, nil)
 	case keymap.TranscriptAttach:
 		c := exec.Command(m.opts.Exe, "attach", a.World, a.Session)
 		return m, tea.ExecProcess(c, func(err error) tea.Msg {
@@ -825,6 +863,8 @@ func (m Model) paneAction(a panes.ActionMsg) (tea.Model, tea.Cmd) {
 		return m.confirmApply(a.World)
 	case keymap.DiffEdit:
 		return m.edit(a.World, a.Path)
+	case keymap.ChangesWriter:
+		return m, loadWriters(m.eng, a.World, a.Path)
 	case keymap.DiffNextFile, keymap.DiffPrevFile:
 		act := keymap.ChangesDown
 		if a.Action == keymap.DiffPrevFile {
@@ -864,13 +904,6 @@ func (m Model) edit(world, path string) (tea.Model, tea.Cmd) {
 	if world == "" || path == "" {
 		return m, nil
 	}
-	editor := os.Getenv("VISUAL")
-	if editor == "" {
-		editor = os.Getenv("EDITOR")
-	}
-	if editor == "" {
-		editor = "vi"
-	}
 	src := ""
 	for _, r := range m.worlds.Rows() {
 		if r.Name == world {
@@ -878,7 +911,7 @@ func (m Model) edit(world, path string) (tea.Model, tea.Cmd) {
 		}
 	}
 	abs := filepath.Join(src, filepath.FromSlash(path))
-	args := append([]string{"exec", world, "--tty", "--"}, strings.Fields(editor)...)
+	args := append([]string{"exec", world, "--tty", "--"}, editorArgv()...)
 	c := exec.Command(m.opts.Exe, append(args, abs)...)
 	return m, tea.ExecProcess(c, func(err error) tea.Msg {
 		if err != nil {
@@ -951,29 +984,24 @@ func joinInts(xs []int) string {
 	return strings.Join(s, ",")
 }
 
-func (m Model) apply(world string) tea.Cmd {
-	picks := m.applyPicks()
+// applyPicksCmd publishes picks from world in a Cmd.
+func (m Model) applyPicksCmd(world string, picks []applyPick) tea.Cmd {
 	ctx, eng := m.ctx, m.eng
 	return func() tea.Msg {
 		res, err := engineApply(ctx, eng, world, picks)
-		return applyDoneMsg{world: world, res: res, err: err}
+		return applyDoneMsg{world: world, picks: picks, res: res, err: err}
 	}
 }
 
 func (m Model) applyDone(msg applyDoneMsg) (tea.Model, tea.Cmd) {
 	if len(msg.res.Conflicts) > 0 {
-		lines := []string{"Nothing was written. Conflicting paths:"}
-		for _, c := range msg.res.Conflicts {
-			lines = append(lines, "  "+c.Path+": "+c.Reason)
-			for _, r := range c.Regions {
-				lines = append(lines, "    "+r)
-			}
-		}
-		d := panes.NewConfirm(m.env, "Apply conflicts", capLines(lines, 16), true, nil)
-		m.dialog = &d
-		m.setResult("", fmt.Errorf("apply: %d conflicts, nothing written", len(msg.res.Conflicts)))
+		// The conflict view replaces any earlier one: a second apply that
+		// conflicts again (the source moved on) starts over.
+		m = m.openConflicts(msg.world, msg.picks, msg.res.Conflicts)
+		m.setResult("", fmt.Errorf("apply: %d conflicts, nothing written: resolve them and apply again", len(msg.res.Conflicts)))
 		return m, nil
 	}
+	m.conflicts, m.conflictPicks = nil, nil
 	if msg.err != nil {
 		m.setResult("", fmt.Errorf("apply %s: %w", msg.world, msg.err))
 		return m, nil
@@ -991,7 +1019,12 @@ func (m Model) applyDone(msg applyDoneMsg) (tea.Model, tea.Cmd) {
 	mm, c := m.reloadWorlds()
 	m = mm.(Model)
 	m2, c2 := m.reloadWorld()
-	return m2, tea.Batch(c, c2)
+	var c3 tea.Cmd
+	if m2.compare != nil {
+		// An adoption resolved through the conflict view: compare anew.
+		c3 = loadCompare(m2.ctx, m2.eng, m2.compare.Worlds[0], m2.compare.Worlds)
+	}
+	return m2, tea.Batch(c, c2, c3)
 }
 
 // Quitting reports whether the person asked to quit.

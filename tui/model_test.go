@@ -306,26 +306,3 @@ func TestLayoutAndMouse(t *testing.T) {
 		}
 	}
 }
-
-// An apply that conflicts writes nothing and lists the conflict.
-func TestApplyConflict(t *testing.T) {
-	base := threeHunks()
-	eng, src := testEngine(t, map[string]string{"a.txt": base})
-	newWorld(t, eng, src, "w1", editThree)
-	theirs := strings.Replace(base, "line 15\n", "line 15 edited in the source\n", 1)
-	if err := os.WriteFile(filepath.Join(src, "a.txt"), []byte(theirs), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	d := newDriver(t, eng, Options{Source: src, Exe: "/bin/false"}, 160, 48)
-	d.keys("3", "space", "a", "enter")
-	if !strings.Contains(d.m.lastErr, "conflicts, nothing written") || d.m.dialog == nil {
-		t.Fatalf("no conflict reported: %q\n%s", d.m.lastErr, d.screen())
-	}
-	if scr := d.screen(); !strings.Contains(scr, "Apply conflicts") || !strings.Contains(scr, "a.txt") {
-		t.Errorf("conflict view:\n%s", scr)
-	}
-	got, _ := os.ReadFile(filepath.Join(src, "a.txt"))
-	if string(got) != theirs {
-		t.Errorf("the source changed despite the conflict:\n%s", got)
-	}
-}

@@ -96,7 +96,17 @@ func (m Model) Render() string {
 			screen[y] += l // panes are laid out left to right within a row
 		}
 	}
-	if m.wide() {
+	if m.conflicts != nil {
+		// The conflict view is modal: it takes the whole screen.
+		rc := rect{0, 0, m.width, max(m.height-1, 3)}
+		title := " Conflicts · apply from " + m.conflicts.World + " "
+		body := m.conflicts.View(max(rc.w-2, 1), max(rc.h-2, 1))
+		put(rc, m.frame(title, true, rc, body))
+	} else if m.compare != nil {
+		rc := rect{0, 0, m.width, max(m.height-1, 3)}
+		body := m.compare.View(max(rc.w-2, 1), max(rc.h-2, 1))
+		put(rc, m.frame(" Compare Worlds ", true, rc, body))
+	} else if m.wide() {
 		// Draw the left column, then the right, so each row concatenates.
 		for _, p := range []paneID{paneWorlds, paneChanges, paneTimeline, paneTranscript, paneDiff} {
 			put(r[p], m.framed(p, r[p]))
@@ -135,13 +145,6 @@ func (m Model) paneView(p paneID, w, h int) string {
 
 // framed draws a pane inside its border with the title in the top edge.
 func (m Model) framed(p paneID, rc rect) []string {
-	st := m.env.Styles
-	focused := p == m.focus
-	b, bs := st.FrameBorder, st.Frame
-	ts := st.Title
-	if focused {
-		b, bs, ts = st.FocusedBorder, st.FrameFocused, st.TitleFocused
-	}
 	iw, ih := max(rc.w-2, 0), max(rc.h-2, 0)
 	title := " " + paneNames[p] + " "
 	if m.wide() {
@@ -150,17 +153,29 @@ func (m Model) framed(p paneID, rc rect) []string {
 	if p != paneWorlds && m.world != "" && iw > 30 {
 		title += "· " + m.world + " "
 	}
+	return m.frame(title, p == m.focus, rc, m.paneView(p, iw, ih))
+}
+
+// frame draws body inside a border with title in the top edge.
+func (m Model) frame(title string, focused bool, rc rect, body string) []string {
+	st := m.env.Styles
+	b, bs := st.FrameBorder, st.Frame
+	ts := st.Title
+	if focused {
+		b, bs, ts = st.FocusedBorder, st.FrameFocused, st.TitleFocused
+	}
+	iw, ih := max(rc.w-2, 0), max(rc.h-2, 0)
 	title = ansi.Truncate(title, max(iw-2, 0), "…")
 	tw := ansi.StringWidth(title)
 	top := bs.Render(b.TopLeft+b.Top) + ts.Render(title) + bs.Render(strings.Repeat(b.Top, max(iw-1-tw, 0))+b.TopRight)
 	lines := make([]string, 0, rc.h)
 	lines = append(lines, top)
-	body := strings.Split(m.paneView(p, iw, ih), "\n")
+	bodyLines := strings.Split(body, "\n")
 	left, right := bs.Render(b.Left), bs.Render(b.Right)
 	for i := 0; i < ih; i++ {
 		l := ""
-		if i < len(body) {
-			l = body[i]
+		if i < len(bodyLines) {
+			l = bodyLines[i]
 		}
 		lines = append(lines, left+fitLine(l, iw)+right)
 	}
@@ -269,7 +284,7 @@ func fitLine(s string, width int) string {
 // click focuses the pane under the pointer and lets it select the row.
 func (m Model) click(msg tea.MouseClickMsg) (tea.Model, tea.Cmd) {
 	mo := msg.Mouse()
-	if m.dialog != nil || m.help != nil || m.palette != nil || mo.Button != tea.MouseLeft {
+	if m.dialog != nil || m.help != nil || m.palette != nil || m.conflicts != nil || m.compare != nil || mo.Button != tea.MouseLeft {
 		return m, nil
 	}
 	if !m.wide() && mo.Y == 0 {
@@ -312,7 +327,7 @@ func (m Model) wheel(msg tea.MouseWheelMsg) (tea.Model, tea.Cmd) {
 		m.help = &h
 		return m, nil
 	}
-	if m.dialog != nil || m.palette != nil {
+	if m.dialog != nil || m.palette != nil || m.conflicts != nil || m.compare != nil {
 		return m, nil
 	}
 	d := 3

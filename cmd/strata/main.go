@@ -13,5 +13,8 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == engine.SessionInitArg {
 		os.Exit(engine.SessionInitMain(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == engine.CubeSessionArg {
+		os.Exit(engine.CubeSessionMain(os.Args[2:]))
+	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }

@@ -175,13 +175,18 @@ type changeJSON struct {
 	Opaque    bool   `json:"opaque,omitempty"`
 	Ignored   bool   `json:"ignored,omitempty"`
 	Note      string `json:"note,omitempty"`
+	// Provenance: the sessions that wrote the path, oldest first.
+	Provenance []engine.PathWrite `json:"provenance"`
 }
 
-func toChangeJSON(c overlay.Change) changeJSON {
+func toChangeJSON(c overlay.Change, writes []engine.PathWrite) changeJSON {
+	if writes == nil {
+		writes = []engine.PathWrite{}
+	}
 	cj := changeJSON{
 		Path: c.Path, Kind: c.Kind.String(), Type: c.Type.String(),
 		Mode: fmt.Sprintf("%04o", uint32(c.Mode.Perm())|modeSpecial(c.Mode)), Size: c.Size, Target: c.Target,
-		Whiteout: c.Whiteout, Opaque: c.Opaque, Ignored: c.Ignored, Note: c.Note,
+		Whiteout: c.Whiteout, Opaque: c.Opaque, Ignored: c.Ignored, Note: c.Note, Provenance: writes,
 	}
 	if c.LowerType != 0 {
 		cj.LowerType = c.LowerType.String()
@@ -229,8 +234,12 @@ func cmdStatus(a *app, args []string) error {
 			Dialect string       `json:"dialect"`
 			Changes []changeJSON `json:"changes"`
 		}{World: w.Name, Source: w.Source, Dialect: string(cs.Dialect), Changes: make([]changeJSON, 0, len(cs.Changes))}
+		prov, err := a.eng.Provenance(w.Name)
+		if err != nil {
+			return err
+		}
 		for _, c := range cs.Changes {
-			out.Changes = append(out.Changes, toChangeJSON(c))
+			out.Changes = append(out.Changes, toChangeJSON(c, prov[c.Path]))
 		}
 		return a.printJSON(out)
 	}

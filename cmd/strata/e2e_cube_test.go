@@ -1,0 +1,228 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stratahq/strata/cube/cubetest"
+)
+
+// newCubeEnv is an installation whose config.toml points at a fake
+// CubeSandbox (running in this test process) that wants an API key, read
+// from the environment variable the config names.
+func newCubeEnv(t *testing.T, extraConfig string) (*env, *cubetest.Server) {
+	t.Helper()
+	e := newEnv(t)
+	srv := cubetest.New(t, cubetest.Options{APIKey: "e2e-key", Templates: []string{"base", "small", "large"}})
+	cfg := "[cube]\nendpoint = \"" + srv.URL() + "\"\nproxy_addr = \"" + srv.ProxyAddr() + "\"\ndomain = \"" + srv.Domain() + "\"\n" +
+		"api_key_env = \"STRATA_E2E_CUBE_KEY\"\n" + extraConfig
+	must(t, os.WriteFile(filepath.Join(filepath.Dir(e.home), "config.toml"), []byte(cfg), 0o644))
+	e.vars = append(e.vars, "STRATA_E2E_CUBE_KEY=e2e-key")
+	return e, srv
+}
+
+type cubeWorldJSON struct {
+	Name         string `json:"name"`
+	State        string `json:"state"`
+	Status       string `json:"status"`
+	MountBackend string `json:"mount_backend"`
+	Dialect      string `json:"dialect"`
+	Cube         *struct {
+		SandboxID string `json:"sandbox_id"`
+		Template  string `json:"template"`
+		Request   string `json:"request"`
+		Driver    string `json:"driver"`
+	} `json:"cube"`
+}
+
+func (e *env) cubeWorld(args ...string) cubeWorldJSON {
+	e.t.Helper()
+	var w cubeWorldJSON
+	if err := json.Unmarshal([]byte(e.ok(args...)), &w); err != nil {
+		e.t.Fatal(err)
+	}
+	if w.Cube == nil {
+		e.t.Fatalf("strata %v: no cube table", args)
+	}
+	return w
+}
+
+func TestE2ECubeFullFlow(t *testing.T) {
+	e, srv := newCubeEnv(t, "template = \"base\"\n")
+	w := e.cubeWorld("new", "w", "--backend", "cube", "--json")
+	if w.State != "ready" || w.Cube.SandboxID == "" || w.Cube.Driver != "kernel" || w.Dialect != "kernel" {
+		t.Fatalf("new: %+v %+v", w, w.Cube)
+	}
+	if out := e.ok("exec", "w", "--", "cat", filepath.Join(e.source, "a.txt")); out != "hello\n" {
+		t.Fatalf("read the source through the guest overlay: %q", out)
+	}
+	if out := e.ok("exec", "w", "--", "pwd"); strings.TrimSpace(out) != e.source {
+		t.Errorf("cwd in the guest %q, want %s", out, e.source)
+	}
+	errs := e.fails(7, "to stderr", "exec", "w", "--", "sh", "-c", "echo to stderr >&2; exit 7")
+	if strings.Contains(errs, "strata-start") {
+		t.Errorf("the start marker leaked: %q", errs)
+	}
+	e.ok("exec", "w", "--", "sh", "-c", "echo changed >> a.txt && echo new > c.txt && rm sub/b.txt")
+	if e.readSource("a.txt") != "hello\n" || e.readSource("sub/b.txt") != "bye\n" {
+		t.Fatal("the source changed")
+	}
+	got := map[string]string{}
+	for _, c := range e.status("w").Changes {
+		got[c.Path] = c.Kind
+	}
+	if got["a.txt"] != "modified" || got["c.txt"] != "added" || got["sub/b.txt"] != "deleted" || len(got) != 3 {
+		t.Fatalf("status: %v", got)
+	}
+
+	// --detach: the runner holds the stream after the caller is gone.
+	id := strings.TrimSpace(e.ok("exec", "w", "--detach", "--", "sh", "-c", "sleep 0.5; echo late"))
+	if out := e.ok("logs", "w", id, "-f"); out != "late\n" {
+		t.Errorf("logs -f of a detached cube session: %q", out)
+	}
+	var ss []struct {
+		ID        string `json:"id"`
+		State     string `json:"state"`
+		ExitCode  int    `json:"exit_code"`
+		Signal    string `json:"signal"`
+		Isolation string `json:"isolation"`
+	}
+	must(t, json.Unmarshal([]byte(e.ok("sessions", "w", "--json")), &ss))
+	if last := ss[len(ss)-1]; last.ID != id || last.State != "exited" || last.Isolation != "cube" {
+		t.Errorf("sessions: %+v", last)
+	}
+	// kill reaches the command in the sandbox.
+	id = strings.TrimSpace(e.ok("exec", "w", "--detach", "--", "sleep", "30"))
+	e.ok("kill", "w", id)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		must(t, json.Unmarshal([]byte(e.ok("sessions", "w", "--json")), &ss))
+		if last := ss[len(ss)-1]; last.State == "killed" && last.Signal == "SIGTERM" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("killed session: %+v", ss[len(ss)-1])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	// Snapshot, rollback, fork.
+	var snap struct {
+		ID   string `json:"id"`
+		Cube string `json:"cube_snapshot"`
+	}
+	must(t, json.Unmarshal([]byte(e.ok("snap", "w", "--json")), &snap))
+	if !strings.HasPrefix(snap.Cube, "snap-") {
+		t.Errorf("snap: %+v", snap)
+	}
+	e.ok("exec", "w", "--", "sh", "-c", "echo later > c.txt && echo vm > /tmp/vm")
+	e.ok("rollback", "w", snap.ID)
+	if out := e.ok("exec", "w", "--", "sh", "-c", "cat c.txt; test -e /tmp/vm || echo no-vm-file"); out != "new\nno-vm-file\n" {
+		t.Errorf("after rollback: %q", out)
+	}
+	e.ok("fork", "w", "--snap", snap.ID, "-n", "1", "--prefix", "f")
+	if out := e.ok("exec", "f-1", "--", "cat", "c.txt"); out != "new\n" {
+		t.Errorf("fork: %q", out)
+	}
+
+	e.ok("apply", "w")
+	if e.readSource("a.txt") != "hello\nchanged\n" || e.readSource("c.txt") != "new\n" {
+		t.Errorf("apply: a.txt %q c.txt %q", e.readSource("a.txt"), e.readSource("c.txt"))
+	}
+	var doc struct {
+		Cube struct{ Status, Detail string } `json:"cube"`
+	}
+	out, _, _ := e.run("doctor", "--json")
+	must(t, json.Unmarshal([]byte(out), &doc))
+	if doc.Cube.Status != "ok" || !strings.Contains(doc.Cube.Detail, "host mount ok") {
+		t.Errorf("doctor: %+v", doc.Cube)
+	}
+
+	e.ok("rm", "w", "--force")
+	e.ok("rm", "f-1", "--force")
+	if ids := srv.SandboxIDs(); len(ids) != 0 {
+		t.Errorf("sandboxes left after strata rm: %v", ids)
+	}
+	// The API key came from the environment and reached Cube, never a file.
+	for _, r := range srv.Requests() {
+		if r.Server == "api" && r.Path != "/health" && r.Header.Get("X-Api-Key") != "e2e-key" {
+			t.Errorf("%s %s without the key", r.Method, r.Path)
+		}
+	}
+}
+
+func TestE2ECubePlannedThenUp(t *testing.T) {
+	e, srv := newCubeEnv(t, "template = \"base\"\n")
+	srv.Down()
+	out := e.ok("new", "p", "--backend", "cube")
+	if !strings.Contains(out, "planned") {
+		t.Errorf("new with Cube down: %q", out)
+	}
+	w := e.cubeWorld("show", "p", "--json")
+	if w.Status != "planned" || !strings.Contains(w.Cube.Request, `"templateID":"base"`) || !strings.Contains(w.Cube.Request, e.source) {
+		t.Fatalf("show --json of a planned world: %+v %+v", w, w.Cube)
+	}
+	if len(e.status("p").Changes) != 0 {
+		t.Error("status of a planned world")
+	}
+	e.fails(1, "strata up p", "exec", "p", "--", "true")
+	must(t, srv.Up())
+	if out := e.ok("up", "p"); !strings.Contains(out, "is up") {
+		t.Errorf("up: %q", out)
+	}
+	if out := e.ok("exec", "p", "--", "cat", "a.txt"); out != "hello\n" {
+		t.Errorf("exec after up: %q", out)
+	}
+	e.ok("stop", "p")
+	if w := e.cubeWorld("show", "p", "--json"); w.Status != "stopped" {
+		t.Errorf("after stop: %s", w.Status)
+	}
+	e.ok("up", "p")
+	e.ok("rm", "p")
+	if ids := srv.SandboxIDs(); len(ids) != 0 {
+		t.Errorf("sandboxes left: %v", ids)
+	}
+}
+
+func TestE2ECubeTemplates(t *testing.T) {
+	e, srv := newCubeEnv(t, `
+[[cube.templates]]
+id = "large"
+cpu = 8000
+memory_mb = 16384
+disk_mb = 40960
+
+[[cube.templates]]
+id = "small"
+cpu = 1000
+memory_mb = 2048
+disk_mb = 10240
+`)
+	errs := e.fails(1, "no cube template fits", "new", "huge", "--backend", "cube", "--cpu", "16000", "--memory", "4096")
+	if !strings.Contains(errs, "closest: large (cpu 8000m, memory 16384 MB, disk 40960 MB)") {
+		t.Errorf("no fit: %q", errs)
+	}
+	if n := len(srv.Requests()); n != 0 {
+		t.Errorf("%d requests sent for a request no template fits", n)
+	}
+	if w := e.cubeWorld("new", "mid", "--backend", "cube", "--cpu=2000", "--memory", "4096", "--json"); w.Cube.Template != "large" {
+		t.Errorf("2 cpu 4 GiB: template %q, want large", w.Cube.Template)
+	}
+	if w := e.cubeWorld("new", "tiny", "--backend", "cube", "--json"); w.Cube.Template != "small" {
+		t.Errorf("no size: template %q, want the smallest", w.Cube.Template)
+	}
+	if w := e.cubeWorld("new", "pick", "--backend", "cube", "--template", "base", "--json"); w.Cube.Template != "base" {
+		t.Errorf("--template: %q", w.Cube.Template)
+	}
+	e.fails(2, "not both", "new", "both", "--backend", "cube", "--template", "base", "--cpu", "1")
+	for _, n := range []string{"mid", "tiny", "pick"} {
+		e.ok("rm", n)
+	}
+	if ids := srv.SandboxIDs(); len(ids) != 0 {
+		t.Errorf("sandboxes left: %v", ids)
+	}
+}

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/stratahq/strata/engine"
+)
+
+func init() {
+	commands = append(commands,
+		command{name: "blame", args: "NAME PATH [--json]", summary: "which sessions wrote a path of a World, and when", run: cmdBlame},
+		command{name: "top", args: "[NAME...] [--json] [--interval D] [--count N]", summary: "CPU, memory, processes and upper size per World, live", run: cmdTop},
+		command{name: "compare", args: "A B [C...] [--json]", summary: "line up several Worlds' changes: who changed what, which versions agree", run: cmdCompare},
+	)
+}
+
+func cmdBlame(a *app, args []string) error {
+	fs := a.flags("blame", "NAME PATH [--json]")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, _, err := parse(fs, args)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if err := want(fs, pos, 2, 2, "NAME PATH"); err != nil {
+		return err
+	}
+	rel, writes, err := a.eng.Blame(pos[0], pos[1])
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		if writes == nil {
+			writes = []engine.PathWrite{}
+		}
+		return a.printJSON(struct {
+			World  string             `json:"world"`
+			Path   string             `json:"path"`
+			Writes []engine.PathWrite `json:"writes"`
+		}{pos[0], rel, writes})
+	}
+	if len(writes) == 0 {
+		fmt.Fprintf(a.stdout, "%s: no session of world %s is recorded writing it\n", quotePath(rel), pos[0])
+		return nil
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SESSION\tOP\tFIRST WRITE\tLAST WRITE\tCOMMAND")
+	for _, w := range writes {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", w.Session, w.Op, w.First.Local().Format("2006-01-02 15:04:05.000"),
+			w.Last.Local().Format("15:04:05.000"), shellQuote(w.Command))
+	}
+	return tw.Flush()
+}
+
+func cmdTop(a *app, args []string) error {
+	fs := a.flags("top", "[NAME...] [--json] [--interval D] [--count N]")
+	asJSON := fs.Bool("json", false, "print one sample as JSON (CPU use measured over --interval)")
+	interval := fs.Duration("interval", time.Second, "time between samples")
+	count := fs.Int("count", 0, "stop after N refreshes (0: until interrupted)")
+	pos, _, err := parse(fs, args)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if *interval <= 0 {
+		return usagef("top: --interval must be positive")
+	}
+	names := pos
+	if len(names) == 0 {
+		ws, err := a.eng.Worlds()
+		if err != nil {
+			return err
+		}
+		for _, w := range ws {
+			names = append(names, w.Name)
+		}
+	}
+	if *asJSON {
+		rs, err := a.eng.SampleResources(a.ctx, names, *interval)
+		if err != nil {
+			return err
+		}
+		if rs == nil {
+			rs = []engine.Resources{}
+		}
+		return a.printJSON(rs)
+	}
+	prev := map[string]engine.Resources{}
+	// Redraw in place: home the cursor, overwrite each line and clear its
+	// rest, then clear below; no full-screen clear, so nothing flickers.
+	fmt.Fprint(a.stdout, "\x1b[?25l\x1b[H\x1b[2J")
+	defer fmt.Fprint(a.stdout, "\x1b[?25h")
+	tick := time.NewTicker(*interval)
+	defer tick.Stop()
+	for n := 0; ; n++ {
+		var rows []engine.Resources
+		for _, name := range names {
+			r, err := a.eng.Resources(a.ctx, name)
+			if err != nil {
+				continue // removed meanwhile
+			}
+			if p, ok := prev[name]; ok {
+				r.SetCPUPercent(p)
+			}
+			prev[name] = r
+			rows = append(rows, r)
+		}
+		var b bytes.Buffer
+		b.WriteString("\x1b[H")
+		fmt.Fprintf(&b, "strata top  %s  (every %s, ctrl-c quits)\x1b[K\n\x1b[K\n", time.Now().Format("15:04:05"), *interval)
+		var tb bytes.Buffer
+		writeTopTable(&tb, rows, n > 0)
+		for _, line := range strings.SplitAfter(tb.String(), "\n") {
+			if line == "" {
+				continue
+			}
+			b.WriteString(strings.TrimSuffix(line, "\n") + "\x1b[K\n")
+		}
+		b.WriteString("\x1b[J")
+		if _, err := a.stdout.Write(b.Bytes()); err != nil {
+			return err
+		}
+		if *count > 0 && n+1 >= *count {
+			return nil
+		}
+		select {
+		case <-a.ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+func writeTopTable(w *bytes.Buffer, rows []engine.Resources, havePercent bool) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "WORLD\tSESSIONS\tPROCS\tCPU%\tCPU TIME\tMEMORY\tUPPER\tFILES\tACCT\t")
+	for _, r := range rows {
+		pct := "-"
+		if havePercent {
+			pct = fmt.Sprintf("%.1f", r.CPUPercent)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t\n", r.World, r.Running, r.Processes, pct,
+			time.Duration(r.CPUSeconds*float64(time.Second)).Round(10*time.Millisecond), humanBytes(r.MemoryBytes),
+			humanBytes(r.UpperBytes), r.UpperFiles, r.Accounting)
+	}
+	_ = tw.Flush()
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%dB", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f%ci", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+func cmdCompare(a *app, args []string) error {
+	fs := a.flags("compare", "A B [C...] [--json]")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, _, err := parse(fs, args)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if err := want(fs, pos, 2, -1, "two World names or more"); err != nil {
+		return err
+	}
+	cmp, err := a.eng.Compare(a.ctx, pos)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return a.printJSON(cmp)
+	}
+	if len(cmp.Paths) == 0 {
+		fmt.Fprintf(a.stdout, "no World changed anything: %s all read the source as it is\n", strings.Join(cmp.Worlds, ", "))
+		return nil
+	}
+	for _, p := range cmp.Paths {
+		mark := "≠"
+		if p.Agree {
+			mark = "="
+		}
+		fmt.Fprintf(a.stdout, "%s %s  (changed by %s)\n", mark, quotePath(p.Path), strings.Join(p.ChangedBy, ", "))
+		if p.Agree {
+			continue
+		}
+		for _, v := range p.Versions {
+			desc := v.Type
+			switch {
+			case v.Type == "file":
+				desc = fmt.Sprintf("file %s, %d bytes, %.12s", v.Mode, v.Size, v.Hash)
+			case v.Type == "symlink":
+				desc = "symlink -> " + v.Target
+			}
+			if v.Source {
+				desc += " (the source's)"
+			}
+			fmt.Fprintf(a.stdout, "    %s: %s\n", strings.Join(v.Worlds, ", "), desc)
+		}
+	}
+	fmt.Fprintf(a.stdout, "\n%d changed path(s): %d agree, %d disagree; every other path is unchanged in all Worlds (agree)\n",
+		len(cmp.Paths), cmp.Agreed, cmp.Disagreed)
+	if cmp.Disagreed > 0 {
+		fmt.Fprintf(a.stdout, "adopt one World's version of a path: strata apply WORLD PATH\n")
+	}
+	return nil
+}

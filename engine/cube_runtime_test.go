@@ -1,0 +1,354 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stratahq/strata/cube/cubetest"
+	"github.com/stratahq/strata/overlay"
+)
+
+// The tests re-execute their own binary as the cube session runner (the
+// local session init is dispatched by TestMain).
+func init() {
+	if len(os.Args) > 1 && os.Args[1] == CubeSessionArg {
+		os.Exit(CubeSessionMain(os.Args[2:]))
+	}
+}
+
+// cubeEnv is an engine configured for a fake CubeSandbox, and a source tree.
+type cubeEnv struct {
+	t   testing.TB
+	srv *cubetest.Server
+	e   *Engine
+	src string
+}
+
+func newCubeEnv(t testing.TB, opts cubetest.Options, edit ...func(*CubeConfig)) *cubeEnv {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the cube fake runs sandboxes in mount namespaces and the guest mounts overlays: run as root")
+	}
+	srv := cubetest.New(t, opts)
+	base := t.TempDir()
+	src := filepath.Join(base, "src")
+	writeFile(t, filepath.Join(src, "a.txt"), "hello\n")
+	writeFile(t, filepath.Join(src, "sub", "b.txt"), "bye\n")
+	writeFile(t, filepath.Join(src, "gone.txt"), "delete me\n")
+	cc := CubeConfig{Endpoint: srv.URL(), ProxyAddr: srv.ProxyAddr(), Domain: srv.Domain(), Template: "base"}
+	for _, f := range edit {
+		f(&cc)
+	}
+	cfg := (&Config{Cube: cc}).withDefaults()
+	e, err := Open(context.Background(), Options{StateRoot: filepath.Join(base, "state"), Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ce := &cubeEnv{t: t, srv: srv, e: e, src: src}
+	// Sandboxes first (they hold the guest overlays), then any runner.
+	t.Cleanup(ce.cleanup)
+	return ce
+}
+
+func (ce *cubeEnv) cleanup() {
+	ws, _ := ce.e.Worlds()
+	for _, w := range ws {
+		ss, _ := ce.e.Sessions(w.Name)
+		for _, s := range ss {
+			if !s.State.Ended() {
+				_ = KillSession(ce.e.SessionDir(w.Name, s.ID), 9)
+			}
+		}
+	}
+}
+
+func (ce *cubeEnv) create(name string, o CreateOptions) *World {
+	ce.t.Helper()
+	o.Name, o.Backend = name, RuntimeCube
+	if o.Source == "" {
+		o.Source = ce.src
+	}
+	w, err := ce.e.Create(context.Background(), o)
+	if err != nil {
+		ce.t.Fatalf("create %s: %v", name, err)
+	}
+	return w
+}
+
+// run executes a command in a World and waits for it: stdout, stderr, meta.
+func (ce *cubeEnv) run(name string, argv ...string) (string, string, SessionMeta) {
+	ce.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	meta, err := ce.e.Exec(ctx, name, ExecOptions{Argv: argv, Env: []string{"LANG=C"}})
+	if err != nil {
+		ce.t.Fatalf("exec %v in %s: %v", argv, name, err)
+	}
+	dir := ce.e.SessionDir(name, meta.ID)
+	var out, errb bytes.Buffer
+	if err := FollowTranscript(ctx, dir, 0, func(r Record) error {
+		if r.Stream == StreamStderr {
+			errb.Write(r.Data)
+		} else {
+			out.Write(r.Data)
+		}
+		return nil
+	}); err != nil {
+		ce.t.Fatalf("follow %v: %v", argv, err)
+	}
+	end, err := WaitSession(ctx, dir)
+	if err != nil {
+		ce.t.Fatal(err)
+	}
+	return out.String(), errb.String(), end
+}
+
+func (ce *cubeEnv) sh(name, script string) (string, string, SessionMeta) {
+	ce.t.Helper()
+	return ce.run(name, "sh", "-c", script)
+}
+
+func (ce *cubeEnv) mustSh(name, script string) string {
+	ce.t.Helper()
+	out, errs, m := ce.sh(name, script)
+	if m.State != SessionExited {
+		ce.t.Fatalf("%s: %s exit %d: %s%s", script, m.State, m.ExitCode, errs, m.Error)
+	}
+	return out
+}
+
+func (ce *cubeEnv) changes(name string) map[string]overlay.Kind {
+	ce.t.Helper()
+	w, err := ce.e.World(name)
+	if err != nil {
+		ce.t.Fatal(err)
+	}
+	cs, err := ce.e.Changes(context.Background(), w, false)
+	if err != nil {
+		ce.t.Fatal(err)
+	}
+	out := map[string]overlay.Kind{}
+	for _, c := range cs.Changes {
+		out[c.Path] = c.Kind
+	}
+	return out
+}
+
+func requestsMatching(srv *cubetest.Server, route string) []cubetest.Request {
+	var out []cubetest.Request
+	for _, r := range srv.Requests() {
+		if ok, _ := path.Match(route, r.Method+" "+r.Path); ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func TestCubeFullFlow(t *testing.T) {
+	ce := newCubeEnv(t, cubetest.Options{})
+	w := ce.create("w", CreateOptions{})
+	if w.State != StateReady || w.Cube.SandboxID == "" {
+		t.Fatalf("world after create: %+v %+v", w, w.Cube)
+	}
+	if w.Cube.Driver != "kernel" || w.Dialect != overlay.DialectKernel || w.MountBackend != overlay.BackendKernel {
+		t.Errorf("driver %q dialect %q backend %q, want kernel (root, overlay in the guest)", w.Cube.Driver, w.Dialect, w.MountBackend)
+	}
+	onDisk, err := ce.e.World("w")
+	if err != nil || onDisk.Cube.Driver != "kernel" || onDisk.State != StateReady {
+		t.Fatalf("world.toml: %+v %v", onDisk, err)
+	}
+	// The create request carried the source read-only and the World dir.
+	creates := requestsMatching(ce.srv, "POST /sandboxes")
+	if len(creates) != 1 || string(creates[0].Body) != w.Cube.Request {
+		t.Fatalf("create bodies %d; recorded request %s", len(creates), w.Cube.Request)
+	}
+	var body struct {
+		Metadata map[string]string `json:"metadata"`
+	}
+	if err := json.Unmarshal(creates[0].Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	wantMounts := `[{"hostPath":"` + ce.src + `","mountPath":"/mnt/strata/lower","readOnly":true},{"hostPath":"` + ce.e.Paths.World("w") + `","mountPath":"/mnt/strata/world","readOnly":false}]`
+	if body.Metadata["host-mount"] != wantMounts || body.Metadata[cubeMetaWorldID] != w.ID {
+		t.Errorf("metadata %v\nwant host-mount %s", body.Metadata, wantMounts)
+	}
+
+	// The source at its own path, read through the guest's overlay.
+	out, _, m := ce.run("w", "cat", "a.txt")
+	if out != "hello\n" || m.State != SessionExited || m.Isolation != IsolationCube {
+		t.Fatalf("cat a.txt: %q %+v", out, m)
+	}
+	if pwd := ce.mustSh("w", "pwd"); pwd != ce.src+"\n" {
+		t.Errorf("cwd in the guest %q, want the source path", pwd)
+	}
+	ce.mustSh("w", "echo more >> a.txt && echo new > c.txt && rm gone.txt && mkdir -p sub/d && echo x > sub/d/x")
+	// Exit codes and stderr pass through; a missing command is 127 like a shell.
+	_, errs, m := ce.sh("w", "echo oops >&2; exit 3")
+	if m.State != SessionFailed || m.ExitCode != 3 || errs != "oops\n" || m.Attention != AttentionFailed {
+		t.Errorf("exit 3: %+v stderr %q", m, errs)
+	}
+	if _, _, m := ce.run("w", "no-such-command-xyz"); m.ExitCode != 127 {
+		t.Errorf("missing command: exit %d, want 127", m.ExitCode)
+	}
+
+	got := ce.changes("w")
+	want := map[string]overlay.Kind{"a.txt": overlay.Modified, "c.txt": overlay.Added, "gone.txt": overlay.Deleted, "sub/d": overlay.Added, "sub/d/x": overlay.Added}
+	for p, k := range want {
+		if got[p] != k {
+			t.Errorf("change %s: %v, want %v (all: %v)", p, got[p], k, got)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("changes %v, want %v (no probe files, no work dir)", got, want)
+	}
+	if readFile(t, filepath.Join(ce.src, "a.txt")) != "hello\n" || !cubePathExists(filepath.Join(ce.src, "gone.txt")) {
+		t.Fatal("the source changed before apply")
+	}
+	info := ce.e.Info(context.Background(), onDisk)
+	if info.Status != "failed" || info.Changes != len(want) {
+		t.Errorf("info: status %q changes %d", info.Status, info.Changes)
+	}
+	if _, err := ce.e.Apply(context.Background(), "w", ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if readFile(t, filepath.Join(ce.src, "a.txt")) != "hello\nmore\n" || readFile(t, filepath.Join(ce.src, "c.txt")) != "new\n" ||
+		cubePathExists(filepath.Join(ce.src, "gone.txt")) || readFile(t, filepath.Join(ce.src, "sub/d/x")) != "x\n" {
+		t.Error("apply did not publish every change")
+	}
+
+	res, err := ce.e.Remove(context.Background(), "w", RemoveOptions{Force: true})
+	if err != nil || res.Trash == "" {
+		t.Fatalf("remove: %+v %v", res, err)
+	}
+	if ids := ce.srv.SandboxIDs(); len(ids) != 0 {
+		t.Errorf("sandboxes left after rm: %v", ids)
+	}
+}
+
+func TestResolveCubeTemplate(t *testing.T) {
+	cc := CubeConfig{Templates: []CubeTemplate{
+		{ID: "large", CPU: 8000, MemoryMB: 16384, DiskMB: 40960},
+		{ID: "small", CPU: 1000, MemoryMB: 2048, DiskMB: 10240},
+		{ID: "medium", CPU: 2000, MemoryMB: 4096, DiskMB: 20480},
+	}}
+	for _, tc := range []struct {
+		explicit string
+		want     CubeResources
+		id       string
+		err      string
+	}{
+		{want: CubeResources{}, id: "small"},
+		{explicit: "mine", want: CubeResources{CPU: 99999}, id: "mine"},
+		{want: CubeResources{CPU: 2000, MemoryMB: 4096}, id: "medium"},
+		{want: CubeResources{CPU: 1500}, id: "medium"},
+		{want: CubeResources{MemoryMB: 2048}, id: "small"},
+		{want: CubeResources{DiskMB: 30000}, id: "large"},
+		{want: CubeResources{CPU: 16000, MemoryMB: 4096}, err: "closest: large (cpu 8000m, memory 16384 MB, disk 40960 MB); medium"},
+	} {
+		id, err := ResolveCubeTemplate(cc, tc.explicit, tc.want)
+		if tc.err != "" {
+			if !errors.Is(err, ErrNoTemplateFits) || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%+v: %v, want an error containing %q", tc.want, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || id != tc.id {
+			t.Errorf("%+v: %q %v, want %q", tc.want, id, err, tc.id)
+		}
+	}
+	cc.Template = "dflt"
+	if id, _ := ResolveCubeTemplate(cc, "", CubeResources{}); id != "dflt" {
+		t.Errorf("default template %q", id)
+	}
+	if _, err := ResolveCubeTemplate(CubeConfig{}, "", CubeResources{}); err == nil {
+		t.Error("no template at all: no error")
+	}
+}
+
+func cubePathExists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+func TestCubeSnapshotRollbackFork(t *testing.T) {
+	ctx := context.Background()
+	ce := newCubeEnv(t, cubetest.Options{})
+	w := ce.create("w", CreateOptions{})
+	// /tmp is the sandbox's own rootfs: only the Cube snapshot keeps it.
+	ce.mustSh("w", "echo one > /tmp/vm && echo v1 > a.txt && echo f > f.txt")
+	s1, err := ce.e.Snapshot(ctx, "w", SnapshotOptions{Message: "one"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(s1.Cube, "snap-") || len(ce.srv.SnapshotIDs()) != 1 {
+		t.Fatalf("snapshot %+v; fake snapshots %v", s1, ce.srv.SnapshotIDs())
+	}
+	tl, _ := ce.e.Timeline("w")
+	if len(tl.Snapshots) != 1 || tl.Snapshots[0].Cube != s1.Cube {
+		t.Fatalf("timeline does not link the cube snapshot: %+v", tl)
+	}
+	ce.mustSh("w", "echo two > /tmp/vm && echo v2 > a.txt && rm f.txt && echo g > g.txt")
+
+	res, err := ce.e.Rollback(ctx, "w", s1.ID, RollbackOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Saved == nil || res.Saved.Cube == "" {
+		t.Errorf("the snapshot before rollback has no cube half: %+v", res.Saved)
+	}
+	if out := ce.mustSh("w", "cat /tmp/vm a.txt f.txt; ls g.txt 2>&1 || true"); !strings.HasPrefix(out, "one\nv1\nf\n") || !strings.Contains(out, "No such file") {
+		t.Errorf("after rollback the guest sees %q, want the VM and the World as at the snapshot", out)
+	}
+	if n := len(requestsMatching(ce.srv, "POST /sandboxes/*/rollback")); n != 1 {
+		t.Errorf("%d cube rollbacks, want 1", n)
+	}
+	got := ce.changes("w")
+	if got["a.txt"] != overlay.Modified || got["f.txt"] != overlay.Added || len(got) != 2 {
+		t.Errorf("changes after rollback: %v", got)
+	}
+
+	forks, err := ce.e.Fork(ctx, "w", ForkOptions{Snap: s1.ID, N: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range forks {
+		if f.Cube == nil || f.Cube.SandboxID == "" || f.Cube.SandboxID == w.Cube.SandboxID || f.MountBackend != overlay.BackendKernel {
+			t.Fatalf("fork %+v %+v", f, f.Cube)
+		}
+		if out := ce.mustSh(f.Name, "cat /tmp/vm a.txt f.txt"); out != "one\nv1\nf\n" {
+			t.Errorf("fork %s sees %q, want the snapshot's VM and upper", f.Name, out)
+		}
+	}
+	fromSnap := 0
+	for _, r := range requestsMatching(ce.srv, "POST /sandboxes") {
+		if strings.Contains(string(r.Body), `"templateID":"`+s1.Cube+`"`) {
+			fromSnap++
+		}
+	}
+	if fromSnap != 2 {
+		t.Errorf("%d creates from %s, want 2", fromSnap, s1.Cube)
+	}
+	ce.mustSh(forks[0].Name, "echo mine > a.txt")
+	if readFile(t, filepath.Join(ce.e.Paths.Upper("w"), "a.txt")) != "v1\n" {
+		t.Error("a fork wrote into its parent's upper")
+	}
+	for _, name := range []string{"w", forks[0].Name, forks[1].Name} {
+		if _, err := ce.e.Remove(ctx, name, RemoveOptions{Purge: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ids := ce.srv.SandboxIDs(); len(ids) != 0 {
+		t.Errorf("sandboxes left: %v", ids)
+	}
+	if ids := ce.srv.SnapshotIDs(); len(ids) != 0 {
+		t.Errorf("cube snapshots left after purging every World: %v", ids)
+	}
+}

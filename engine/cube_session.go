@@ -1,0 +1,496 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stratahq/strata/cube"
+)
+
+// CubeSessionArg is the first argument with which strata re-executes itself
+// as a cube session's runner: `strata __cube-session <session dir>`. The
+// runner holds the envd exec stream for as long as the command runs, so the
+// caller can go away (--detach); it writes the transcript and meta.json in
+// the local sessions' formats, and turns signals into kills in the sandbox.
+const CubeSessionArg = "__cube-session"
+
+// IsolationCube marks the sessions of cube Worlds: a MicroVM of their own.
+const IsolationCube Isolation = "cube"
+
+// Descriptors the caller hands the runner.
+const (
+	cubeRunnerSpecFD  = 3
+	cubeRunnerReadyFD = 4
+)
+
+// cubeStartMarker is printed to stderr by the wrapper before it execs the
+// command: it tells the runner the command runs, with its pid in the guest.
+// The runner removes it from the output.
+const cubeStartMarker = "\x1estrata-start "
+
+// cubeWrapper runs the command with a shell's semantics for a missing or
+// non-executable program (exit 127, 126) and announces its pid first.
+const cubeWrapper = `printf '\036strata-start %s\n' "$$" >&2; exec "$@"`
+
+// cubeRunnerSpec is what the runner reads on fd 3. It carries the API key
+// (never written to a file).
+type cubeRunnerSpec struct {
+	Dir     string           `json:"dir"`
+	Meta    SessionMeta      `json:"meta"`
+	Client  cubeClientSpec   `json:"client"`
+	Sandbox cube.Sandbox     `json:"sandbox"`
+	Request cube.ExecRequest `json:"request"`
+}
+
+type cubeClientSpec struct {
+	Endpoint   string `json:"endpoint"`
+	APIKey     string `json:"api_key,omitempty"`
+	AuthHeader string `json:"auth_header,omitempty"`
+	ProxyAddr  string `json:"proxy_addr,omitempty"`
+	Scheme     string `json:"scheme,omitempty"`
+}
+
+// hostEnvSkip are variables of the caller's machine that mean nothing (or
+// harm) in a sandbox: the guest's own PATH, HOME and so on stay.
+var hostEnvSkip = map[string]bool{
+	"PATH": true, "HOME": true, "USER": true, "LOGNAME": true, "SHELL": true, "PWD": true, "OLDPWD": true,
+	"SHLVL": true, "_": true, "MAIL": true, "TMPDIR": true, "DISPLAY": true, "HOSTNAME": true,
+	"LD_PRELOAD": true, "LD_LIBRARY_PATH": true, "XAUTHORITY": true,
+}
+
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// cubeExecEnv is the part of env that is sent with the command.
+func cubeExecEnv(env []string) map[string]string {
+	out := map[string]string{}
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || !envNameRE.MatchString(k) || hostEnvSkip[k] || len(v) > 4096 ||
+			strings.HasPrefix(k, "SSH_") || strings.HasPrefix(k, "XDG_") || strings.HasPrefix(k, "STRATA_") {
+			continue
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// guestCwd maps a working directory in the World to the guest.
+func (e *Engine) guestCwd(w *World, cwd string) string {
+	mp := e.cubeMountPoint(w)
+	switch {
+	case cwd == "":
+		return mp
+	case !filepath.IsAbs(cwd):
+		return filepath.Join(mp, cwd)
+	case within(cwd, w.Source):
+		return filepath.Join(mp, strings.TrimPrefix(cwd, w.Source))
+	}
+	return cwd
+}
+
+// execCube starts a session in a cube World: the World is brought up if
+// needed (planned: created; stopped: resumed) and its overlay checked, then
+// a detached runner starts the command through envd.
+func (e *Engine) execCube(ctx context.Context, w *World, o ExecOptions) (SessionMeta, error) {
+	if o.TTY {
+		return SessionMeta{}, fmt.Errorf("exec in world %q: cube sessions have no terminal yet; run without --tty (output is streamed and kept in the transcript)", w.Name)
+	}
+	if o.NoNetwork {
+		return SessionMeta{}, fmt.Errorf("exec in world %q: --no-network is not available on the cube backend; the template's network policy applies", w.Name)
+	}
+	if o.Snapshot || e.Config.AutoSnapshot {
+		if _, err := e.Snapshot(ctx, w.Name, SnapshotOptions{Message: "before exec: " + shellQuote(o.Argv), Auto: true}); err != nil {
+			return SessionMeta{}, fmt.Errorf("exec in world %q: snapshot before exec: %w", w.Name, err)
+		}
+	}
+	w, sb, err := e.ensureCubeReady(ctx, w.Name)
+	if err != nil {
+		return SessionMeta{}, fmt.Errorf("exec in world %q: %w", w.Name, err)
+	}
+	cfg, err := e.cubeClientConfig()
+	if err != nil {
+		return SessionMeta{}, fmt.Errorf("exec in world %q: %w", w.Name, err)
+	}
+	env := o.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	cwd := o.Cwd
+	if cwd == "" {
+		cwd = w.Source
+	} else if !filepath.IsAbs(cwd) {
+		cwd = filepath.Join(w.Source, cwd)
+	}
+	id := NewSessionID()
+	spec := cubeRunnerSpec{
+		Dir: filepath.Join(e.Paths.Sessions(w.Name), id),
+		Meta: SessionMeta{
+			ID: id, World: w.Name, Argv: o.Argv, Env: RedactEnv(env, e.Config.EnvRedact),
+			Source: w.Source, Cwd: cwd, Isolation: IsolationCube,
+			StartedAt: time.Now(), State: SessionStarting, Attention: AttentionRunning,
+		},
+		Client:  cubeClientSpec{Endpoint: cfg.Endpoint, APIKey: cfg.APIKey, AuthHeader: cfg.AuthHeader, ProxyAddr: cfg.ProxyAddr, Scheme: cfg.Scheme},
+		Sandbox: *sb,
+		Request: cube.ExecRequest{
+			Cmd:  "/bin/sh",
+			Args: append([]string{"-c", cubeWrapper, "strata"}, o.Argv...),
+			Envs: cubeExecEnv(env), Cwd: e.guestCwd(w, cwd),
+		},
+	}
+	exe := e.exe
+	if exe == "" {
+		if exe, err = os.Executable(); err != nil {
+			return SessionMeta{}, fmt.Errorf("exec in world %q: find strata binary: %w", w.Name, err)
+		}
+	}
+	meta, err := startCubeRunner(ctx, exe, spec)
+	if err != nil {
+		return meta, fmt.Errorf("exec in world %q: %w", w.Name, err)
+	}
+	e.activity(ctx, Event{Type: EventSessionStarted, World: w.Name, Session: meta.ID, Detail: map[string]any{"argv": o.Argv, "backend": "cube", "sandbox": sb.SandboxID}})
+	return meta, nil
+}
+
+// startCubeRunner makes the session dir, starts the runner in a session and
+// PID namespace of its own (freezing a World stops what lives in its
+// sessions' PID namespaces: for a cube session, nothing on this host), and
+// returns once the command runs in the sandbox or could not start.
+func startCubeRunner(ctx context.Context, exe string, spec cubeRunnerSpec) (SessionMeta, error) {
+	meta := spec.Meta
+	if err := os.MkdirAll(filepath.Dir(spec.Dir), 0o755); err != nil {
+		return meta, fmt.Errorf("start session %s: %w", meta.ID, err)
+	}
+	if err := os.Mkdir(spec.Dir, 0o700); err != nil {
+		return meta, fmt.Errorf("start session %s: %w", meta.ID, err)
+	}
+	if err := unix.Mkfifo(filepath.Join(spec.Dir, endFIFO), 0o600); err != nil {
+		return meta, fmt.Errorf("start session %s: %w", meta.ID, err)
+	}
+	if err := writeSessionMetaPath(spec.Dir, meta); err != nil {
+		return meta, fmt.Errorf("start session %s: %w", meta.ID, err)
+	}
+	fail := func(err error) (SessionMeta, error) {
+		meta.State, meta.Error, meta.EndedAt, meta.Attention, meta.ExitCode = SessionFailed, err.Error(), time.Now(), AttentionFailed, 1
+		_ = writeSessionMetaPath(spec.Dir, meta)
+		return meta, fmt.Errorf("start session %s: %w", meta.ID, err)
+	}
+	devNull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return fail(err)
+	}
+	defer devNull.Close()
+	runnerLog, err := os.OpenFile(filepath.Join(spec.Dir, initLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fail(err)
+	}
+	defer runnerLog.Close()
+	specR, specW, err := os.Pipe()
+	if err != nil {
+		return fail(err)
+	}
+	defer specR.Close()
+	defer specW.Close()
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		return fail(err)
+	}
+	defer readyR.Close()
+	cmd := exec.Command(exe, CubeSessionArg, spec.Dir)
+	cmd.Dir = "/"
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = devNull, devNull, runnerLog
+	cmd.ExtraFiles = []*os.File{specR, readyW}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Cloneflags: unix.CLONE_NEWPID}
+	if os.Geteuid() != 0 {
+		cmd.SysProcAttr.Cloneflags |= unix.CLONE_NEWUSER
+		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+		cmd.SysProcAttr.GidMappingsEnableSetgroups = false
+	}
+	err = cmd.Start()
+	readyW.Close()
+	if err != nil {
+		return fail(fmt.Errorf("start cube session runner %s: %w", exe, err))
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	// The runner cannot see its own host pid from inside its PID namespace;
+	// it is the session's "init" for liveness and the target of kills.
+	spec.Meta.InitPID, spec.Meta.PID = cmd.Process.Pid, cmd.Process.Pid
+	if st, err := readProcStat(cmd.Process.Pid); err == nil {
+		spec.Meta.InitStartTime = st.startTime
+	}
+	data, err := json.Marshal(spec)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		return fail(err)
+	}
+	_, _ = specW.Write(data)
+	specW.Close()
+
+	readyCh := make(chan readyResult, 1)
+	go func() {
+		var msg readyMessage
+		err := json.NewDecoder(readyR).Decode(&msg)
+		readyCh <- readyResult{msg, err}
+	}()
+	select {
+	case <-ctx.Done():
+		_ = cmd.Process.Kill()
+		<-exited
+		return fail(ctx.Err())
+	case r := <-readyCh:
+		if r.err != nil {
+			<-exited
+			return fail(fmt.Errorf("cube session runner ended before the command started: %s", initFailure(spec.Dir, r.err)))
+		}
+		if r.msg.Meta.State == SessionFailed {
+			return r.msg.Meta, fmt.Errorf("start session %s: %s: %w", meta.ID, r.msg.Meta.Error, ErrStartFailed)
+		}
+		return r.msg.Meta, nil
+	}
+}
+
+// CubeSessionMain is the cube session runner (see CubeSessionArg); args are
+// the arguments after it. It returns the process exit code.
+func CubeSessionMain(args []string) int {
+	if len(args) > 0 && args[0] == CubeSessionArg {
+		args = args[1:]
+	}
+	if len(args) != 1 {
+		fmt.Fprintf(os.Stderr, "usage: strata %s SESSION_DIR (started by strata itself)\n", CubeSessionArg)
+		return 2
+	}
+	if err := runCubeSession(args[0]); err != nil {
+		fmt.Fprintf(os.Stderr, "cube session runner %s: %v\n", args[0], err)
+		return 1
+	}
+	return 0
+}
+
+func runCubeSession(dir string) error {
+	unix.CloseOnExec(cubeRunnerSpecFD)
+	unix.CloseOnExec(cubeRunnerReadyFD)
+	ready := os.NewFile(cubeRunnerReadyFD, "ready")
+	specFile := os.NewFile(cubeRunnerSpecFD, "spec")
+	var spec cubeRunnerSpec
+	err := json.NewDecoder(specFile).Decode(&spec)
+	specFile.Close()
+	if err != nil {
+		return fmt.Errorf("read spec: %w", err)
+	}
+	if spec.Dir != dir {
+		return fmt.Errorf("spec is for %s", spec.Dir)
+	}
+	r := &cubeRunner{dir: dir, spec: spec, meta: spec.Meta, ready: ready}
+	return r.run()
+}
+
+type cubeRunner struct {
+	dir   string
+	spec  cubeRunnerSpec
+	meta  SessionMeta
+	ready *os.File
+}
+
+func (r *cubeRunner) signalReady() {
+	if r.ready != nil {
+		_ = json.NewEncoder(r.ready).Encode(readyMessage{Meta: r.meta})
+		r.ready.Close()
+		r.ready = nil
+	}
+}
+
+// end records how the session ended and lets waiters go.
+func (r *cubeRunner) end(fifo *os.File) error {
+	r.meta.EndedAt = time.Now()
+	err := writeSessionMetaPath(r.dir, r.meta)
+	r.signalReady()
+	if fifo != nil {
+		fifo.Close()
+	}
+	if info, serr := os.Stat(filepath.Join(r.dir, initLogFile)); serr == nil && info.Size() == 0 {
+		_ = os.Remove(filepath.Join(r.dir, initLogFile))
+	}
+	return err
+}
+
+func (r *cubeRunner) run() error {
+	fifo, err := os.OpenFile(filepath.Join(r.dir, endFIFO), os.O_RDWR|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", endFIFO, err)
+	}
+	if err := writeSessionMetaPath(r.dir, r.meta); err != nil {
+		fifo.Close()
+		return err
+	}
+	failStart := func(err error) error {
+		r.meta.State, r.meta.Attention, r.meta.ExitCode, r.meta.Error = SessionFailed, AttentionFailed, 1, err.Error()
+		return r.end(fifo)
+	}
+	tf, err := os.OpenFile(filepath.Join(r.dir, TranscriptFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return failStart(fmt.Errorf("open transcript: %w", err))
+	}
+	defer tf.Close()
+	tw, err := newTranscriptWriter(tf)
+	if err != nil {
+		return failStart(err)
+	}
+	c := r.spec.Client
+	client, err := cube.New(cube.Config{Endpoint: c.Endpoint, APIKey: c.APIKey, AuthHeader: c.AuthHeader, ProxyAddr: c.ProxyAddr, Scheme: c.Scheme})
+	if err != nil {
+		return failStart(err)
+	}
+	sb := r.spec.Sandbox
+
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2)
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started := make(chan int, 1)
+	stderr := &startFilter{next: transcriptStream{tw, StreamStderr}, onStart: func(pid int) { started <- pid }}
+	type result struct {
+		res cube.ExecResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := client.Exec(ctx, &sb, r.spec.Request, transcriptStream{tw, StreamStdout}, stderr)
+		done <- result{res, err}
+	}()
+
+	remotePID := 0
+	for {
+		select {
+		case pid := <-started:
+			remotePID = pid
+			r.meta.State, r.meta.StartedAt = SessionRunning, time.Now()
+			if err := writeSessionMetaPath(r.dir, r.meta); err != nil {
+				cancel()
+			}
+			r.signalReady()
+		case sig := <-sigs:
+			if remotePID <= 0 {
+				cancel() // not started yet: cutting the stream is the only way
+				continue
+			}
+			go killInSandbox(client, &sb, remotePID, sig.(syscall.Signal))
+		case res := <-done:
+			_ = tf.Sync()
+			if res.err != nil && remotePID == 0 && !errors.Is(res.err, cube.ErrStreamDropped) {
+				return failStart(res.err)
+			}
+			r.finish(tw, res.res, res.err)
+			return r.end(fifo)
+		}
+	}
+}
+
+// finish turns the exec result into the session's end state.
+func (r *cubeRunner) finish(tw *transcriptWriter, res cube.ExecResult, err error) {
+	switch {
+	case err != nil:
+		msg := err.Error()
+		if errors.Is(err, cube.ErrStreamDropped) {
+			msg += fmt.Sprintf(" (the command may still be running in sandbox %s)", r.spec.Sandbox.SandboxID)
+		}
+		_ = tw.write(StreamStderr, time.Now(), []byte("strata: "+msg+"\n"))
+		r.meta.State, r.meta.Attention, r.meta.ExitCode, r.meta.Error = SessionFailed, AttentionFailed, 255, msg
+	case strings.HasPrefix(res.Status, "signal") && res.ExitCode > 128:
+		r.meta.ExitCode = res.ExitCode
+		r.meta.Signal = unix.SignalName(syscall.Signal(res.ExitCode - 128))
+		r.meta.State, r.meta.Attention = SessionKilled, AttentionFailed
+	case res.ExitCode == 0:
+		r.meta.State, r.meta.Attention = SessionExited, AttentionDone
+	default:
+		r.meta.ExitCode = res.ExitCode
+		r.meta.State, r.meta.Attention = SessionFailed, AttentionFailed
+	}
+}
+
+// killInSandbox signals the command's process group in the sandbox (the
+// wrapper's pid is the command's: it execs it).
+func killInSandbox(client *cube.Client, sb *cube.Sandbox, pid int, sig syscall.Signal) {
+	name := strings.TrimPrefix(unix.SignalName(sig), "SIG")
+	if name == "" {
+		name = strconv.Itoa(int(sig))
+	}
+	p := strconv.Itoa(pid)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, _ = client.Exec(ctx, sb, cube.ExecRequest{
+		Cmd: "/bin/sh", Args: []string{"-c", "kill -s " + name + " -- -" + p + " 2>/dev/null || kill -s " + name + " " + p}, Cwd: "/",
+	}, nil, nil)
+}
+
+// transcriptStream appends what is written to it as frames of one stream.
+type transcriptStream struct {
+	tw     *transcriptWriter
+	stream Stream
+}
+
+func (s transcriptStream) Write(p []byte) (int, error) {
+	if err := s.tw.write(s.stream, time.Now(), p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// startFilter takes the wrapper's start marker off the head of stderr and
+// reports the pid in it; everything else passes through.
+type startFilter struct {
+	next    io.Writer
+	onStart func(pid int)
+	buf     []byte
+	done    bool
+}
+
+func (f *startFilter) Write(p []byte) (int, error) {
+	if f.done {
+		return f.next.Write(p)
+	}
+	f.buf = append(f.buf, p...)
+	n := min(len(f.buf), len(cubeStartMarker))
+	if !bytes.Equal(f.buf[:n], []byte(cubeStartMarker[:n])) {
+		// Not the wrapper speaking (never expected): pass it all on.
+		f.done = true
+		f.onStart(0)
+		_, err := f.next.Write(f.buf)
+		f.buf = nil
+		return len(p), err
+	}
+	i := bytes.IndexByte(f.buf, '\n')
+	if i < 0 {
+		if len(f.buf) > 64 {
+			f.done = true
+			f.onStart(0)
+		}
+		return len(p), nil
+	}
+	pid, _ := strconv.Atoi(string(f.buf[len(cubeStartMarker):i]))
+	rest := f.buf[i+1:]
+	f.buf, f.done = nil, true
+	f.onStart(pid)
+	if len(rest) > 0 {
+		if _, err := f.next.Write(rest); err != nil {
+			return len(p), err
+		}
+	}
+	return len(p), nil
+}

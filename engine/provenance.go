@@ -1,0 +1,137 @@
+package engine
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// PathWrite is one session's writes to one path, as its watcher saw them.
+type PathWrite struct {
+	Session string   `json:"session"`
+	Command []string `json:"command,omitempty"` // the session's argv
+	Op      string   `json:"op"`                // create, write or delete
+	// First and Last are when the session first and last wrote the path: the
+	// TUI opens the session's transcript near these moments.
+	First time.Time `json:"first"`
+	Last  time.Time `json:"last"`
+}
+
+func (e *Engine) provenanceDir(name string) string {
+	return filepath.Join(e.Paths.World(name), "provenance")
+}
+
+func jsonLine(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// Provenance merges the World's per-session write records: for each path,
+// the sessions that wrote it, in the order of their first write.
+func (e *Engine) Provenance(name string) (map[string][]PathWrite, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	dir := e.provenanceDir(name)
+	ents, err := os.ReadDir(dir)
+	if errorsIsNotExist(err) {
+		return map[string][]PathWrite{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("provenance of world %q: %w", name, err)
+	}
+	argv := map[string][]string{}
+	if ss, err := ListSessions(e.Paths.World(name)); err == nil {
+		for _, s := range ss {
+			argv[s.ID] = s.Argv
+		}
+	}
+	out := map[string][]PathWrite{}
+	for _, d := range ents {
+		session, ok := strings.CutSuffix(d.Name(), ".jsonl")
+		if !ok || d.IsDir() || !validSessionID(session) {
+			continue
+		}
+		recs, err := readProvenanceFile(filepath.Join(dir, d.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("provenance of world %q: %w", name, err)
+		}
+		for _, r := range recs {
+			out[r.Path] = append(out[r.Path], PathWrite{Session: session, Command: argv[session], Op: r.Op, First: r.First, Last: r.Last})
+		}
+	}
+	for _, ws := range out {
+		sort.Slice(ws, func(i, j int) bool {
+			if !ws[i].First.Equal(ws[j].First) {
+				return ws[i].First.Before(ws[j].First)
+			}
+			return ws[i].Session < ws[j].Session
+		})
+	}
+	return out, nil
+}
+
+// readProvenanceFile merges one session's lines: a path written again after
+// a flush has several; the earliest first, the latest last and the op of the
+// latest line win. A torn last line (a crash mid-write) is skipped.
+func readProvenanceFile(path string) ([]provRecord, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	byPath := map[string]*provRecord{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var r provRecord
+		if json.Unmarshal(sc.Bytes(), &r) != nil || r.Path == "" {
+			continue
+		}
+		m := byPath[r.Path]
+		if m == nil {
+			byPath[r.Path] = &r
+			continue
+		}
+		if r.First.Before(m.First) {
+			m.First = r.First
+		}
+		if !r.Last.Before(m.Last) {
+			m.Last, m.Op = r.Last, r.Op
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	out := make([]provRecord, 0, len(byPath))
+	for _, r := range byPath {
+		out = append(out, *r)
+	}
+	return out, nil
+}
+
+// Blame is the provenance of one path (relative to the source, or absolute
+// inside it): the sessions that wrote it, oldest first.
+func (e *Engine) Blame(name, path string) (string, []PathWrite, error) {
+	w, err := e.World(name)
+	if err != nil {
+		return "", nil, err
+	}
+	rel, err := e.relToSource(w, path)
+	if err != nil {
+		return "", nil, fmt.Errorf("blame in world %q: %w", name, err)
+	}
+	prov, err := e.Provenance(name)
+	if err != nil {
+		return rel, nil, err
+	}
+	return rel, prov[rel], nil
+}
