@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/stratahq/strata/overlay"
 )
 
@@ -198,8 +200,13 @@ func chooseMountBackend(b overlay.Backend) (overlay.Backend, error) {
 	if os.Geteuid() == 0 && kernelHasOverlay() {
 		return overlay.BackendKernel, nil
 	}
-	if _, err := lookPath("fuse-overlayfs"); err == nil {
+	// Rootless: fuse-overlayfs needs /dev/fuse to be usable by this user;
+	// kernel overlay inside a user namespace needs nothing else.
+	if _, err := lookPath("fuse-overlayfs"); err == nil && unix.Access("/dev/fuse", unix.R_OK|unix.W_OK) == nil {
 		return overlay.BackendFuseOverlayfs, nil
+	}
+	if kernelHasOverlay() && userNamespaceSupport() == "available" {
+		return overlay.BackendKernel, nil
 	}
 	if _, err := lookPath("unionfs"); err == nil {
 		return overlay.BackendUnionfs, nil

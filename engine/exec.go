@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/stratahq/strata/overlay"
 )
 
 // ExecOptions are the parameters of `strata exec`.
@@ -37,7 +39,12 @@ func (e *Engine) Exec(ctx context.Context, name string, o ExecOptions) (SessionM
 			return SessionMeta{}, fmt.Errorf("exec in world %q: snapshot before exec: %w", name, err)
 		}
 	}
-	if err := e.EnsureMounted(ctx, w); err != nil {
+	var inSession *overlay.MountSpec
+	if !isRoot() && w.MountBackend == overlay.BackendKernel {
+		// Rootless kernel overlay: only a user namespace may mount it, so the
+		// session init mounts it inside its own namespaces.
+		inSession = &overlay.MountSpec{Lower: w.Source, Upper: e.Paths.Upper(w.Name), Work: e.Paths.Work(w.Name), Target: e.Paths.Merged(w.Name), Backend: overlay.BackendKernel, UserXattr: true}
+	} else if err := e.EnsureMounted(ctx, w); err != nil {
 		return SessionMeta{}, err
 	}
 	iso := o.Isolation
@@ -67,6 +74,7 @@ func (e *Engine) Exec(ctx context.Context, name string, o ExecOptions) (SessionM
 		World:     w.Name,
 		Source:    w.Source,
 		Merged:    e.Paths.Merged(w.Name),
+		Overlay:   inSession,
 		StateRoot: e.Paths.Root,
 		Dir:       filepath.Join(e.Paths.Sessions(w.Name), id),
 		Argv:      o.Argv,

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/stratahq/strata/overlay"
 	"os"
 	"os/exec"
 	"path"
@@ -64,6 +65,10 @@ type SessionSpec struct {
 	Source string `json:"source"`
 	// Merged is the World's mounted merged view on the host.
 	Merged string `json:"merged"`
+	// Overlay, when set, is mounted by the init itself at Merged inside the
+	// session's own namespaces (kernel overlay with userxattr): the rootless
+	// path, where the caller cannot mount on the host.
+	Overlay *overlay.MountSpec `json:"overlay,omitempty"`
 	// StateRoot and HideDirs are covered by an empty read-only tmpfs in the session.
 	StateRoot string   `json:"state_root"`
 	HideDirs  []string `json:"hide_dirs,omitempty"`

@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/stratahq/strata/overlay"
 	"net"
 	"os"
 	"os/signal"
@@ -609,6 +611,13 @@ func checkExecutable(p string) error {
 func setupSessionMounts(spec *SessionSpec) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
+	}
+	if spec.Overlay != nil {
+		// Rootless: this user namespace owns the mount namespace, so the
+		// kernel overlay (with userxattr) can be mounted here, privately.
+		if err := overlay.Mount(context.Background(), *spec.Overlay); err != nil {
+			return fmt.Errorf("mount the world's overlay in the session: %w", err)
+		}
 	}
 	// Detached copies of everything bound in later: covering the state root, /dev
 	// or /tmp must not cover what lies under them.

@@ -484,3 +484,22 @@ func helpKey(keys []string) string {
 	}
 	return strings.Join(parts, "/")
 }
+
+// Markdown is the key reference README.md carries under "## Keys": one
+// table row per action, in help order, from the default bindings.
+func (km *KeyMap) Markdown() string {
+	var b strings.Builder
+	b.WriteString("| Where | Keys | Does | Action (config.toml `[keys]`) |\n")
+	b.WriteString("|---|---|---|---|\n")
+	for _, a := range km.actions {
+		keys := make([]string, 0, len(a.Binding.Keys()))
+		for _, k := range a.Binding.Keys() {
+			if k == "|" {
+				k = `\|`
+			}
+			keys = append(keys, "`"+k+"`")
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | `%s` |\n", a.Area, strings.Join(keys, " "), a.Desc(), a.Name)
+	}
+	return b.String()
+}

@@ -516,7 +516,7 @@ func (c Conflicts) regionRows(k, width, sideMax int) []string {
 		}
 		return out
 	}
-	if width < 120 {
+	if width < 100 {
 		for _, col := range cols {
 			rows = append(rows, draw(col, width)...)
 		}

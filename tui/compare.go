@@ -173,6 +173,18 @@ func fanOutRow(eng *engine.Engine, world string, argv []string, ev engine.Event,
 	row.ExitCode, row.Signal, row.Error = found.ExitCode, found.Signal, found.Error
 	row.Running = found.State == engine.SessionRunning || found.State == engine.SessionStarting
 	row.Duration = found.Duration().Round(1e6).String()
+	// The paths it changed: those its watcher saw it write.
+	if prov, err := eng.Provenance(world); err == nil {
+		row.Changed = 0
+		for _, ws := range prov {
+			for _, w := range ws {
+				if w.Session == found.ID {
+					row.Changed++
+					break
+				}
+			}
+		}
+	}
 	return row
 }
 

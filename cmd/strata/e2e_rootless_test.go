@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestE2ERootlessFullFlow runs the whole flow as an unprivileged user (the
+// SSH user on a mini PC): kernel overlay inside a user namespace, or
+// fuse-overlayfs where /dev/fuse is open to the user.
+func TestE2ERootlessFullFlow(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to switch to an unprivileged user")
+	}
+	if err := exec.Command("unshare", "-U", "true").Run(); err != nil {
+		t.Skip("user namespaces are not available here:", err)
+	}
+	const uid, gid = 65534, 65534 // nobody
+	base, err := os.MkdirTemp("", "strata-rootless-e2e-")
+	must(t, err)
+	t.Cleanup(func() { os.RemoveAll(base) })
+	must(t, os.Chmod(base, 0o755))
+	bin := filepath.Join(base, "strata")
+	data, err := os.ReadFile(strataBin)
+	must(t, err)
+	must(t, os.WriteFile(bin, data, 0o755))
+	work := filepath.Join(base, "work")
+	must(t, os.Mkdir(work, 0o755))
+	must(t, os.Chown(work, uid, gid))
+	src := filepath.Join(work, "src")
+	run := func(args ...string) (string, int) {
+		c := exec.Command(bin, args...)
+		c.Dir = src
+		c.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + work, "STRATA_HOME=" + filepath.Join(work, "home"),
+			"STRATA_CONFIG=" + filepath.Join(work, "none.toml"), "XDG_STATE_HOME=" + filepath.Join(work, "state")}
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
+		var out bytes.Buffer
+		c.Stdout, c.Stderr = &out, &out
+		err := c.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return out.String(), code
+	}
+	ok := func(args ...string) string {
+		t.Helper()
+		out, code := run(args...)
+		if code != 0 {
+			t.Fatalf("as nobody: strata %s: exit %d: %s", strings.Join(args, " "), code, out)
+		}
+		return out
+	}
+	for p, c := range map[string]string{"a.txt": "hello\n", "d/x.txt": "x\n"} {
+		must(t, os.MkdirAll(filepath.Dir(filepath.Join(src, p)), 0o755))
+		must(t, os.WriteFile(filepath.Join(src, p), []byte(c), 0o644))
+	}
+	must(t, filepath.Walk(src, func(p string, _ os.FileInfo, err error) error {
+		if err == nil {
+			err = os.Chown(p, uid, gid)
+		}
+		return err
+	}))
+	ok("new", "u")
+	if out := ok("exec", "u", "--", "sh", "-c", "cat a.txt && echo more >> a.txt && echo new > b.txt && rm -r d && id -u"); out != "hello\n0\n" {
+		t.Fatalf("session output %q (the command runs as root of its user namespace)", out)
+	}
+	if got, _ := os.ReadFile(filepath.Join(src, "a.txt")); string(got) != "hello\n" {
+		t.Fatalf("the source changed: %q", got)
+	}
+	st := ok("status", "u")
+	for _, want := range []string{"M  a.txt", "A  b.txt", "D  d/x.txt"} {
+		if !strings.Contains(st, want) {
+			t.Fatalf("status lacks %q:\n%s", want, st)
+		}
+	}
+	ok("snap", "u", "-m", "before damage")
+	ok("exec", "u", "--", "sh", "-c", "echo damage > a.txt")
+	ok("rollback", "u", "head")
+	if out := ok("exec", "u", "--", "cat", "a.txt"); out != "hello\nmore\n" {
+		t.Fatalf("after rollback: %q", out)
+	}
+	ok("apply", "u")
+	if got, _ := os.ReadFile(filepath.Join(src, "b.txt")); string(got) != "new\n" {
+		t.Fatalf("apply as nobody: b.txt = %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(src, "d")); err == nil {
+		t.Fatal("apply as nobody did not delete d/")
+	}
+	ok("rm", "u")
+}
