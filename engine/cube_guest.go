@@ -188,3 +188,61 @@ func (e *Engine) ensureOverlayAndRecord(ctx context.Context, c *cube.Client, w *
 	}
 	return err
 }
+
+// guestUnmountScript takes strata's overlay mounts at the mount point down
+// (lazily when busy). Arguments: mount point, its mountinfo escape.
+const guestUnmountScript = `M=$1 EM=$2
+i=0
+while [ $i -lt 8 ]; do
+	t=$(awk -v m="$EM" '$5 == m { i = 7; while ($i != "-") i++; t = $(i + 1) } END { print t }' /proc/self/mountinfo)
+	case "$t" in
+	overlay | fuse.unionfs* | fuse.fuse-overlayfs) ;;
+	*) exit 0 ;;
+	esac
+	umount "$M" 2>/dev/null || umount -l "$M" || exit 1
+	i=$((i + 1))
+done
+exit 1
+`
+
+// cubeUnmountGuest takes the World's overlay down in its guest, for strata
+// to change the upper from the host (an overlay must not see its layers
+// change under it); cubeRemountGuest mounts it again afterwards. Both do
+// nothing for a World without a running sandbox. The caller holds the
+// World's lock.
+func (e *Engine) cubeUnmountGuest(ctx context.Context, w *World) error {
+	if w.Backend != RuntimeCube || w.Cube == nil || w.State != StateReady || w.Cube.SandboxID == "" {
+		return nil
+	}
+	c, err := e.cubeClient()
+	if err != nil {
+		return err
+	}
+	mp := e.cubeMountPoint(w)
+	cctx, cancel := context.WithTimeout(ctx, cubeCallTimeout)
+	defer cancel()
+	var errOut bytes.Buffer
+	res, err := c.Exec(cctx, e.cubeSandbox(w), cube.ExecRequest{
+		Cmd: "/bin/sh", Args: []string{"-c", guestUnmountScript, "strata-unmount", mp, mountinfoEscape(mp)}, Cwd: "/",
+	}, nil, &errOut)
+	if err == nil && res.ExitCode != 0 {
+		err = fmt.Errorf("exit status %d: %s", res.ExitCode, strings.TrimSpace(errOut.String()))
+	}
+	if err != nil {
+		return fmt.Errorf("unmount world %q in sandbox %s: %w", w.Name, w.Cube.SandboxID, err)
+	}
+	return nil
+}
+
+// cubeRemountGuest mounts the World's overlay in its guest again after its
+// upper changed on the host.
+func (e *Engine) cubeRemountGuest(ctx context.Context, w *World) error {
+	if w.Backend != RuntimeCube || w.Cube == nil || w.State != StateReady || w.Cube.SandboxID == "" {
+		return nil
+	}
+	c, err := e.cubeClient()
+	if err != nil {
+		return err
+	}
+	return e.ensureOverlayAndRecord(ctx, c, w, e.cubeSandbox(w), true)
+}

@@ -8,20 +8,29 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stratahq/strata/cube"
 	"github.com/stratahq/strata/cube/cubetest"
 	"github.com/stratahq/strata/overlay"
 )
 
 // The tests re-execute their own binary as the cube session runner (the
 // local session init is dispatched by TestMain).
+//
+// The main goroutine keeps the main thread: the fake's sandboxes are
+// threads in mount namespaces of their own, and one that ran on the main
+// thread would leave it there when it ends (Go parks a locked main thread
+// instead of ending it); /proc/self/mountinfo, which the mount code reads, is
+// the main thread's, so no later mount of the process would show up in it.
 func init() {
 	if len(os.Args) > 1 && os.Args[1] == CubeSessionArg {
 		os.Exit(CubeSessionMain(os.Args[2:]))
 	}
+	runtime.LockOSThread()
 }
 
 // cubeEnv is an engine configured for a fake CubeSandbox, and a source tree.
@@ -350,5 +359,43 @@ func TestCubeSnapshotRollbackFork(t *testing.T) {
 	}
 	if ids := ce.srv.SnapshotIDs(); len(ids) != 0 {
 		t.Errorf("cube snapshots left after purging every World: %v", ids)
+	}
+}
+
+// What strata changes in an upper from the host (restore, drop applied) is
+// seen by the guest once its overlay is mounted again; mounts never stack.
+func TestCubeGuestRemountAfterHostChange(t *testing.T) {
+	ctx := context.Background()
+	ce := newCubeEnv(t, cubetest.Options{})
+	w := ce.create("w", CreateOptions{})
+	countMounts := "awk -v m=" + ce.src + " '$5 == m { n++ } END { print n + 0 }' /proc/self/mountinfo"
+	ce.mustSh("w", "echo mine > a.txt")
+	if err := ce.e.cubeUnmountGuest(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ce.e.cubeClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var direct bytes.Buffer
+	if _, err := c.Exec(ctx, ce.e.cubeSandbox(w), cube.ExecRequest{Cmd: "/bin/sh", Args: []string{"-c", countMounts}}, &direct, nil); err != nil || direct.String() != "0\n" {
+		t.Errorf("mounts at the source after unmount: %q %v", direct.String(), err)
+	}
+	if out := ce.mustSh("w", countMounts); out != "1\n" {
+		// exec set the overlay up again: exactly one mount.
+		t.Errorf("mounts at the source after exec: %q", out)
+	}
+	if err := ce.e.cubeUnmountGuest(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(ce.e.Paths.Upper("w"), "a.txt"), "restored\n")
+	if err := ce.e.cubeRemountGuest(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	if err := ce.e.cubeRemountGuest(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	if out := ce.mustSh("w", "cat a.txt; "+countMounts); out != "restored\n1\n" {
+		t.Errorf("after remount: %q", out)
 	}
 }

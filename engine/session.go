@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/stratahq/strata/overlay"
 	"os"
 	"os/exec"
 	"path"
@@ -20,6 +19,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stratahq/strata/overlay"
 )
 
 // SessionInitArg is the first argument with which strata re-executes itself as a

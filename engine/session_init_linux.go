@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/stratahq/strata/overlay"
 	"net"
 	"os"
 	"os/signal"
@@ -18,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stratahq/strata/overlay"
 )
 
 // Descriptors the caller hands the init (see startInit).

@@ -825,8 +825,10 @@ func TestResolveMarkersAgreesWithMerge(t *testing.T) {
 	f := fixtureConflicts()[0]
 	mr := diffview.Merge3(f.Base, f.Ours, f.Theirs)
 	for _, chs := range [][]diffview.Choice{
-		{diffview.ChooseOurs, diffview.ChooseTheirs}, {diffview.ChooseBoth, diffview.ChooseBase},
-		{diffview.Unresolved, diffview.ChooseOurs}, {diffview.ChooseTheirs, diffview.Unresolved},
+		{diffview.ChooseOurs, diffview.ChooseTheirs},
+		{diffview.ChooseBoth, diffview.ChooseBase},
+		{diffview.Unresolved, diffview.ChooseOurs},
+		{diffview.ChooseTheirs, diffview.Unresolved},
 	} {
 		want, err := mr.ResolveWith(chs)
 		if err != nil {

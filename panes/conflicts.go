@@ -428,7 +428,16 @@ func (c Conflicts) View(width, height int) string {
 	}
 	if ed := c.state[c.file].edited; ed != nil {
 		lines = append(lines, st.Accent.Render("edited in $EDITOR")+st.Muted.Render(" · choosing ours/theirs/both drops the edit"))
-		for _, l := range strings.Split(strings.TrimSuffix(*ed, "\n"), "\n") {
+		text := strings.Split(strings.TrimSuffix(*ed, "\n"), "\n")
+		// Start a few lines above the first marker left, if any.
+		from := 0
+		for i, l := range text {
+			if HasConflictMarkers(l) {
+				from = max(i-3, 0)
+				break
+			}
+		}
+		for _, l := range text[from:] {
 			lines = append(lines, "  "+st.Text.Render(expandTabs(l)))
 		}
 		return block(lines, width, height)
@@ -490,7 +499,7 @@ func (c Conflicts) regionRows(k, width, sideMax int) []string {
 		chosen bool
 	}
 	cols := []column{{"ours · the World", st.Accent, ours, ch == diffview.ChooseOurs || ch == diffview.ChooseBoth}}
-	if !(f.whole() && f.mergeable() && len(base) == 0) {
+	if !f.whole() || !f.mergeable() || len(base) > 0 {
 		cols = append(cols, column{"base", st.Muted, base, false})
 	}
 	cols = append(cols, column{"theirs · the source", st.Warning, theirs, ch == diffview.ChooseTheirs || ch == diffview.ChooseBoth})

@@ -159,15 +159,21 @@ func fixtureConflicts() []ConflictFile {
 
 func fixtureCompare(env *Env) Compare {
 	paths := []ComparePath{
-		{Path: "agree.txt", ChangedBy: []string{"try-1", "try-2", "try-3"}, Agree: true,
-			Versions: []CompareVersion{{Worlds: []string{"try-1", "try-2", "try-3"}, Type: "file", Size: 5}}},
-		{Path: "internal/auth/token.go", ChangedBy: []string{"try-1", "try-2", "try-3"},
+		{
+			Path: "agree.txt", ChangedBy: []string{"try-1", "try-2", "try-3"}, Agree: true,
+			Versions: []CompareVersion{{Worlds: []string{"try-1", "try-2", "try-3"}, Type: "file", Size: 5}},
+		},
+		{
+			Path: "internal/auth/token.go", ChangedBy: []string{"try-1", "try-2", "try-3"},
 			Versions: []CompareVersion{
 				{Worlds: []string{"try-1"}, Type: "file", Size: 2100},
 				{Worlds: []string{"try-2", "try-3"}, Type: "file", Size: 1900},
-			}},
-		{Path: "old.go", ChangedBy: []string{"try-2"},
-			Versions: []CompareVersion{{Worlds: []string{"try-2"}, Type: "absent"}, {Worlds: []string{"try-1", "try-3"}, Type: "file", Size: 300, Source: true}}},
+			},
+		},
+		{
+			Path: "old.go", ChangedBy: []string{"try-2"},
+			Versions: []CompareVersion{{Worlds: []string{"try-2"}, Type: "absent"}, {Worlds: []string{"try-1", "try-3"}, Type: "file", Size: 300, Source: true}},
+		},
 	}
 	fo := &FanOut{Command: "claude -p 'fix the token refresh'", At: fixedNow, Rows: []FanOutRow{
 		{World: "try-1", Duration: "4m2s", Changed: 2},

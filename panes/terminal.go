@@ -76,22 +76,18 @@ func (t *terminal) screenLines() []string {
 	return t.screen
 }
 
-// shownRows is how many screen rows count as lines: all of them for a
-// full-screen program (alternate screen), else down to the last row
-// written or the cursor, whichever is lower.
+// shownRows is how many screen rows count as lines: down to the last row
+// holding anything. Programs park the cursor anywhere (top leaves it on
+// the bottom row), so the cursor does not count; a blank bottom would
+// otherwise be the "tail" the pane follows.
 func (t *terminal) shownRows() int {
-	if t.emu.IsAltScreen() {
-		return t.rows
-	}
 	scr := t.screenLines()
-	n := t.emu.CursorPosition().Y + 1
-	for i := len(scr) - 1; i >= n; i-- {
+	for i := len(scr) - 1; i >= 0; i-- {
 		if strings.TrimSpace(ansi.Strip(scr[i])) != "" {
-			n = i + 1
-			break
+			return i + 1
 		}
 	}
-	return min(n, len(scr))
+	return 1
 }
 
 func (t *terminal) scrollback() int {

@@ -28,13 +28,12 @@ type (
 		err    error
 	}
 	compareAppliedMsg struct {
-		applied  []string // Worlds whose adopted paths were published
-		paths    int
-		world    string // the World whose apply failed
-		picks    []applyPick
-		res      applyOutcome
-		err      error
-		reopened bool
+		applied []string // Worlds whose adopted paths were published
+		paths   int
+		world   string // the World whose apply failed
+		picks   []applyPick
+		res     applyOutcome
+		err     error
 	}
 	removeWorldsReq struct {
 		names []string

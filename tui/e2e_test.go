@@ -184,7 +184,7 @@ func idleCPU(t *testing.T, x tmux) {
 	time.Sleep(time.Second)
 	before := ticks()
 	time.Sleep(idle)
-	used := ticks() - before // clock ticks, 100 per second
+	used := ticks() - before                      // clock ticks, 100 per second
 	limit := int(idle / (500 * time.Millisecond)) // 2% of a core: the renderer's frame timer, nothing more
 	t.Logf("idle for %v: %d clock ticks of CPU (limit %d)", idle, used, limit)
 	if used > limit {

@@ -4,12 +4,18 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stratahq/strata/cube/cubetest"
 )
+
+// The main goroutine keeps the main thread, so that none of the fake's
+// sandbox threads (each in a mount namespace of its own) can end up parked
+// on it: /proc/self/mountinfo is the main thread's.
+func init() { runtime.LockOSThread() }
 
 // newCubeEnv is an installation whose config.toml points at a fake
 // CubeSandbox (running in this test process) that wants an API key, read
