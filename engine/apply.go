@@ -580,6 +580,10 @@ func (e *Engine) dropApplied(ctx context.Context, w *World, paths map[string]boo
 	if err := e.unmountLocked(ctx, w); err != nil {
 		return nil, err
 	}
+	if err := e.quiesceGuest(ctx, w); err != nil {
+		return nil, err
+	}
+	defer e.resumeGuest(ctx, w)
 	var dropped []string
 	keys := make([]string, 0, len(paths))
 	for k := range paths {

@@ -439,3 +439,38 @@ func TestCubeDoctor(t *testing.T) {
 		t.Errorf("doctor with Cube down: %+v", d)
 	}
 }
+
+func TestCubeRollbackStoppedWorld(t *testing.T) {
+	ctx := context.Background()
+	ce := newCubeEnv(t, cubetest.Options{})
+	ce.create("w", CreateOptions{})
+	ce.mustSh("w", "echo one > /tmp/vm && echo 1 > a.txt")
+	s1, err := ce.e.Snapshot(ctx, "w", SnapshotOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ce.mustSh("w", "echo two > /tmp/vm && echo 2 > a.txt")
+	if _, err := ce.e.Stop(ctx, "w", StopOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ce.e.Rollback(ctx, "w", s1.ID, RollbackOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if w := cubeWorld(t, ce.e, "w"); w.State != StateReady {
+		t.Errorf("state after rolling back a stopped world: %s", w.State)
+	}
+	if out := ce.mustSh("w", "cat /tmp/vm a.txt"); out != "one\n1\n" {
+		t.Errorf("after rollback: %q", out)
+	}
+	// Cube down: the rollback fails before anything changes.
+	ce.srv.Down()
+	if _, err := ce.e.Rollback(ctx, "w", s1.ID, RollbackOptions{}); !errors.Is(err, cube.ErrUnavailable) {
+		t.Errorf("rollback with Cube down: %v", err)
+	}
+	if err := ce.srv.Up(); err != nil {
+		t.Fatal(err)
+	}
+	if tl, _ := ce.e.Timeline("w"); len(tl.Snapshots) != 2 || tl.Head != s1.ID {
+		t.Errorf("timeline after a failed rollback: head %s, %d snapshots", tl.Head, len(tl.Snapshots))
+	}
+}

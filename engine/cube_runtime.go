@@ -574,19 +574,24 @@ func (e *Engine) cubeRollback(ctx context.Context, w *World, target *Snapshot) e
 	if err != nil {
 		return err
 	}
-	if target.Cube == "" || w.State == StateStopped || w.Cube.SandboxID == "" {
+	if target.Cube == "" || w.Cube.SandboxID == "" {
 		// No VM state to restore; a running guest only needs a fresh overlay.
 		if w.State == StateReady && w.Cube.SandboxID != "" {
 			return e.ensureOverlayAndRecord(ctx, c, w, e.cubeSandbox(w), true)
 		}
 		return nil
 	}
+	// A stopped (paused) sandbox is rolled back too: the restored VM runs.
 	cctx, cancel := context.WithTimeout(ctx, cubeLongTimeout)
 	err = c.Rollback(cctx, w.Cube.SandboxID, target.Cube)
 	cancel()
 	switch {
 	case err == nil:
-		return e.ensureOverlayAndRecord(ctx, c, w, e.cubeSandbox(w), true)
+		w.State = StateReady
+		if _, err := e.ensureOverlayLocked(ctx, c, w, e.cubeSandbox(w), true); err != nil {
+			return err
+		}
+		return writeWorld(e.Paths, w)
 	case cubeUnreachable(err) || errors.Is(err, cube.ErrTimeout):
 		return fmt.Errorf("cube rollback of sandbox %s to %s: %w", w.Cube.SandboxID, target.Cube, err)
 	}

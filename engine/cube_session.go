@@ -118,9 +118,10 @@ func (e *Engine) execCube(ctx context.Context, w *World, o ExecOptions) (Session
 			return SessionMeta{}, fmt.Errorf("exec in world %q: snapshot before exec: %w", w.Name, err)
 		}
 	}
-	w, sb, err := e.ensureCubeReady(ctx, w.Name)
+	name := w.Name
+	w, sb, err := e.ensureCubeReady(ctx, name)
 	if err != nil {
-		return SessionMeta{}, fmt.Errorf("exec in world %q: %w", w.Name, err)
+		return SessionMeta{}, fmt.Errorf("exec in world %q: %w", name, err)
 	}
 	cfg, err := e.cubeClientConfig()
 	if err != nil {

@@ -34,6 +34,7 @@ func (e *Engine) Exec(ctx context.Context, name string, o ExecOptions) (SessionM
 	if w.Backend == RuntimeCube {
 		return e.execCube(ctx, w, o)
 	}
+	e.thawStale(w)
 	if o.Snapshot || e.Config.AutoSnapshot {
 		if _, err := e.Snapshot(ctx, name, SnapshotOptions{Message: "before exec: " + shellQuote(o.Argv), Auto: true}); err != nil {
 			return SessionMeta{}, fmt.Errorf("exec in world %q: snapshot before exec: %w", name, err)
@@ -86,6 +87,11 @@ func (e *Engine) Exec(ctx context.Context, name string, o ExecOptions) (SessionM
 		Isolation: Isolation(iso),
 		Binds:     binds,
 		Exe:       e.exe,
+		Watch: &SessionWatch{
+			Upper: e.Paths.Upper(w.Name), Lower: w.Source, Objects: e.Paths.Objects(),
+			Bases: e.bases(w.Name).Dir, Provenance: filepath.Join(e.Paths.World(w.Name), "provenance"),
+			Dialect: w.Dialect, Ignore: e.Config.Ignore,
+		},
 	}
 	meta, err := StartSession(ctx, spec)
 	if err != nil {

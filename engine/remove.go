@@ -82,6 +82,7 @@ func (e *Engine) Remove(ctx context.Context, name string, o RemoveOptions) (*Rem
 	if err := e.unmountLocked(ctx, w); err != nil {
 		return nil, fmt.Errorf("remove world %q: %w", name, err)
 	}
+	removeWorldCgroups(w)
 	if o.Purge {
 		if err := removeAllForce(e.Paths.World(name)); err != nil {
 			return nil, fmt.Errorf("purge world %q: %w", name, err)

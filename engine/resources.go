@@ -428,7 +428,7 @@ func joinCgroup(dir string) error {
 // through the cgroup v2 freezer, and returns the function that thaws them;
 // ok is false when the World has no cgroups (use SIGSTOP then). Only session
 // cgroups are frozen, never the World's, so a freezer that dies cannot leave
-// new sessions born frozen: thawStaleCgroups undoes its leftovers.
+// new sessions born frozen: thawCgroups undoes its leftovers.
 func (e *Engine) freezeCgroup(w *World) (thaw func(), ok bool) {
 	wdir := worldCgroupDir(w)
 	if wdir == "" {
@@ -446,11 +446,7 @@ func (e *Engine) freezeCgroup(w *World) (thaw func(), ok bool) {
 		}
 		dirs = append(dirs, d)
 	}
-	thaw = func() {
-		for _, d := range dirs {
-			_ = os.WriteFile(filepath.Join(d, "cgroup.freeze"), []byte("0"), 0)
-		}
-	}
+	thaw = func() { thawCgroups(w) }
 	for _, d := range dirs {
 		if err := os.WriteFile(filepath.Join(d, "cgroup.freeze"), []byte("1"), 0); err != nil {
 			thaw()
@@ -474,9 +470,9 @@ func (e *Engine) freezeCgroup(w *World) (thaw func(), ok bool) {
 	return thaw, true
 }
 
-// thawStaleCgroups thaws every session cgroup of the World (after a freezer
-// died before thawing).
-func thawStaleCgroups(w *World) {
+// thawCgroups thaws every session cgroup of the World: what freezeCgroup
+// froze, and what a freezer that died before thawing left frozen.
+func thawCgroups(w *World) {
 	wdir := worldCgroupDir(w)
 	if wdir == "" {
 		return

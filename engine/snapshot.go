@@ -175,6 +175,7 @@ func (e *Engine) Snapshot(ctx context.Context, name string, o SnapshotOptions) (
 
 func (e *Engine) snapshotLocked(ctx context.Context, w *World, o SnapshotOptions) (*Snapshot, error) {
 	start := time.Now()
+	e.thawStale(w)
 	st, err := e.store()
 	if err != nil {
 		return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
@@ -233,16 +234,24 @@ func (e *Engine) snapshotLocked(ctx context.Context, w *World, o SnapshotOptions
 	return &s, nil
 }
 
-// freezeWorld stops every process of the World's running sessions and
-// returns the function that resumes them. A marker names the freezing
-// process so a crash mid-capture is undone by the next strata (thawStale).
+// freezeWorld stops every process of the World's running sessions (the
+// cgroup freezer where sessions have cgroups, else SIGSTOP) and returns the
+// function that resumes them. A marker naming the freezing process is
+// written first, so a crash mid-capture is undone by the next strata that
+// touches the World (thawStale).
 func (e *Engine) freezeWorld(w *World) func() {
+	marker := filepath.Join(e.Paths.World(w.Name), ".frozen")
 	pids := e.worldPIDs(w)
 	if len(pids) == 0 {
 		return func() {}
 	}
-	marker := filepath.Join(e.Paths.World(w.Name), ".frozen")
 	_ = os.WriteFile(marker, []byte(strconv.Itoa(os.Getpid())), 0o644)
+	if thaw, ok := e.freezeCgroup(w); ok {
+		return func() {
+			thaw()
+			_ = os.Remove(marker)
+		}
+	}
 	for _, p := range pids {
 		_ = syscall.Kill(p, syscall.SIGSTOP)
 	}
@@ -264,6 +273,7 @@ func (e *Engine) thawStale(w *World) {
 	if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && pid != os.Getpid() && syscall.Kill(pid, 0) == nil {
 		return // the freezer is alive and will resume them
 	}
+	thawCgroups(w)
 	for _, p := range e.worldPIDs(w) {
 		_ = syscall.Kill(p, syscall.SIGCONT)
 	}
@@ -385,6 +395,9 @@ func (e *Engine) restoreUpper(ctx context.Context, w *World, m *overlay.Manifest
 	}
 	wasMounted := w.Backend == RuntimeLocal && e.Mounted(w)
 	if err := e.unmountLocked(ctx, w); err != nil {
+		return err
+	}
+	if err := e.quiesceGuest(ctx, w); err != nil {
 		return err
 	}
 	upper := e.Paths.Upper(w.Name)
@@ -525,6 +538,9 @@ func (e *Engine) Fork(ctx context.Context, name string, o ForkOptions) ([]*World
 		// Leave nothing half-made: remove the forks that were created.
 		for i, nw := range out {
 			if nw != nil || errs[i] != nil && !errors.Is(errs[i], ErrWorldExists) {
+				if made, err := e.World(names[i]); err == nil {
+					_ = e.stopWorldRuntime(ctx, made) // a cube fork's sandbox goes too
+				}
 				_ = removeAllForce(e.Paths.World(names[i]))
 			}
 		}
@@ -594,6 +610,10 @@ func (e *Engine) RestorePaths(ctx context.Context, name, ref string, paths []str
 	if err := e.unmountLocked(ctx, w); err != nil {
 		return err
 	}
+	if err := e.quiesceGuest(ctx, w); err != nil {
+		return err
+	}
+	defer e.resumeGuest(ctx, w)
 	if err := overlay.RestorePathsWith(ctx, st, m, e.Paths.Upper(w.Name), w.Dialect, clean, overlay.RestoreOptions{UserXattr: !isRoot(), Lower: w.Source}); err != nil {
 		return fmt.Errorf("restore %s from %s in world %q: %w", strings.Join(clean, ", "), s.ID, name, err)
 	}
@@ -814,4 +834,23 @@ func TimelineTree(tl *Timeline) []TreeLine {
 		walk(r, 0, true)
 	}
 	return out
+}
+
+// quiesceGuest unmounts a cube World's overlay inside its sandbox before the
+// host changes the upper under it (a no-op for local Worlds).
+func (e *Engine) quiesceGuest(ctx context.Context, w *World) error {
+	if w.Backend != RuntimeCube || w.State != StateReady {
+		return nil
+	}
+	return e.cubeUnmountGuest(ctx, w)
+}
+
+// resumeGuest mounts a cube World's overlay in its sandbox again.
+func (e *Engine) resumeGuest(ctx context.Context, w *World) {
+	if w.Backend != RuntimeCube || w.State != StateReady {
+		return
+	}
+	if err := e.cubeRemountGuest(ctx, w); err != nil {
+		e.Log.Warn("remount the overlay in the sandbox", "world", w.Name, "err", err)
+	}
 }

@@ -440,17 +440,22 @@ func TestPutFileChangingFails(t *testing.T) {
 	defer f.Close()
 	stop := make(chan struct{})
 	done := make(chan struct{})
+	writing := make(chan struct{})
 	go func() {
 		defer close(done)
-		for {
+		for i := 0; ; i++ {
 			select {
 			case <-stop:
 				return
 			default:
 				_, _ = f.Write([]byte("more"))
+				if i == 100 {
+					close(writing)
+				}
 			}
 		}
 	}()
+	<-writing // the writer is running before PutFile starts reading
 	_, _, _, err = snaptStore(t).PutFile(p)
 	close(stop)
 	<-done

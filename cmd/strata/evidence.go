@@ -193,10 +193,10 @@ func cmdCompare(a *app, args []string) error {
 		}
 		for _, v := range p.Versions {
 			desc := v.Type
-			switch {
-			case v.Type == "file":
+			switch v.Type {
+			case "file":
 				desc = fmt.Sprintf("file %s, %d bytes, %.12s", v.Mode, v.Size, v.Hash)
-			case v.Type == "symlink":
+			case "symlink":
 				desc = "symlink -> " + v.Target
 			}
 			if v.Source {

@@ -264,3 +264,11 @@ func lookPath(file, pathEnv string) (string, error) {
 // oPath is O_PATH, which package syscall lacks (same value on every Linux
 // architecture Go supports but alpha/parisc/sparc).
 const oPath = 0x200000
+
+// Sandboxes live on locked OS threads that sit in mount namespaces of their
+// own; one that ran on the process's main thread would leave it there when
+// it ends (Go parks a locked main thread instead of ending it), and
+// /proc/self/mountinfo, which mount code reads, is the main thread's. Locking
+// the main goroutine to the main thread keeps every sandbox off it, for every
+// test binary that imports this package.
+func init() { runtime.LockOSThread() }
