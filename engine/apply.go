@@ -317,7 +317,7 @@ func (e *Engine) Apply(ctx context.Context, name string, o ApplyOptions) (*Apply
 		return nil, err
 	}
 	for rel, v := range p.written {
-		rec := BaseRecord{Path: rel, CapturedAt: time.Now().UTC(), Absent: v.typ == 0, Type: v.typ, Mode: uint32(v.mode.Perm()) | modeSpecialBits(v.mode), Target: v.target}
+		rec := BaseRecord{Path: rel, CapturedAt: time.Now().UTC(), Absent: v.typ == 0, Type: v.typ, Mode: ModeBits(v.mode), Target: v.target}
 		if v.typ == overlay.TypeFile {
 			if rec.Object, _, _, err = st.PutBytes(v.data); err != nil {
 				return nil, err

@@ -172,7 +172,7 @@ func CaptureBase(store *overlay.Store, idx BaseIndex, lower, upper, rel string) 
 		return false, fmt.Errorf("capture base of %s: %w", rel, err)
 	default:
 		rec.Type = overlay.FileTypeOf(st.Mode())
-		rec.Mode = uint32(st.Mode().Perm()) | modeSpecialBits(st.Mode())
+		rec.Mode = ModeBits(st.Mode())
 		rec.SourceMTime = st.ModTime().UTC()
 		switch rec.Type {
 		case overlay.TypeFile:
@@ -207,8 +207,10 @@ func birthTime(path string) (time.Time, bool) {
 	return time.Unix(sx.Btime.Sec, int64(sx.Btime.Nsec)), true
 }
 
-func modeSpecialBits(m fs.FileMode) uint32 {
-	var s uint32
+// ModeBits is a mode's permission bits plus setuid, setgid and sticky, as
+// the octal number chmod takes.
+func ModeBits(m fs.FileMode) uint32 {
+	s := uint32(m.Perm())
 	if m&fs.ModeSetuid != 0 {
 		s |= 0o4000
 	}

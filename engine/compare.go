@@ -121,7 +121,7 @@ func describeVersion(v version, isSource bool) ComparedVersion {
 		return cv
 	}
 	cv.Type, cv.Hash, cv.Target = v.typ.String(), v.hash(), v.target
-	cv.Mode = fmt.Sprintf("%04o", uint32(v.mode.Perm())|modeSpecialBits(v.mode))
+	cv.Mode = fmt.Sprintf("%04o", ModeBits(v.mode))
 	cv.Size = int64(len(v.data))
 	return cv
 }

@@ -243,27 +243,7 @@ func startCubeRunner(ctx context.Context, exe string, spec cubeRunnerSpec) (Sess
 	_, _ = specW.Write(data)
 	specW.Close()
 
-	readyCh := make(chan readyResult, 1)
-	go func() {
-		var msg readyMessage
-		err := json.NewDecoder(readyR).Decode(&msg)
-		readyCh <- readyResult{msg, err}
-	}()
-	select {
-	case <-ctx.Done():
-		_ = cmd.Process.Kill()
-		<-exited
-		return fail(ctx.Err())
-	case r := <-readyCh:
-		if r.err != nil {
-			<-exited
-			return fail(fmt.Errorf("cube session runner ended before the command started: %s", initFailure(spec.Dir, r.err)))
-		}
-		if r.msg.Meta.State == SessionFailed {
-			return r.msg.Meta, fmt.Errorf("start session %s: %s: %w", meta.ID, r.msg.Meta.Error, ErrStartFailed)
-		}
-		return r.msg.Meta, nil
-	}
+	return awaitReady(ctx, cmd.Process, exited, readyR, "cube session runner", meta.ID, spec.Dir, fail)
 }
 
 // CubeSessionMain is the cube session runner (see CubeSessionArg); args are

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path"
@@ -353,6 +354,12 @@ func StartSession(ctx context.Context, spec SessionSpec) (SessionMeta, error) {
 	// outlives us otherwise.
 	go func() { exited <- init.Wait() }()
 
+	return awaitReady(ctx, init.Process, exited, readyR, "session init", spec.ID, spec.Dir, fail)
+}
+
+// awaitReady waits for the message with which a session's init (or a cube
+// session runner) says the command runs or failed to start.
+func awaitReady(ctx context.Context, proc *os.Process, exited <-chan error, readyR io.Reader, who, id, dir string, fail func(error) (SessionMeta, error)) (SessionMeta, error) {
 	readyCh := make(chan readyResult, 1)
 	go func() {
 		var msg readyMessage
@@ -361,16 +368,16 @@ func StartSession(ctx context.Context, spec SessionSpec) (SessionMeta, error) {
 	}()
 	select {
 	case <-ctx.Done():
-		_ = init.Process.Kill()
+		_ = proc.Kill()
 		<-exited
 		return fail(ctx.Err())
 	case r := <-readyCh:
 		if r.err != nil {
 			<-exited
-			return fail(fmt.Errorf("session init ended before the command started: %s", initFailure(spec.Dir, r.err)))
+			return fail(fmt.Errorf("%s ended before the command started: %s", who, initFailure(dir, r.err)))
 		}
 		if r.msg.Meta.State == SessionFailed {
-			return r.msg.Meta, fmt.Errorf("start session %s: %s: %w", spec.ID, r.msg.Meta.Error, ErrStartFailed)
+			return r.msg.Meta, fmt.Errorf("start session %s: %s: %w", id, r.msg.Meta.Error, ErrStartFailed)
 		}
 		return r.msg.Meta, nil
 	}

@@ -215,10 +215,8 @@ func (e *Engine) snapshotLocked(ctx context.Context, w *World, o SnapshotOptions
 	}
 	// Manifest first, then the timeline: a crash in between leaves an
 	// unreferenced manifest, never a timeline entry without its manifest.
+	// CaptureUpper made the new objects durable; WriteManifest fsyncs the manifest.
 	if err := overlay.WriteManifest(e.manifestPath(s.ID), m); err != nil {
-		return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
-	}
-	if err := st.Sync(); err != nil {
 		return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
 	}
 	s.Duration = time.Since(start).Round(time.Microsecond).String()
@@ -281,33 +279,19 @@ func (e *Engine) thawStale(w *World) {
 }
 
 // worldPIDs lists the host PIDs of every process in the World's running
-// sessions' PID namespaces, the session inits excluded.
+// sessions' PID namespaces, the session inits excluded (they only reap and
+// write transcripts, and must stay able to do so).
 func (e *Engine) worldPIDs(w *World) []int {
-	ss, _ := ListSessions(e.Paths.World(w.Name))
-	nss := map[string]int{}
-	for _, s := range ss {
-		if (s.State == SessionRunning || s.State == SessionStarting) && s.InitPID > 0 {
-			if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", s.InitPID)); err == nil {
-				nss[ns] = s.InitPID
-			}
+	inits := map[int]bool{}
+	if ss, err := ListSessions(e.Paths.World(w.Name)); err == nil {
+		for _, s := range ss {
+			inits[s.InitPID] = true
 		}
 	}
-	if len(nss) == 0 {
-		return nil
-	}
-	ents, _ := os.ReadDir("/proc")
 	var pids []int
-	for _, d := range ents {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		ns, err := os.Readlink("/proc/" + d.Name() + "/ns/pid")
-		if err != nil {
-			continue
-		}
-		if initPID, ok := nss[ns]; ok && pid != initPID {
-			pids = append(pids, pid)
+	for _, p := range e.sessionProcesses(w) {
+		if !inits[p] {
+			pids = append(pids, p)
 		}
 	}
 	return pids

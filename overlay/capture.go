@@ -124,7 +124,24 @@ func (c *StatCache) Save(path string) error {
 	}
 	sum := sha256.Sum256(b.Bytes())
 	fmt.Fprintf(&b, "sum %d %s\n", len(c.entries), hex.EncodeToString(sum[:]))
-	if err := WriteFileAtomic(path, b.Bytes(), 0o644); err != nil {
+	// No fsync: the cache only saves rehashing. A cache lost or reverted by
+	// a crash is either caught by its checksum or still consistent, since an
+	// entry is trusted only while size, mtime, inode and ctime all match.
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("save stat cache %s: %w", path, err)
+	}
+	if _, err := tmp.Write(b.Bytes()); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return fmt.Errorf("save stat cache %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("save stat cache %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
 		return fmt.Errorf("save stat cache %s: %w", path, err)
 	}
 	return nil

@@ -15,24 +15,9 @@ func init() {
 // changeScript writes 100 files of ~46 KB (4.6 MB) over existing source
 // files and deletes 20 others, tagged so every run's content is new.
 func changeScript(src string, tag int) (string, error) {
-	var files []string
-	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && d.Name() == ".git" {
-			return filepath.SkipDir
-		}
-		if d.Type().IsRegular() {
-			files = append(files, p)
-			if len(files) >= 2000 {
-				return filepath.SkipAll
-			}
-		}
-		return nil
-	})
-	if err != nil || len(files) < 2000 {
-		return "", fmt.Errorf("change script: %d files: %v", len(files), err)
+	files, err := firstFiles(src, 2000)
+	if err != nil {
+		return "", fmt.Errorf("change script: %w", err)
 	}
 	var sb strings.Builder
 	sb.WriteString("set -e\n")

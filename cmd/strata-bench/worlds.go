@@ -39,6 +39,7 @@ func (b *bench) gitRepo(dir string) error {
 	b.logf("committing %s to git (baseline for git worktree and git status)", dir)
 	for _, args := range [][]string{
 		{"init", "-q"}, {"config", "user.email", "bench@strata"}, {"config", "user.name", "bench"},
+		{"config", "gc.auto", "0"}, // no background repack racing the copies being timed
 		{"add", "-A"}, {"commit", "-q", "-m", "tree"},
 	} {
 		if err := run(dir, "git", args...); err != nil {
@@ -48,26 +49,39 @@ func (b *bench) gitRepo(dir string) error {
 	return os.WriteFile(marker, nil, 0o644)
 }
 
-// editScript modifies 100 files (appends a line) and deletes 20 others.
-func editScript(root string) (string, error) {
+// firstFiles returns the first n regular files under root in walk order,
+// leaving out .git (a directory in a clone, a file in a worktree).
+func firstFiles(root string, n int) ([]string, error) {
 	var files []string
 	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() && d.Name() == ".git" {
-			return filepath.SkipDir
+		if d.Name() == ".git" {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
 		}
 		if d.Type().IsRegular() {
 			files = append(files, p)
-			if len(files) >= 2000 {
+			if len(files) >= n {
 				return filepath.SkipAll
 			}
 		}
 		return nil
 	})
-	if err != nil || len(files) < 2000 {
-		return "", fmt.Errorf("edit script: %d files found: %v", len(files), err)
+	if err == nil && len(files) < n {
+		err = fmt.Errorf("%s holds %d files, want %d", root, len(files), n)
+	}
+	return files, err
+}
+
+// editScript modifies 100 files (appends a line) and deletes 20 others.
+func editScript(root string) (string, error) {
+	files, err := firstFiles(root, 2000)
+	if err != nil {
+		return "", fmt.Errorf("edit script: %w", err)
 	}
 	var sb strings.Builder
 	sb.WriteString("set -e\n")
@@ -121,9 +135,12 @@ func benchWorlds(b *bench, sizes []int) error {
 			if err != nil {
 				return err
 			}
+			// cp -a of the tree without .git, as a user copying the sources would.
 			cp, err := b.timeCmd(b.baseRuns, func(i int) error {
 				return os.RemoveAll(filepath.Join(b.dir, "cp"))
-			}, "cp", func(int) []string { return []string{"-a", src, filepath.Join(b.dir, "cp")} }, nil, b.dir)
+			}, "sh", func(int) []string {
+				return []string{"-c", fmt.Sprintf("mkdir -p '%s' && cp -a '%s'/* '%s'/", filepath.Join(b.dir, "cp"), src, filepath.Join(b.dir, "cp"))}
+			}, nil, b.dir)
 			if err != nil {
 				return err
 			}

@@ -148,18 +148,7 @@ func writeTopTable(w *bytes.Buffer, rows []engine.Resources, havePercent bool) {
 	_ = tw.Flush()
 }
 
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%dB", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f%ci", float64(n)/float64(div), "KMGTPE"[exp])
-}
+func humanBytes(n int64) string { return engine.HumanBytes(n) }
 
 func cmdCompare(a *app, args []string) error {
 	fs := a.flags("compare", "A B [C...] [--json]")

@@ -185,27 +185,13 @@ func toChangeJSON(c overlay.Change, writes []engine.PathWrite) changeJSON {
 	}
 	cj := changeJSON{
 		Path: c.Path, Kind: c.Kind.String(), Type: c.Type.String(),
-		Mode: fmt.Sprintf("%04o", uint32(c.Mode.Perm())|modeSpecial(c.Mode)), Size: c.Size, Target: c.Target,
+		Mode: fmt.Sprintf("%04o", engine.ModeBits(c.Mode)), Size: c.Size, Target: c.Target,
 		Whiteout: c.Whiteout, Opaque: c.Opaque, Ignored: c.Ignored, Note: c.Note, Provenance: writes,
 	}
 	if c.LowerType != 0 {
 		cj.LowerType = c.LowerType.String()
 	}
 	return cj
-}
-
-func modeSpecial(m os.FileMode) uint32 {
-	var s uint32
-	if m&os.ModeSetuid != 0 {
-		s |= 0o4000
-	}
-	if m&os.ModeSetgid != 0 {
-		s |= 0o2000
-	}
-	if m&os.ModeSticky != 0 {
-		s |= 0o1000
-	}
-	return s
 }
 
 func cmdStatus(a *app, args []string) error {
