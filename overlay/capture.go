@@ -291,7 +291,13 @@ feed:
 		}
 	}
 	if stats.NewObjects > 0 && !store.SyncEach {
-		if err := store.Sync(); err != nil {
+		var created []ObjectID
+		for j, r := range results {
+			if r.created {
+				created = append(created, entries[jobs[j]].Object)
+			}
+		}
+		if err := store.syncObjects(created); err != nil {
 			return nil, stats, fmt.Errorf("capture upper %s: %w", upper, err)
 		}
 	}

@@ -279,8 +279,9 @@ func writeFileDurably(path string, data []byte, sync bool) error {
 	return nil
 }
 
-func fsyncPath(dir string) error {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+// fsyncPath fsyncs a file or directory, not following a final symlink.
+func fsyncPath(p string) error {
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return err
 	}

@@ -270,6 +270,37 @@ func (s *Store) Sync() error {
 	return nil
 }
 
+// syncFewThreshold is where one syncfs becomes cheaper than an fsync per
+// new object. Below it, fsyncing the objects themselves also avoids
+// flushing every other writer's dirty data on the same file system, which
+// is what syncfs does.
+const syncFewThreshold = 32
+
+// syncObjects makes the given new objects durable: an fsync of each and of
+// their fan-out directories when they are few, else one syncfs.
+func (s *Store) syncObjects(ids []ObjectID) error {
+	if len(ids) > syncFewThreshold {
+		return s.Sync()
+	}
+	dirs := map[string]bool{}
+	for _, id := range ids {
+		p := s.Path(id)
+		if p == "" {
+			continue
+		}
+		if err := fsyncPath(p); err != nil {
+			return fmt.Errorf("sync object %s: %w", id, err)
+		}
+		dirs[filepath.Dir(p)] = true
+	}
+	for d := range dirs {
+		if err := fsyncPath(d); err != nil {
+			return fmt.Errorf("sync object dir %s: %w", d, err)
+		}
+	}
+	return nil
+}
+
 // PutBytes stores b.
 func (s *Store) PutBytes(b []byte) (ObjectID, int64, bool, error) {
 	sum := sha256.Sum256(b)

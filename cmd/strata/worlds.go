@@ -162,6 +162,11 @@ func cmdShow(a *app, args []string) error {
 	return tw.Flush()
 }
 
+// sessionJSON describes a session named by provenance in `strata status --json`.
+type sessionJSON struct {
+	Command []string `json:"command"`
+}
+
 // changeJSON is one entry of `strata status --json` (docs/cli.md).
 type changeJSON struct {
 	Path      string `json:"path"`
@@ -219,13 +224,21 @@ func cmdStatus(a *app, args []string) error {
 			Source  string       `json:"source"`
 			Dialect string       `json:"dialect"`
 			Changes []changeJSON `json:"changes"`
-		}{World: w.Name, Source: w.Source, Dialect: string(cs.Dialect), Changes: make([]changeJSON, 0, len(cs.Changes))}
+			// Sessions holds each writing session's command once: an agent's
+			// script can be long, and repeating it per change bloated the output.
+			Sessions map[string]sessionJSON `json:"sessions"`
+		}{World: w.Name, Source: w.Source, Dialect: string(cs.Dialect), Changes: make([]changeJSON, 0, len(cs.Changes)), Sessions: map[string]sessionJSON{}}
 		prov, err := a.eng.Provenance(w.Name)
 		if err != nil {
 			return err
 		}
 		for _, c := range cs.Changes {
-			out.Changes = append(out.Changes, toChangeJSON(c, prov[c.Path]))
+			writes := prov[c.Path]
+			for i := range writes {
+				out.Sessions[writes[i].Session] = sessionJSON{Command: writes[i].Command}
+				writes[i].Command = nil
+			}
+			out.Changes = append(out.Changes, toChangeJSON(c, writes))
 		}
 		return a.printJSON(out)
 	}
