@@ -145,12 +145,12 @@ func Attach(ctx context.Context, dir string, in io.Reader, out io.Writer, opts A
 	select {
 	case <-ctx.Done():
 		conn.Close()
-		<-outputDone
+		drainErr(outputDone)
 		stopInput()
 		return ctx.Err()
 	case <-detached:
 		conn.Close()
-		<-outputDone
+		drainErr(outputDone)
 		return ErrDetached
 	case err := <-outputDone:
 		stopInput()

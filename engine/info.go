@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 )
 
@@ -78,15 +77,6 @@ func (e *Engine) WorldsOfSource(dir string) ([]*World, error) {
 		}
 	}
 	return out, nil
-}
-
-// cwdOrEmpty is the current directory, or "" when it cannot be read.
-func cwdOrEmpty() string {
-	d, err := os.Getwd()
-	if err != nil {
-		return ""
-	}
-	return d
 }
 
 // currentSessions are the sessions that describe a World now: every live

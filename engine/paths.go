@@ -2,12 +2,12 @@ package engine
 
 import (
 	"errors"
-
 	"fmt"
-	"golang.org/x/sys/unix"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Paths locates everything under one state root (DESIGN.md, On disk).

@@ -369,11 +369,11 @@ func awaitReady(ctx context.Context, proc *os.Process, exited <-chan error, read
 	select {
 	case <-ctx.Done():
 		_ = proc.Kill()
-		<-exited
+		drainErr(exited)
 		return fail(ctx.Err())
 	case r := <-readyCh:
 		if r.err != nil {
-			<-exited
+			drainErr(exited)
 			return fail(fmt.Errorf("%s ended before the command started: %s", who, initFailure(dir, r.err)))
 		}
 		if r.msg.Meta.State == SessionFailed {
@@ -788,5 +788,13 @@ func (spec *SessionSpec) deriveEvidence() {
 	}
 	if spec.Cgroup == "" {
 		spec.Cgroup = prepareSessionCgroup(w, spec.ID)
+	}
+}
+
+// drainErr waits for a goroutine's result whose error is already reported
+// another way (the session's metadata, the caller's own error).
+func drainErr(ch <-chan error) {
+	if err := <-ch; err != nil {
+		return // reported elsewhere; only the wait matters here
 	}
 }

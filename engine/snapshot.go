@@ -186,7 +186,7 @@ func (e *Engine) snapshotLocked(ctx context.Context, w *World, o SnapshotOptions
 	if err != nil {
 		return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
 	}
-	defer slk.Unlock()
+	defer func() { _ = slk.Unlock() }()
 	tl, err := e.Timeline(w.Name)
 	if err != nil {
 		return nil, err
@@ -674,7 +674,7 @@ func (e *Engine) captureNow(ctx context.Context, w *World) (*overlay.Manifest, e
 	if err != nil {
 		return nil, err
 	}
-	defer slk.Unlock()
+	defer func() { _ = slk.Unlock() }()
 	cache, err := overlay.LoadStatCache(e.statCachePath(w.Name))
 	if err != nil {
 		cache = overlay.NewStatCache()

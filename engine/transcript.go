@@ -206,7 +206,7 @@ func FollowTranscript(ctx context.Context, dir string, fromOffset int64, fn func
 		// ended before a read has nothing left to write after it.
 		ended := false
 		if checkMeta || time.Since(lastMetaCheck) >= lostCheckInterval {
-			checkMeta, lastMetaCheck = false, time.Now()
+			lastMetaCheck = time.Now()
 			meta, err := ReadSessionMeta(dir)
 			if err != nil {
 				return fmt.Errorf("follow transcript: %w", err)

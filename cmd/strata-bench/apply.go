@@ -59,8 +59,10 @@ func benchApply(b *bench, _ []int) error {
 		}
 		applies = append(applies, d...)
 	}
-	b.add(row{group: "apply", name: "strata apply, 1,000 changed files (fsynced)", strata: applies, target: time.Second,
-		note: "whole process: bases, 3-way decisions, publication with journal and fsync, history"})
+	b.add(row{
+		group: "apply", name: "strata apply, 1,000 changed files (fsynced)", strata: applies, target: time.Second,
+		note: "whole process: bases, 3-way decisions, publication with journal and fsync, history",
+	})
 
 	// Diff of a 10,000-line file with 100 hunks: in process and whole process.
 	lines := strings.SplitAfter(big.String(), "\n")

@@ -49,8 +49,10 @@ func main() {
 	if err != nil {
 		fatal(err)
 	}
-	b := &bench{ctx: context.Background(), dir: *dir, bin: abs, runs: *runs, baseRuns: *baseRuns,
-		logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "bench: "+f+"\n", a...) }}
+	b := &bench{
+		ctx: context.Background(), dir: *dir, bin: abs, runs: *runs, baseRuns: *baseRuns,
+		logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "bench: "+f+"\n", a...) },
+	}
 	if err := os.MkdirAll(b.dir, 0o755); err != nil {
 		fatal(err)
 	}

@@ -38,9 +38,12 @@ func (b *bench) gitRepo(dir string) error {
 	}
 	b.logf("committing %s to git (baseline for git worktree and git status)", dir)
 	for _, args := range [][]string{
-		{"init", "-q"}, {"config", "user.email", "bench@strata"}, {"config", "user.name", "bench"},
+		{"init", "-q"},
+		{"config", "user.email", "bench@strata"},
+		{"config", "user.name", "bench"},
 		{"config", "gc.auto", "0"}, // no background repack racing the copies being timed
-		{"add", "-A"}, {"commit", "-q", "-m", "tree"},
+		{"add", "-A"},
+		{"commit", "-q", "-m", "tree"},
 	} {
 		if err := run(dir, "git", args...); err != nil {
 			return err

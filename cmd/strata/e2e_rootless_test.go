@@ -36,8 +36,10 @@ func TestE2ERootlessFullFlow(t *testing.T) {
 	run := func(args ...string) (string, int) {
 		c := exec.Command(bin, args...)
 		c.Dir = src
-		c.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + work, "STRATA_HOME=" + filepath.Join(work, "home"),
-			"STRATA_CONFIG=" + filepath.Join(work, "none.toml"), "XDG_STATE_HOME=" + filepath.Join(work, "state")}
+		c.Env = []string{
+			"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + work, "STRATA_HOME=" + filepath.Join(work, "home"),
+			"STRATA_CONFIG=" + filepath.Join(work, "none.toml"), "XDG_STATE_HOME=" + filepath.Join(work, "state"),
+		}
 		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
 		var out bytes.Buffer
 		c.Stdout, c.Stderr = &out, &out
