@@ -85,8 +85,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 	err := dispatch(a, args)
-	if err == nil {
-		return 0
+	if err == nil || strings.HasSuffix(err.Error(), flag.ErrHelp.Error()) {
+		return 0 // --help printed the usage; asking for help is not an error
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
@@ -132,13 +132,52 @@ func dispatch(a *app, args []string) error {
 
 var version = "dev"
 
+// helpGroups orders `strata help` by what a person is doing; a command not
+// listed here (a new one) still shows, under "More".
+var helpGroups = []struct {
+	title string
+	names []string
+}{
+	{"Worlds", []string{"new", "ls", "show", "status", "rm", "trash", "restore-world"}},
+	{"Sessions", []string{"exec", "shell", "attach", "sessions", "logs", "kill"}},
+	{"Review and apply", []string{"diff", "apply", "history"}},
+	{"Snapshots", []string{"snap", "timeline", "rollback", "fork", "restore", "snapdiff", "gc"}},
+	{"Evidence", []string{"blame", "top", "compare", "events"}},
+	{"CubeSandbox", []string{"up", "stop"}},
+	{"Machine", []string{"doctor"}},
+}
+
 func printHelp(w io.Writer) {
 	fmt.Fprintln(w, "strata: run coding agents in parallel overlay Worlds over one source tree, review and apply their changes.")
-	fmt.Fprintln(w, "\nUsage:\n  strata                 open the TUI on the Worlds of the current source")
+	fmt.Fprintln(w, "\nUsage:\n  strata                 open the TUI on the Worlds of the current source (strata tui --all: every World)")
+	byName := map[string]command{}
 	for _, c := range commands {
-		fmt.Fprintf(w, "  strata %-14s %s\n", c.name, c.summary)
+		byName[c.name] = c
 	}
-	fmt.Fprintln(w, "\nRun strata COMMAND --help for a command's flags. State: $STRATA_HOME (default ~/.local/share/strata).")
+	shown := map[string]bool{}
+	for _, g := range helpGroups {
+		fmt.Fprintf(w, "\n%s:\n", g.title)
+		for _, n := range g.names {
+			if c, ok := byName[n]; ok {
+				fmt.Fprintf(w, "  strata %-14s %s\n", c.name, c.summary)
+				shown[n] = true
+			}
+		}
+	}
+	var more []command
+	for _, c := range commands {
+		if !shown[c.name] {
+			more = append(more, c)
+		}
+	}
+	if len(more) > 0 {
+		fmt.Fprintln(w, "\nMore:")
+		for _, c := range more {
+			fmt.Fprintf(w, "  strata %-14s %s\n", c.name, c.summary)
+		}
+	}
+	fmt.Fprintln(w, "\nRun strata COMMAND --help for a command's flags; every command takes --json (docs/cli.md).")
+	fmt.Fprintln(w, "State: $STRATA_HOME (default ~/.local/share/strata). Config: ~/.config/strata/config.toml.")
 }
 
 func (a *app) open() error {
