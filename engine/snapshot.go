@@ -763,6 +763,12 @@ func (e *Engine) baseObjects() []overlay.ObjectID {
 	for _, w := range ws {
 		out = append(out, e.bases(w.Name).Objects()...)
 	}
+	// A World in the trash can be restored with its bases intact.
+	if ents, err := os.ReadDir(e.Paths.Trash()); err == nil {
+		for _, d := range ents {
+			out = append(out, BaseIndex{Dir: filepath.Join(e.Paths.Trash(), d.Name(), "bases")}.Objects()...)
+		}
+	}
 	return out
 }
 

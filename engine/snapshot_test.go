@@ -468,3 +468,37 @@ func TestSnapshotChild(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestGCKeepsBasesOfTrashedWorlds: a World in the trash can come back, so
+// gc must keep the objects its apply bases point at.
+func TestGCKeepsBasesOfTrashedWorlds(t *testing.T) {
+	ctx := context.Background()
+	e, src := testEngine(t)
+	merged := mountedWorld(t, e, src, "w")
+	writeFile(t, filepath.Join(merged, "d0", "f0.txt"), "changed\n")
+	w := mustWorld(t, e, "w")
+	if _, err := e.CaptureBases(ctx, w, mustChanges(t, e, "w")); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := e.bases("w").Get("d0/f0.txt")
+	if err != nil || rec == nil || rec.Object == "" {
+		t.Fatalf("base: %+v %v", rec, err)
+	}
+	if _, err := e.Remove(ctx, "w", RemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := e.store()
+	st.GCGrace = -1
+	if _, err := e.GC(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !st.Has(rec.Object) {
+		t.Fatal("gc dropped the base object of a World in the trash")
+	}
+	if _, err := e.RestoreWorld(ctx, "w", ""); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := e.bases("w").Get("d0/f0.txt"); r == nil || !st.Has(r.Object) {
+		t.Fatal("the restored World lost its base")
+	}
+}
