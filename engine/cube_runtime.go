@@ -385,15 +385,11 @@ func (e *Engine) cubeSandbox(w *World) *cube.Sandbox {
 // is gone: the layers are on the host, only memory is lost), and the
 // overlay in the guest is checked and set up again where needed.
 func (e *Engine) Up(ctx context.Context, name string) (*World, error) {
-	lk, err := e.lockWorld(ctx, name)
+	w, unlock, err := e.lockedWorld(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	defer lk.Unlock()
-	w, err := e.World(name)
-	if err != nil {
-		return nil, err
-	}
+	defer unlock()
 	if w.Backend != RuntimeCube {
 		return nil, fmt.Errorf("up world %q: it runs on the %s backend, which needs no bringing up", name, w.Backend)
 	}
@@ -452,15 +448,11 @@ func (e *Engine) readyLocked(ctx context.Context, w *World) (*cube.Sandbox, erro
 // ensureCubeReady is exec's way in: the fast path checks the overlay with
 // one command; anything unusual goes through readyLocked.
 func (e *Engine) ensureCubeReady(ctx context.Context, name string) (*World, *cube.Sandbox, error) {
-	lk, err := e.lockWorld(ctx, name)
+	w, unlock, err := e.lockedWorld(ctx, name)
 	if err != nil {
 		return nil, nil, err
 	}
-	defer lk.Unlock()
-	w, err := e.World(name)
-	if err != nil {
-		return nil, nil, err
-	}
+	defer unlock()
 	c, err := e.cubeClient()
 	if err != nil {
 		return w, nil, e.plannedHint(w, err)
@@ -497,15 +489,11 @@ type StopOptions struct {
 
 // Stop pauses a cube World's sandbox (memory kept; strata up resumes it).
 func (e *Engine) Stop(ctx context.Context, name string, o StopOptions) (*World, error) {
-	lk, err := e.lockWorld(ctx, name)
+	w, unlock, err := e.lockedWorld(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	defer lk.Unlock()
-	w, err := e.World(name)
-	if err != nil {
-		return nil, err
-	}
+	defer unlock()
 	if w.Backend != RuntimeCube {
 		return nil, fmt.Errorf("stop world %q: it runs on the %s backend; stop its sessions with strata kill", name, w.Backend)
 	}

@@ -127,16 +127,7 @@ func (e *Engine) execCube(ctx context.Context, w *World, o ExecOptions) (Session
 	if err != nil {
 		return SessionMeta{}, fmt.Errorf("exec in world %q: %w", w.Name, err)
 	}
-	env := o.Env
-	if env == nil {
-		env = os.Environ()
-	}
-	cwd := o.Cwd
-	if cwd == "" {
-		cwd = w.Source
-	} else if !filepath.IsAbs(cwd) {
-		cwd = filepath.Join(w.Source, cwd)
-	}
+	env, cwd := o.envAndCwd(w)
 	id := NewSessionID()
 	spec := cubeRunnerSpec{
 		Dir: filepath.Join(e.Paths.Sessions(w.Name), id),

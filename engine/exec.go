@@ -55,16 +55,7 @@ func (e *Engine) Exec(ctx context.Context, name string, o ExecOptions) (SessionM
 	if iso != "tree" && iso != "strict" {
 		return SessionMeta{}, fmt.Errorf("exec in world %q: isolation %q: want tree or strict", name, iso)
 	}
-	env := o.Env
-	if env == nil {
-		env = os.Environ()
-	}
-	cwd := o.Cwd
-	if cwd == "" {
-		cwd = w.Source
-	} else if !filepath.IsAbs(cwd) {
-		cwd = filepath.Join(w.Source, cwd)
-	}
+	env, cwd := o.envAndCwd(w)
 	var binds []Bind
 	for _, b := range e.Config.StrictBinds {
 		binds = append(binds, Bind{Source: b, Target: b})
@@ -193,3 +184,19 @@ func ShellQuote(argv []string) string {
 }
 
 func shellQuote(argv []string) string { return ShellQuote(argv) }
+
+// envAndCwd resolves the command's environment (default: this process's)
+// and working directory (default: the source root; relative to it).
+func (o ExecOptions) envAndCwd(w *World) ([]string, string) {
+	env := o.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	cwd := o.Cwd
+	if cwd == "" {
+		cwd = w.Source
+	} else if !filepath.IsAbs(cwd) {
+		cwd = filepath.Join(w.Source, cwd)
+	}
+	return env, cwd
+}

@@ -41,15 +41,11 @@ type RemoveResult struct {
 
 // Remove deletes a World, by default refusing when that would lose work.
 func (e *Engine) Remove(ctx context.Context, name string, o RemoveOptions) (*RemoveResult, error) {
-	lk, err := e.lockWorld(ctx, name)
+	w, unlock, err := e.lockedWorld(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	defer lk.Unlock()
-	w, err := e.World(name)
-	if err != nil {
-		return nil, err
-	}
+	defer unlock()
 	res := &RemoveResult{World: name}
 	running := e.runningSessions(w)
 	if len(running) > 0 && !o.Kill {

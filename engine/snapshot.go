@@ -161,15 +161,11 @@ func (e *Engine) store() (*overlay.Store, error) {
 // snapshot is consistent, then resumed. Only files changed since the last
 // snapshot are read and hashed.
 func (e *Engine) Snapshot(ctx context.Context, name string, o SnapshotOptions) (*Snapshot, error) {
-	lk, err := e.lockWorld(ctx, name)
+	w, unlock, err := e.lockedWorld(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	defer lk.Unlock()
-	w, err := e.World(name)
-	if err != nil {
-		return nil, err
-	}
+	defer unlock()
 	return e.snapshotLocked(ctx, w, o)
 }
 
@@ -316,15 +312,11 @@ type RollbackResult struct {
 // sessions (refusing unless Kill), unmounts, restores exactly, remounts.
 func (e *Engine) Rollback(ctx context.Context, name, ref string, o RollbackOptions) (*RollbackResult, error) {
 	start := time.Now()
-	lk, err := e.lockWorld(ctx, name)
+	w, unlock, err := e.lockedWorld(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	defer lk.Unlock()
-	w, err := e.World(name)
-	if err != nil {
-		return nil, err
-	}
+	defer unlock()
 	tl, err := e.Timeline(name)
 	if err != nil {
 		return nil, err
@@ -554,15 +546,11 @@ func (e *Engine) freeNames(prefix string, n int) []string {
 // RestorePaths brings single paths back from a snapshot (including "it
 // was deleted" and "it did not exist"). The World must have no running session.
 func (e *Engine) RestorePaths(ctx context.Context, name, ref string, paths []string) error {
-	lk, err := e.lockWorld(ctx, name)
+	w, unlock, err := e.lockedWorld(ctx, name)
 	if err != nil {
 		return err
 	}
-	defer lk.Unlock()
-	w, err := e.World(name)
-	if err != nil {
-		return err
-	}
+	defer unlock()
 	if running := e.runningSessions(w); len(running) > 0 {
 		return fmt.Errorf("restore in world %q: %w (%s); stop them first", name, ErrSessionsRunning, strings.Join(running, ", "))
 	}
