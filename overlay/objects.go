@@ -270,35 +270,51 @@ func (s *Store) Sync() error {
 	return nil
 }
 
-// syncFewThreshold is where one syncfs becomes cheaper than an fsync per
-// new object. Below it, fsyncing the objects themselves also avoids
-// flushing every other writer's dirty data on the same file system, which
-// is what syncfs does.
-const syncFewThreshold = 32
+// syncEachLimit is where one syncfs becomes cheaper than an fsync per new
+// object. Below it, fsyncing the objects themselves (their writeback was
+// started as they were written) also avoids flushing every other writer's
+// dirty data on the same file system, the World's own upper included,
+// which is what syncfs does.
+const syncEachLimit = 1024
 
-// syncObjects makes the given new objects durable: an fsync of each and of
-// their fan-out directories when they are few, else one syncfs.
+// syncObjects makes the given new objects durable: an fsync of each (four
+// at a time) and of their fan-out directories, or one syncfs for many.
 func (s *Store) syncObjects(ids []ObjectID) error {
-	if len(ids) > syncFewThreshold {
+	if len(ids) > syncEachLimit {
 		return s.Sync()
 	}
 	dirs := map[string]bool{}
+	paths := make([]string, 0, len(ids))
 	for _, id := range ids {
-		p := s.Path(id)
-		if p == "" {
-			continue
+		if p := s.Path(id); p != "" {
+			paths = append(paths, p)
+			dirs[filepath.Dir(p)] = true
 		}
-		if err := fsyncPath(p); err != nil {
-			return fmt.Errorf("sync object %s: %w", id, err)
-		}
-		dirs[filepath.Dir(p)] = true
 	}
 	for d := range dirs {
-		if err := fsyncPath(d); err != nil {
-			return fmt.Errorf("sync object dir %s: %w", d, err)
-		}
+		paths = append(paths, d)
 	}
-	return nil
+	errs := make(chan error, len(paths))
+	work := make(chan string)
+	var wg sync.WaitGroup
+	for range min(4, len(paths)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p := range work {
+				if err := fsyncPath(p); err != nil {
+					errs <- fmt.Errorf("sync %s: %w", p, err)
+				}
+			}
+		}()
+	}
+	for _, p := range paths {
+		work <- p
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	return <-errs
 }
 
 // PutBytes stores b.
@@ -506,6 +522,11 @@ func (s *Store) commitTemp(tmp *os.File, dst string, id ObjectID) (created bool,
 			s.dropTemp(tmp)
 			return false, err
 		}
+	} else {
+		// Start writing the object back now, without waiting: the Sync (or
+		// fsync) that makes a snapshot durable then finds most of the data
+		// already on its way, overlapped with hashing the next files.
+		_ = unix.SyncFileRange(int(tmp.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
 	}
 	fan := string(id[:2])
 	if _, ok := s.fanout.Load(fan); !ok {
