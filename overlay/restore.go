@@ -408,6 +408,11 @@ func (w *snapWriter) createFile(e *ManifestEntry) error {
 		return fmt.Errorf("%s: %w", e.Path, err)
 	}
 	defer func() { _ = unix.Close(fd) }()
+	if !w.opts.NoSync {
+		// Start the writeback now; the syncfs before the swap then mostly
+		// waits for I/O already under way.
+		_ = unix.SyncFileRange(fd, 0, 0, unix.SYNC_FILE_RANGE_WRITE)
+	}
 	if w.opts.Verify {
 		if err := w.store.Verify(e.Object); err != nil {
 			return fmt.Errorf("%s: %w", e.Path, err)

@@ -6,10 +6,12 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/stratahq/strata/engine"
 )
 
 func init() {
-	groups = append(groups, group{name: "snapshots", run: benchSnapshots})
+	groups = append(groups, group{name: "snapshots", run: benchSnapshots}, group{name: "snapshots-api", run: benchSnapshotsInProcess})
 }
 
 // changeScript writes 100 files of ~46 KB (4.6 MB) over existing source
@@ -105,4 +107,81 @@ func cleanupHome(home string) {
 		}
 	}
 	_ = os.RemoveAll(home)
+}
+
+// benchSnapshotsInProcess times the same operations through the engine API,
+// without the cost of starting a strata process (about 3 ms of Go start-up
+// of a binary that links the TUI), so the rows show the operation itself.
+func benchSnapshotsInProcess(b *bench, _ []int) error {
+	src, err := b.sourceTree(100_000)
+	if err != nil {
+		return err
+	}
+	home := filepath.Join(b.dir, "home-snap-api")
+	_ = os.RemoveAll(home)
+	defer cleanupHome(home)
+	e, err := engine.Open(b.ctx, engine.Options{StateRoot: home, Config: &engine.Config{Backend: "local", MountBackend: "auto", Isolation: "tree"}, Exe: b.bin})
+	if err != nil {
+		return err
+	}
+	var first, next, rollback, fork []time.Duration
+	for i := 0; i < b.runs; i++ {
+		name := fmt.Sprintf("p%d", i)
+		w, err := e.Create(b.ctx, engine.CreateOptions{Name: name, Source: src})
+		if err != nil {
+			return err
+		}
+		if err := e.EnsureMounted(b.ctx, w); err != nil {
+			return err
+		}
+		script, err := changeScript(src, 1000+i)
+		if err != nil {
+			return err
+		}
+		merged := e.Paths.Merged(name)
+		if err := run(merged, "sh", "-c", strings.ReplaceAll(script, src, merged)); err != nil {
+			return err
+		}
+		d, err := b.timeFunc(1, nil, func(int) error {
+			_, err := e.Snapshot(b.ctx, name, engine.SnapshotOptions{Message: "first"})
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		first = append(first, d...)
+		if err := os.WriteFile(filepath.Join(merged, fmt.Sprintf("x-%d", i)), []byte("one more\n"), 0o644); err != nil {
+			return err
+		}
+		time.Sleep(15 * time.Millisecond) // past the stat cache's racy window
+		d, err = b.timeFunc(1, nil, func(int) error {
+			_, err := e.Snapshot(b.ctx, name, engine.SnapshotOptions{Message: "next"})
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		next = append(next, d...)
+		if err := os.WriteFile(filepath.Join(merged, "damage.txt"), []byte("damage\n"), 0o644); err != nil {
+			return err
+		}
+		d, err = b.timeFunc(1, nil, func(int) error { _, err := e.Rollback(b.ctx, name, "head~1", engine.RollbackOptions{}); return err })
+		if err != nil {
+			return err
+		}
+		rollback = append(rollback, d...)
+		d, err = b.timeFunc(1, nil, func(int) error {
+			_, err := e.Fork(b.ctx, name, engine.ForkOptions{Snap: "head", N: 8, Prefix: name + "f"})
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		fork = append(fork, d...)
+	}
+	b.add(row{group: "snapshots", name: "engine Snapshot, first (in process)", strata: first, target: 30 * time.Millisecond})
+	b.add(row{group: "snapshots", name: "engine Snapshot, after one more change (in process)", strata: next, target: 10 * time.Millisecond})
+	b.add(row{group: "snapshots", name: "engine Rollback (in process)", strata: rollback, target: 50 * time.Millisecond})
+	b.add(row{group: "snapshots", name: "engine Fork -n 8 (in process)", strata: fork, target: 250 * time.Millisecond})
+	return nil
 }
