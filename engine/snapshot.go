@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -383,7 +382,11 @@ func (e *Engine) restoreUpper(ctx context.Context, w *World, m *overlay.Manifest
 	if err := overlay.RestoreUpperWith(ctx, st, m, upper, w.Dialect, overlay.RestoreOptions{UserXattr: !isRoot(), Lower: w.Source, DeferCleanup: true}); err != nil {
 		return err
 	}
-	defer e.discardReplacedUpper(w, upper)
+	defer func() {
+		if err := overlay.RemoveRestoreLeftovers(upper); err != nil {
+			e.Log.Warn("remove the replaced upper", "world", w.Name, "err", err)
+		}
+	}()
 	_ = os.Remove(e.statCachePath(w.Name))
 	if err := resetWorkDir(e.Paths.Work(w.Name)); err != nil {
 		return err
@@ -828,34 +831,4 @@ func (e *Engine) resumeGuest(ctx context.Context, w *World) {
 	if err := e.cubeRemountGuest(ctx, w); err != nil {
 		e.Log.Warn("remount the overlay in the sandbox", "world", w.Name, "err", err)
 	}
-}
-
-// discardReplacedUpper moves the upper a restore replaced out of the way and
-// removes it in a detached process, so a rollback does not wait for a tree
-// removal (often longer than the restore itself). Leftovers of a removal
-// that never finished are swept by the next call.
-func (e *Engine) discardReplacedUpper(w *World, upper string) {
-	old := upper + ".restore-tmp"
-	if _, err := os.Lstat(old); err != nil {
-		return
-	}
-	dir := filepath.Join(e.Paths.World(w.Name), ".discard")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		e.Log.Warn("discard the replaced upper", "world", w.Name, "err", err)
-		return
-	}
-	if err := os.Rename(old, filepath.Join(dir, strconv.FormatInt(time.Now().UnixNano(), 10))); err != nil {
-		e.Log.Warn("discard the replaced upper", "world", w.Name, "err", err)
-		_ = overlay.RemoveRestoreLeftovers(upper)
-		return
-	}
-	// rm(1) in its own session: it outlives this process and never touches
-	// anything but .discard, whose entries no one else uses.
-	cmd := exec.Command("rm", "-rf", "--one-file-system", dir)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		e.Log.Warn("discard the replaced upper", "world", w.Name, "err", err)
-		return
-	}
-	go func() { _ = cmd.Wait() }()
 }
