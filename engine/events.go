@@ -34,6 +34,7 @@ const (
 	EventFork             EventType = "fork"
 	EventApplyDone        EventType = "apply.done"
 	EventApplyConflict    EventType = "apply.conflict"
+	EventFanOut           EventType = "fanout" // detail: worlds, argv, results (FanOutResult per World)
 )
 
 // Event is one thing that happened to a World.

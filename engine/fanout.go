@@ -75,6 +75,6 @@ func (e *Engine) FanOut(ctx context.Context, worlds []string, o ExecOptions, out
 		}()
 	}
 	wg.Wait()
-	e.activity(ctx, Event{Type: "fanout", Detail: map[string]any{"worlds": worlds, "argv": o.Argv}})
+	e.activity(ctx, Event{Type: EventFanOut, Detail: map[string]any{"worlds": worlds, "argv": o.Argv, "results": res}})
 	return res
 }

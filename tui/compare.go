@@ -47,7 +47,7 @@ type (
 )
 
 // fanoutEvent is the activity log's record of a fan-out.
-const fanoutEvent = engine.EventType("fanout")
+const fanoutEvent = engine.EventFanOut
 
 // loadCompare compares the Worlds of the last fan-out that include world,
 // else every World over world's source.
