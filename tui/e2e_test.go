@@ -36,7 +36,8 @@ type tmux struct {
 
 func (x tmux) run(args ...string) string {
 	x.t.Helper()
-	out, err := exec.Command("tmux", args...).CombinedOutput()
+	// A private server (-L): the test never touches the user's own tmux.
+	out, err := exec.Command("tmux", append([]string{"-L", x.name}, args...)...).CombinedOutput()
 	if err != nil {
 		x.t.Fatalf("tmux %v: %v\n%s", args, err, out)
 	}
@@ -90,7 +91,7 @@ func e2eSession(t *testing.T, bin string, w, h int) {
 	cmd := fmt.Sprintf("cd %s && exec env %s %s", src, strings.Join(env, " "), bin)
 	x.run("new-session", "-d", "-s", x.name, "-x", strconv.Itoa(w), "-y", strconv.Itoa(h), cmd)
 	t.Cleanup(func() {
-		_ = exec.Command("tmux", "kill-session", "-t", x.name).Run()
+		_ = exec.Command("tmux", "-L", x.name, "kill-server").Run()
 		rm := exec.Command(bin, "rm", "e2e", "--force", "--purge", "--kill")
 		rm.Env = append(os.Environ(), env...)
 		_ = rm.Run()
