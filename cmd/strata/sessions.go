@@ -63,6 +63,11 @@ func cmdExec(a *app, args []string) error {
 	if len(rest) == 0 {
 		return usagef("exec: missing command (strata exec %s -- CMD ARGS...)", pos[0])
 	}
+	if *tty && !*detach && !term.IsTerminal(int(os.Stdin.Fd())) {
+		// Checked before starting: a terminal session nobody can attach to
+		// here would be left running behind the error.
+		return usagef("exec --tty: standard input is not a terminal; add --detach and attach later with strata attach %s", pos[0])
+	}
 	w, err := a.eng.World(pos[0])
 	if err != nil {
 		return err
