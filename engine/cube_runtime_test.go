@@ -399,3 +399,37 @@ func TestCubeGuestRemountAfterHostChange(t *testing.T) {
 		t.Errorf("after remount: %q", out)
 	}
 }
+
+// TestCubeNoNetwork: --no-network runs the command in a network namespace of
+// its own inside the sandbox, with only lo.
+func TestCubeNoNetwork(t *testing.T) {
+	ce := newCubeEnv(t, cubetest.Options{})
+	ce.create("w", CreateOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	meta, err := ce.e.Exec(ctx, "w", ExecOptions{Argv: []string{"sh", "-c", "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '"}, NoNetwork: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := ce.e.SessionDir("w", meta.ID)
+	var out bytes.Buffer
+	if err := FollowTranscript(ctx, dir, 0, func(r Record) error {
+		if r.Stream == StreamStdout {
+			out.Write(r.Data)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	end, err := WaitSession(ctx, dir)
+	if err != nil || end.ExitCode != 0 || !end.NoNetwork {
+		t.Fatalf("session end %+v %v", end, err)
+	}
+	if got := strings.TrimSpace(out.String()); got != "lo" {
+		t.Fatalf("interfaces with --no-network: %q, want only lo", got)
+	}
+	// Without the flag the sandbox's own interfaces are there.
+	if got, _, _ := ce.sh("w", "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '"); strings.TrimSpace(got) == "lo" {
+		t.Fatalf("without --no-network only lo: %q", got)
+	}
+}

@@ -47,6 +47,11 @@ const cubeStartMarker = "\x1estrata-start "
 // non-executable program (exit 127, 126) and announces its pid first.
 const cubeWrapper = `printf '\036strata-start %s\n' "$$" >&2; exec "$@"`
 
+// cubeWrapperNoNet is cubeWrapper in a network namespace of its own inside
+// the guest (only lo, brought up): --no-network for a cube session. unshare
+// execs in place, so the printed pid is still the command's.
+const cubeWrapperNoNet = `exec unshare --net -- /bin/sh -c 'ip link set lo up 2>/dev/null; printf "\036strata-start %s\n" "$$" >&2; exec "$@"' strata "$@"`
+
 // cubeRunnerSpec is what the runner reads on fd 3. It carries the API key
 // (never written to a file).
 type cubeRunnerSpec struct {
@@ -110,9 +115,6 @@ func (e *Engine) execCube(ctx context.Context, w *World, o ExecOptions) (Session
 	if o.TTY {
 		return SessionMeta{}, fmt.Errorf("exec in world %q: cube sessions have no terminal yet; run without --tty (output is streamed and kept in the transcript)", w.Name)
 	}
-	if o.NoNetwork {
-		return SessionMeta{}, fmt.Errorf("exec in world %q: --no-network is not available on the cube backend; the template's network policy applies", w.Name)
-	}
 	if o.Snapshot || e.Config.AutoSnapshot {
 		if _, err := e.Snapshot(ctx, w.Name, SnapshotOptions{Message: "before exec: " + shellQuote(o.Argv), Auto: true}); err != nil {
 			return SessionMeta{}, fmt.Errorf("exec in world %q: snapshot before exec: %w", w.Name, err)
@@ -128,19 +130,23 @@ func (e *Engine) execCube(ctx context.Context, w *World, o ExecOptions) (Session
 		return SessionMeta{}, fmt.Errorf("exec in world %q: %w", w.Name, err)
 	}
 	env, cwd := o.envAndCwd(w)
+	wrapper := cubeWrapper
+	if o.NoNetwork {
+		wrapper = cubeWrapperNoNet
+	}
 	id := NewSessionID()
 	spec := cubeRunnerSpec{
 		Dir: filepath.Join(e.Paths.Sessions(w.Name), id),
 		Meta: SessionMeta{
 			ID: id, World: w.Name, Argv: o.Argv, Env: RedactEnv(env, e.Config.EnvRedact),
-			Source: w.Source, Cwd: cwd, Isolation: IsolationCube,
+			Source: w.Source, Cwd: cwd, Isolation: IsolationCube, NoNetwork: o.NoNetwork,
 			StartedAt: time.Now(), State: SessionStarting, Attention: AttentionRunning,
 		},
 		Client:  cubeClientSpec{Endpoint: cfg.Endpoint, APIKey: cfg.APIKey, AuthHeader: cfg.AuthHeader, ProxyAddr: cfg.ProxyAddr, Scheme: cfg.Scheme},
 		Sandbox: *sb,
 		Request: cube.ExecRequest{
 			Cmd:  "/bin/sh",
-			Args: append([]string{"-c", cubeWrapper, "strata"}, o.Argv...),
+			Args: append([]string{"-c", wrapper, "strata"}, o.Argv...),
 			Envs: cubeExecEnv(env), Cwd: e.guestCwd(w, cwd),
 		},
 	}
