@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -431,5 +432,53 @@ func TestCubeNoNetwork(t *testing.T) {
 	// Without the flag the sandbox's own interfaces are there.
 	if got, _, _ := ce.sh("w", "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '"); strings.TrimSpace(got) == "lo" {
 		t.Fatalf("without --no-network only lo: %q", got)
+	}
+}
+
+// TestCubeSnapshotPausesSessions: the commands of a cube World's running
+// sessions are stopped inside the sandbox while the upper is captured.
+func TestCubeSnapshotPausesSessions(t *testing.T) {
+	ce := newCubeEnv(t, cubetest.Options{})
+	ce.create("w", CreateOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	meta, err := ce.e.Exec(ctx, "w", ExecOptions{Argv: []string{"sh", "-c", "while :; do echo tick >> ticks; sleep 0.01; done"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = ce.e.Kill(context.Background(), "w", meta.ID, syscall.SIGKILL) })
+	ticks := filepath.Join(ce.e.Paths.Upper("w"), "ticks")
+	size := func() int64 {
+		st, err := os.Stat(ticks)
+		if err != nil {
+			return 0
+		}
+		return st.Size()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for size() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the loop never wrote")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if m, _ := ReadSessionMeta(ce.e.SessionDir("w", meta.ID)); m.GuestPID <= 0 {
+		t.Fatalf("no guest pid recorded: %+v", m)
+	}
+	w := cubeWorld(t, ce.e, "w")
+	thaw := ce.e.cubeFreeze(ctx, w)
+	before := size()
+	time.Sleep(200 * time.Millisecond)
+	if after := size(); after != before {
+		thaw()
+		t.Fatalf("the session kept writing while frozen: %d -> %d bytes", before, after)
+	}
+	thaw()
+	time.Sleep(200 * time.Millisecond)
+	if size() == before {
+		t.Fatal("the session did not resume")
+	}
+	if _, err := ce.e.Snapshot(ctx, "w", SnapshotOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }

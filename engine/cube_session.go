@@ -358,7 +358,7 @@ func (r *cubeRunner) run() error {
 		select {
 		case pid := <-started:
 			remotePID = pid
-			r.meta.State, r.meta.StartedAt = SessionRunning, time.Now()
+			r.meta.State, r.meta.StartedAt, r.meta.GuestPID = SessionRunning, time.Now(), pid
 			if err := writeSessionMetaPath(r.dir, r.meta); err != nil {
 				cancel()
 			}
@@ -471,4 +471,46 @@ func (f *startFilter) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
+}
+
+// cubeFreeze stops the command process groups of a cube World's running
+// sessions inside the sandbox (one envd exec) for a consistent upper capture,
+// and returns the function that resumes them. The VM snapshot itself is
+// consistent on its own; the host-mounted upper is what needs the pause.
+func (e *Engine) cubeFreeze(ctx context.Context, w *World) func() {
+	ss, _ := ListSessions(e.Paths.World(w.Name))
+	var groups []string
+	for _, s := range ss {
+		if (s.State == SessionRunning || s.State == SessionStarting) && s.GuestPID > 0 {
+			groups = append(groups, "-"+strconv.Itoa(s.GuestPID))
+		}
+	}
+	if len(groups) == 0 || w.State != StateReady {
+		return func() {}
+	}
+	client, err := e.cubeClient()
+	if err != nil {
+		return func() {}
+	}
+	sb := e.cubeSandbox(w)
+	signal := func(sig string) error {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		res, err := client.Exec(cctx, sb, cube.ExecRequest{
+			Cmd: "/bin/sh", Args: append([]string{"-c", `kill -s "$0" -- "$@" 2>/dev/null; true`, sig}, groups...), Cwd: "/",
+		}, nil, nil)
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("kill -%s in the sandbox: %s", sig, res.Status)
+		}
+		return err
+	}
+	if err := signal("STOP"); err != nil {
+		e.Log.Warn("pause cube sessions for a snapshot", "world", w.Name, "err", err)
+		return func() {}
+	}
+	return func() {
+		if err := signal("CONT"); err != nil {
+			e.Log.Error("resume cube sessions after a snapshot", "world", w.Name, "err", err)
+		}
+	}
 }

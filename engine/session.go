@@ -157,15 +157,17 @@ type SessionMeta struct {
 	InitPID int `json:"init_pid,omitempty"`
 	// InitStartTime is the init's start time in clock ticks after boot
 	// (/proc/<pid>/stat field 22), which tells a reused pid from the init.
-	InitStartTime uint64       `json:"init_start_time,omitempty"`
-	PID           int          `json:"pid,omitempty"`
-	StartedAt     time.Time    `json:"started_at"`
-	EndedAt       time.Time    `json:"ended_at,omitzero"`
-	State         SessionState `json:"state"`
-	ExitCode      int          `json:"exit_code"`
-	Signal        string       `json:"signal,omitempty"` // e.g. "SIGKILL"; ExitCode is then 128+N
-	Error         string       `json:"error,omitempty"`
-	Attention     Attention    `json:"attention"`
+	InitStartTime uint64 `json:"init_start_time,omitempty"`
+	PID           int    `json:"pid,omitempty"`
+	// GuestPID is a cube session's command pid inside its sandbox.
+	GuestPID  int          `json:"guest_pid,omitempty"`
+	StartedAt time.Time    `json:"started_at"`
+	EndedAt   time.Time    `json:"ended_at,omitzero"`
+	State     SessionState `json:"state"`
+	ExitCode  int          `json:"exit_code"`
+	Signal    string       `json:"signal,omitempty"` // e.g. "SIGKILL"; ExitCode is then 128+N
+	Error     string       `json:"error,omitempty"`
+	Attention Attention    `json:"attention"`
 }
 
 // Duration is how long the session ran, or has run so far.

@@ -192,6 +192,9 @@ func (e *Engine) snapshotLocked(ctx context.Context, w *World, o SnapshotOptions
 		cache = overlay.NewStatCache() // a lost cache only costs rehashing
 	}
 	thaw := e.freezeWorld(w)
+	if w.Backend == RuntimeCube {
+		thaw = e.cubeFreeze(ctx, w)
+	}
 	m, stats, err := overlay.CaptureUpper(ctx, st, e.Paths.Upper(w.Name), w.Dialect, cache)
 	thaw()
 	if err != nil {
