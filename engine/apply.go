@@ -270,7 +270,7 @@ func (e *Engine) Apply(ctx context.Context, name string, o ApplyOptions) (*Apply
 	}
 	// Every World over this source gets its bases captured before the
 	// source changes, so their later applies merge instead of overwriting.
-	if err := e.captureAllBases(ctx, w.Source); err != nil {
+	if err := e.captureAllBases(ctx, w, cs); err != nil {
 		return nil, fmt.Errorf("apply world %q: capture bases: %w", name, err)
 	}
 	res := &ApplyResult{World: name, Source: w.Source, DryRun: o.DryRun}
@@ -348,21 +348,24 @@ func conflictPaths(cs []Conflict) []string {
 	return out
 }
 
-// captureAllBases captures missing bases of every World over source.
-func (e *Engine) captureAllBases(ctx context.Context, source string) error {
+// captureAllBases captures missing bases of every World over w's source;
+// cs is w's change set, already read by the caller.
+func (e *Engine) captureAllBases(ctx context.Context, w *World, cs *overlay.ChangeSet) error {
 	ws, err := e.Worlds()
 	if err != nil {
 		return err
 	}
-	for _, w := range ws {
-		if w.Source != source {
+	for _, other := range ws {
+		if other.Source != w.Source {
 			continue
 		}
-		cs, err := e.Changes(ctx, w, false)
-		if err != nil {
-			return err
+		ocs := cs
+		if other.Name != w.Name {
+			if ocs, err = e.Changes(ctx, other, false); err != nil {
+				return err
+			}
 		}
-		if _, err := e.CaptureBases(ctx, w, cs); err != nil {
+		if _, err := e.CaptureBases(ctx, other, ocs); err != nil {
 			return err
 		}
 	}

@@ -159,6 +159,11 @@ func (e *Engine) sampleResources(ctx context.Context, w *World, withUpper bool) 
 // into it as it reaps them).
 func (e *Engine) sessionProcesses(w *World) []int {
 	ss, _ := ListSessions(e.Paths.World(w.Name))
+	return sessionProcessesOf(ss)
+}
+
+// sessionProcessesOf is sessionProcesses for an already read session list.
+func sessionProcessesOf(ss []SessionMeta) []int {
 	nss := map[string]bool{}
 	for _, s := range ss {
 		if (s.State == SessionRunning || s.State == SessionStarting) && s.InitPID > 0 {

@@ -281,14 +281,13 @@ func (e *Engine) thawStale(w *World) {
 // sessions' PID namespaces, the session inits excluded (they only reap and
 // write transcripts, and must stay able to do so).
 func (e *Engine) worldPIDs(w *World) []int {
+	ss, _ := ListSessions(e.Paths.World(w.Name))
 	inits := map[int]bool{}
-	if ss, err := ListSessions(e.Paths.World(w.Name)); err == nil {
-		for _, s := range ss {
-			inits[s.InitPID] = true
-		}
+	for _, s := range ss {
+		inits[s.InitPID] = true
 	}
 	var pids []int
-	for _, p := range e.sessionProcesses(w) {
+	for _, p := range sessionProcessesOf(ss) {
 		if !inits[p] {
 			pids = append(pids, p)
 		}

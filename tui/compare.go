@@ -285,13 +285,9 @@ func (m Model) compareResult(msg tea.Msg) (Model, tea.Cmd, bool) {
 		if m.compare != nil {
 			cmds = append(cmds, loadCompare(m.ctx, m.eng, m.compare.Worlds[0], m.compare.Worlds))
 		}
-		mm, c := m.reloadWorlds()
-		m = mm.(Model)
+		var c tea.Cmd
+		m, c = m.reloadAll()
 		cmds = append(cmds, c)
-		if m.world != "" {
-			m, c = m.reloadWorld()
-			cmds = append(cmds, c)
-		}
 		return m, tea.Batch(cmds...), true
 	case panes.CompareRemoveMsg:
 		d := panes.NewConfirm(m.env, fmt.Sprintf("Remove %d Worlds not chosen?", len(msg.Worlds)),

@@ -348,16 +348,7 @@ func (m Model) global(a string) (tea.Model, tea.Cmd) {
 		return m.reloadWorlds()
 	case keymap.Refresh:
 		m.info, m.lastErr = "reloaded", ""
-		var cmds []tea.Cmd
-		var c tea.Cmd
-		mm, c := m.reloadWorlds()
-		m = mm.(Model)
-		cmds = append(cmds, c)
-		if m.world != "" {
-			m, c = m.reloadWorld()
-			cmds = append(cmds, c)
-		}
-		return m, tea.Batch(cmds...)
+		return m.reloadAll()
 	}
 	return m, nil
 }
@@ -367,6 +358,17 @@ func (m Model) reloadWorlds() (tea.Model, tea.Cmd) {
 		return m, loadWorlds(m.ctx, m.eng, m.source)
 	}
 	return m, nil
+}
+
+// reloadAll reloads the Worlds list and, if one is selected, that World.
+func (m Model) reloadAll() (Model, tea.Cmd) {
+	mm, c := m.reloadWorlds()
+	m = mm.(Model)
+	if m.world == "" {
+		return m, c
+	}
+	m, cw := m.reloadWorld()
+	return m, tea.Batch(c, cw)
 }
 
 // reloadWorld reloads everything shown of the selected World.
