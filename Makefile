@@ -30,8 +30,11 @@ build:
 run: deps build
 	./$(BIN)
 
+# The second run is the patched Bubble Tea (third_party/bubbletea/PATCHES.md),
+# a module of its own.
 test: deps
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+	cd third_party/bubbletea && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 test-e2e: deps build
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run 'E2E' ./cmd/strata/ ./tui/
@@ -51,6 +54,7 @@ lint: tools
 
 check: deps fmt vet lint
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+	cd third_party/bubbletea && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
 bench: deps build
 	$(GO) run ./cmd/strata-bench $(if $(BIG),-big,)

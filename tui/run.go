@@ -18,8 +18,9 @@ func Run(ctx context.Context, eng *engine.Engine, o Options) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// 30 frames a second matches the transcript's coalescing and halves
-	// the renderer's idle wake-ups.
+	// At most 30 frames a second, matching the transcript's coalescing.
+	// The renderer (patched: third_party/bubbletea/PATCHES.md) sleeps
+	// while the view does not change.
 	p := tea.NewProgram(*m, tea.WithContext(ctx), tea.WithFPS(30))
 	if err := Forward(ctx, eng, p); err != nil {
 		return err

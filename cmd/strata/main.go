@@ -1,3 +1,9 @@
+// The runtime would otherwise re-read the cgroup CPU quota every second to
+// adjust GOMAXPROCS, waking an idle TUI for nothing; a strata process is
+// short-lived or idle, and GOMAXPROCS is still set from the quota at start.
+//
+//go:debug updatemaxprocs=0
+
 // Command strata runs many coding agents in parallel on one source tree,
 // each in its own overlay World, and lets a person review and adopt their
 // changes. With no arguments it opens the TUI; `strata help` lists the CLI.
