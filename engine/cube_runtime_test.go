@@ -482,3 +482,70 @@ func TestCubeSnapshotPausesSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// KILL and STOP reach the command in the sandbox (the runner relays them),
+// and the session ends killed by SIGKILL, not lost with its command still
+// running.
+func TestCubeKillSignals(t *testing.T) {
+	ce := newCubeEnv(t, cubetest.Options{})
+	ce.create("w", CreateOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	meta, err := ce.e.Exec(ctx, "w", ExecOptions{Argv: []string{"sh", "-c", "while :; do echo tick >> ticks; sleep 0.01; done"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := ce.e.SessionDir("w", meta.ID)
+	ticks := filepath.Join(ce.e.Paths.Upper("w"), "ticks")
+	size := func() int64 {
+		st, err := os.Stat(ticks)
+		if err != nil {
+			return 0
+		}
+		return st.Size()
+	}
+	grows := func() bool {
+		before := size()
+		time.Sleep(300 * time.Millisecond)
+		return size() != before
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for size() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the loop never wrote")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	if _, err := ce.e.Kill(ctx, "w", meta.ID, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the relay is one envd exec
+	if grows() {
+		t.Fatal("the command kept writing after SIGSTOP")
+	}
+	if m, _ := ReadSessionMeta(dir); m.State.Ended() {
+		t.Fatalf("SIGSTOP ended the session: %+v", m)
+	}
+	if _, err := ce.e.Kill(ctx, "w", meta.ID, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if !grows() {
+		t.Fatal("the command did not resume after SIGCONT")
+	}
+
+	if _, err := ce.e.Kill(ctx, "w", meta.ID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	end, err := WaitSession(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end.State != SessionKilled || end.Signal != "SIGKILL" || end.ExitCode != 137 {
+		t.Fatalf("after kill -KILL: state %s, signal %q, exit %d; want killed by SIGKILL, 137", end.State, end.Signal, end.ExitCode)
+	}
+	if grows() {
+		t.Fatal("the command still writes after its session ended")
+	}
+}

@@ -52,6 +52,38 @@ const cubeWrapper = `printf '\036strata-start %s\n' "$$" >&2; exec "$@"`
 // execs in place, so the printed pid is still the command's.
 const cubeWrapperNoNet = `exec unshare --net -- /bin/sh -c 'ip link set lo up 2>/dev/null; printf "\036strata-start %s\n" "$$" >&2; exec "$@"' strata "$@"`
 
+// Real-time signals that stand for KILL and STOP on their way to a cube
+// session's runner, which relays them to the command in the sandbox: the
+// runner could not outlive a real SIGKILL to relay it, and a SIGSTOP would
+// stop the runner instead of the command.
+const (
+	cubeRelayKill = syscall.Signal(40) // SIGRTMIN+6
+	cubeRelayStop = syscall.Signal(41) // SIGRTMIN+7
+)
+
+// cubeRelaySignal is what to send a cube runner so that sig reaches its
+// command.
+func cubeRelaySignal(sig syscall.Signal) syscall.Signal {
+	switch sig {
+	case unix.SIGKILL:
+		return cubeRelayKill
+	case unix.SIGSTOP:
+		return cubeRelayStop
+	}
+	return sig
+}
+
+// relayedSignal is the signal a runner received stands for.
+func relayedSignal(sig syscall.Signal) syscall.Signal {
+	switch sig {
+	case cubeRelayKill:
+		return unix.SIGKILL
+	case cubeRelayStop:
+		return unix.SIGSTOP
+	}
+	return sig
+}
+
 // cubeRunnerSpec is what the runner reads on fd 3. It carries the API key
 // (never written to a file).
 type cubeRunnerSpec struct {
@@ -337,7 +369,8 @@ func (r *cubeRunner) run() error {
 	sb := r.spec.Sandbox
 
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2)
+	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2,
+		unix.SIGCONT, unix.SIGTSTP, cubeRelayKill, cubeRelayStop)
 	defer signal.Stop(sigs)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -363,12 +396,15 @@ func (r *cubeRunner) run() error {
 				cancel()
 			}
 			r.signalReady()
-		case sig := <-sigs:
+		case s := <-sigs:
+			sig := relayedSignal(s.(syscall.Signal))
 			if remotePID <= 0 {
-				cancel() // not started yet: cutting the stream is the only way
+				if sig != unix.SIGCONT && sig != unix.SIGSTOP && sig != unix.SIGTSTP {
+					cancel() // not started yet: cutting the stream is the only way
+				}
 				continue
 			}
-			go killInSandbox(client, &sb, remotePID, sig.(syscall.Signal))
+			go killInSandbox(client, &sb, remotePID, sig)
 		case res := <-done:
 			_ = tf.Sync()
 			if res.err != nil && remotePID == 0 && !errors.Is(res.err, cube.ErrStreamDropped) {

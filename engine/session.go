@@ -743,6 +743,12 @@ func KillSession(dir string, sig syscall.Signal) error {
 	if meta.PID <= 0 {
 		return fmt.Errorf("kill session %s: command pid not recorded yet", meta.ID)
 	}
+	if meta.Isolation == IsolationCube {
+		// meta.PID is the host runner, which relays signals to the command
+		// in the sandbox; it cannot catch KILL or STOP, so those travel as
+		// stand-ins it turns back into the real signal there.
+		sig = cubeRelaySignal(sig)
+	}
 	err = unix.Kill(-meta.PID, sig)
 	if errors.Is(err, unix.ESRCH) {
 		// The command left its process group; signal it directly.
