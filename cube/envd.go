@@ -42,6 +42,33 @@ type ExecRequest struct {
 	// process when it passes. A context deadline that comes first is sent
 	// instead.
 	Timeout time.Duration
+	// PTY, when set, runs the command on a terminal of that size: its
+	// output (stdout and stderr together) arrives as pty data, and input
+	// and size changes go through SendInput and ResizePTY by its pid.
+	PTY *PTYSize
+	// OnStart, when set, is called with the process's pid in the sandbox as
+	// soon as envd reports it started (before any output).
+	OnStart func(pid int) `json:"-"`
+}
+
+// PTYSize is a terminal size in cells.
+type PTYSize struct {
+	Rows uint16 `json:"rows"`
+	Cols uint16 `json:"cols"`
+}
+
+// ptyConfig is envd's PTY message: {"size":{"cols","rows"}}.
+type ptyConfig struct {
+	Size struct {
+		Cols uint32 `json:"cols"`
+		Rows uint32 `json:"rows"`
+	} `json:"size"`
+}
+
+func newPTYConfig(size PTYSize) *ptyConfig {
+	p := &ptyConfig{}
+	p.Size.Cols, p.Size.Rows = uint32(size.Cols), uint32(size.Rows)
+	return p
 }
 
 // ExecResult is how a process ended.
@@ -156,9 +183,17 @@ func (c *Client) Exec(ctx context.Context, sb *Sandbox, req ExecRequest, stdout,
 	if envs == nil {
 		envs = map[string]string{}
 	}
-	payload, err := json.Marshal(struct {
+	start := struct {
 		Process processConfig `json:"process"`
-	}{processConfig{Cmd: req.Cmd, Args: args, Envs: envs, Cwd: req.Cwd}})
+		PTY     *ptyConfig    `json:"pty,omitempty"`
+	}{Process: processConfig{Cmd: req.Cmd, Args: args, Envs: envs, Cwd: req.Cwd}}
+	if req.PTY != nil {
+		if req.PTY.Rows == 0 || req.PTY.Cols == 0 {
+			return ExecResult{}, fmt.Errorf("cube: %s: terminal size %dx%d: rows and columns must be positive", op, req.PTY.Cols, req.PTY.Rows)
+		}
+		start.PTY = newPTYConfig(*req.PTY)
+	}
+	payload, err := json.Marshal(start)
 	if err != nil {
 		return ExecResult{}, fmt.Errorf("cube: %s: encode request: %w", op, err)
 	}
@@ -175,7 +210,7 @@ func (c *Client) Exec(ctx context.Context, sb *Sandbox, req ExecRequest, stdout,
 	if timeout > 0 {
 		header.Set("Connect-Timeout-Ms", strconv.FormatInt(max(timeout.Milliseconds(), 1), 10))
 	}
-	start := call{
+	startCall := call{
 		op: op, method: http.MethodPost, url: c.EnvdURL(sb) + "/process.Process/Start",
 		body: EncodeEnvelope(0, payload), contentType: "application/connect+json", header: header, envd: true,
 	}
@@ -183,7 +218,7 @@ func (c *Client) Exec(ctx context.Context, sb *Sandbox, req ExecRequest, stdout,
 	var resp *http.Response
 	for attempt := 0; ; attempt++ {
 		var sent bool
-		resp, sent, err = c.open(ctx, start)
+		resp, sent, err = c.open(ctx, startCall)
 		if err == nil {
 			break
 		}
@@ -248,6 +283,9 @@ func (c *Client) Exec(ctx context.Context, sb *Sandbox, req ExecRequest, stdout,
 		switch e := ev.Event; {
 		case e.Start != nil:
 			res.PID = e.Start.PID
+			if req.OnStart != nil {
+				req.OnStart(res.PID)
+			}
 		case e.Data != nil:
 			if err := writeOut(stdout, e.Data.Stdout); err != nil {
 				return res, fmt.Errorf("cube: %s: write stdout: %w", op, err)
@@ -304,6 +342,64 @@ func exitCodeOf(status string, exitCode *int) int {
 		return 0
 	}
 	return -1
+}
+
+// processSelector names a process by its pid in the sandbox.
+type processSelector struct {
+	PID int `json:"pid"`
+}
+
+// unary sends one Connect unary call to envd's process service: a JSON
+// body, a JSON reply ({} on success, {"code","message"} on failure).
+func (c *Client) unary(ctx context.Context, sb *Sandbox, op, method string, class retryClass, body any) error {
+	payload, err := json.Marshal(body)
+	if err != nil {
+		return fmt.Errorf("cube: %s: encode request: %w", op, err)
+	}
+	header := c.envdHeader(sb)
+	header.Set("Connect-Protocol-Version", "1")
+	_, err = c.do(ctx, call{
+		op: op, method: http.MethodPost, url: c.EnvdURL(sb) + "/process.Process/" + method,
+		body: payload, contentType: "application/json", header: header, envd: true, class: class, ok: []int{http.StatusOK},
+	})
+	return err
+}
+
+// SendInput writes data to the terminal of a process started with a PTY
+// (envd's process.Process/SendInput, input.pty). Input is not idempotent:
+// it is sent again only when it provably never reached envd.
+func (c *Client) SendInput(ctx context.Context, sb *Sandbox, pid int, data []byte) error {
+	if err := checkSandbox(sb); err != nil {
+		return err
+	}
+	if len(data) == 0 {
+		return nil
+	}
+	type input struct {
+		PTY []byte `json:"pty"`
+	}
+	return c.unary(ctx, sb, fmt.Sprintf("send input to process %d in sandbox %s", pid, sb.SandboxID), "SendInput", retryUnsent,
+		struct {
+			Process processSelector `json:"process"`
+			Input   input           `json:"input"`
+		}{processSelector{pid}, input{data}})
+}
+
+// ResizePTY sets the terminal size of a process started with a PTY
+// (envd's process.Process/Update). Setting a size twice is harmless.
+func (c *Client) ResizePTY(ctx context.Context, sb *Sandbox, pid int, size PTYSize) error {
+	if err := checkSandbox(sb); err != nil {
+		return err
+	}
+	op := fmt.Sprintf("resize the terminal of process %d in sandbox %s", pid, sb.SandboxID)
+	if size.Rows == 0 || size.Cols == 0 {
+		return fmt.Errorf("cube: %s: terminal size %dx%d: rows and columns must be positive", op, size.Cols, size.Rows)
+	}
+	return c.unary(ctx, sb, op, "Update", retrySafe,
+		struct {
+			Process processSelector `json:"process"`
+			PTY     *ptyConfig      `json:"pty"`
+		}{processSelector{pid}, newPTYConfig(size)})
 }
 
 // ReadFile reads a file in the sandbox (ErrNotFound when it is absent).

@@ -344,3 +344,113 @@ func TestExecRetriedOnlyWhenUnsent(t *testing.T) {
 		t.Errorf("exec with the proxy down: %v, want ErrUnavailable", err)
 	}
 }
+
+// waitFor polls a buffer until it holds want.
+func waitFor(t *testing.T, what string, buf *lockedBuffer, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(buf.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %q never appeared in %q", what, want, buf.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// A command on a PTY: sized at start, resized by Update, fed by SendInput,
+// and its output arrives as pty data (to stdout).
+func TestExecPTY(t *testing.T) {
+	_, c, sb := newSandbox(t, cubetest.Options{}, cube.CreateRequest{})
+	ctx := context.Background()
+	started := make(chan int, 1)
+	req := cube.ExecRequest{
+		Cmd:     "/bin/sh",
+		Args:    []string{"-c", `test -t 0 && test -t 2 && echo on-a-tty; stty size; read line; stty size; echo "got:$line"`},
+		PTY:     &cube.PTYSize{Rows: 30, Cols: 100},
+		OnStart: func(pid int) { started <- pid },
+	}
+	var out lockedBuffer
+	type result struct {
+		res cube.ExecResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := c.Exec(ctx, sb, req, &out, nil)
+		done <- result{res, err}
+	}()
+	var pid int
+	select {
+	case pid = <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no start event")
+	}
+	waitFor(t, "initial size", &out, "30 100")
+	if err := c.ResizePTY(ctx, sb, pid, cube.PTYSize{Rows: 40, Cols: 120}); err != nil {
+		t.Fatalf("resize: %v", err)
+	}
+	if err := c.SendInput(ctx, sb, pid, []byte("hello\r")); err != nil {
+		t.Fatalf("send input: %v", err)
+	}
+	r := <-done
+	if r.err != nil || r.res.ExitCode != 0 || r.res.PID != pid {
+		t.Fatalf("exec = %+v, %v", r.res, r.err)
+	}
+	got := out.String()
+	for _, want := range []string{"on-a-tty\r\n", "30 100\r\n", "40 120\r\n", "got:hello\r\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output %q lacks %q", got, want)
+		}
+	}
+	// The process is gone: envd answers not_found.
+	if err := c.SendInput(ctx, sb, pid, []byte("x")); !errors.Is(err, cube.ErrNotFound) {
+		t.Errorf("input to an ended process: %v, want ErrNotFound", err)
+	}
+	if err := c.ResizePTY(ctx, sb, pid, cube.PTYSize{Rows: 0, Cols: 80}); err == nil || !strings.Contains(err.Error(), "must be positive") {
+		t.Errorf("resize to 0 rows: %v", err)
+	}
+	// Input for a process without a terminal is refused.
+	started2 := make(chan int, 1)
+	go func() {
+		_, _ = c.Exec(ctx, sb, cube.ExecRequest{Cmd: "sleep", Args: []string{"2"}, OnStart: func(p int) { started2 <- p }}, nil, nil)
+	}()
+	if err := c.SendInput(ctx, sb, <-started2, []byte("x")); !errors.Is(err, cube.ErrNotFound) {
+		t.Errorf("input to a process without a pty: %v, want ErrNotFound", err)
+	}
+}
+
+func TestPTYRequestFixtures(t *testing.T) {
+	srv, c, sb := newSandbox(t, cubetest.Options{}, cube.CreateRequest{})
+	ctx := context.Background()
+	if _, err := c.Exec(ctx, sb, cube.ExecRequest{Cmd: "true", PTY: &cube.PTYSize{Rows: 24, Cols: 80}}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A pid that is not running: envd answers not_found, and the request
+	// bytes do not depend on which pid the fake's process got.
+	if err := c.SendInput(ctx, sb, 4242, []byte("ls\r")); !errors.Is(err, cube.ErrNotFound) {
+		t.Errorf("input to pid 4242: %v, want ErrNotFound", err)
+	}
+	if err := c.ResizePTY(ctx, sb, 4242, cube.PTYSize{Rows: 50, Cols: 200}); !errors.Is(err, cube.ErrNotFound) {
+		t.Errorf("resize of pid 4242: %v, want ErrNotFound", err)
+	}
+	checkFixture(t, "exec-pty", onlyRequest(t, srv, "POST /process.Process/Start"))
+	checkFixture(t, "send-input", onlyRequest(t, srv, "POST /process.Process/SendInput"))
+	checkFixture(t, "update-pty", onlyRequest(t, srv, "POST /process.Process/Update"))
+}

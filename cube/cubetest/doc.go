@@ -21,6 +21,12 @@
 // Host mounts are separate mounts, as separate volumes are in a VM: an
 // overlayfs needs its upperdir and workdir inside one host mount.
 //
+// envd's process service: Start (piped output, or a PTY when the request
+// has "pty": the command then leads a session with the terminal as its
+// controlling tty and its output arrives as pty data), SendInput (PTY input)
+// and Update (PTY size), the last two by pid, answering not_found for a
+// process that is not running or has no terminal.
+//
 // Snapshots copy the scratch directory and remember the host mounts; they
 // do not hold process memory, so rollback restarts the namespace (mounts
 // made by commands are gone, running commands are killed), and a sandbox

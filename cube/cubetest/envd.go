@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/stratahq/strata/cube"
 )
 
@@ -57,6 +59,10 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodPost && r.URL.Path == "/process.Process/Start":
 		s.startProcess(w, r, sb)
+	case r.Method == http.MethodPost && r.URL.Path == "/process.Process/SendInput":
+		s.sendInput(w, r, sb)
+	case r.Method == http.MethodPost && r.URL.Path == "/process.Process/Update":
+		s.updateProcess(w, r, sb)
 	case r.Method == http.MethodGet && r.URL.Path == "/files":
 		s.readFile(w, r, sb)
 	case r.Method == http.MethodPost && r.URL.Path == "/files":
@@ -76,6 +82,14 @@ type processSpec struct {
 	Cwd  string            `json:"cwd"`
 }
 
+// ptySpec is envd's PTY message.
+type ptySpec struct {
+	Size struct {
+		Cols uint32 `json:"cols"`
+		Rows uint32 `json:"rows"`
+	} `json:"size"`
+}
+
 // baseEnv is what envd gives every process before create-time and
 // per-process variables.
 var baseEnv = map[string]string{
@@ -85,8 +99,9 @@ var baseEnv = map[string]string{
 }
 
 // start runs a command in the sandbox's namespace, with its output on two
-// pipes.
-func (sb *sandbox) start(spec processSpec) (cmd *exec.Cmd, stdout, stderr *os.File, err error) {
+// pipes, or, with a pty, on a terminal whose master is returned as stdout
+// (stderr is then nil) and registered for SendInput and Update by pid.
+func (sb *sandbox) start(spec processSpec, pty *ptySpec) (cmd *exec.Cmd, stdout, stderr *os.File, err error) {
 	env := map[string]string{}
 	for _, m := range []map[string]string{baseEnv, sb.envVars, spec.Envs} {
 		for k, v := range m {
@@ -100,6 +115,9 @@ func (sb *sandbox) start(spec processSpec) (cmd *exec.Cmd, stdout, stderr *os.Fi
 	cwd := spec.Cwd
 	if cwd == "" {
 		cwd = env["HOME"]
+	}
+	if pty != nil {
+		return sb.startOnTerminal(spec, pty, envList, cwd, env["PATH"])
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -141,6 +159,172 @@ func (sb *sandbox) start(spec processSpec) (cmd *exec.Cmd, stdout, stderr *os.Fi
 		return nil, nil, nil, err
 	}
 	return cmd, outR, errR, nil
+}
+
+// startOnTerminal is start with a PTY: the command leads a session of its
+// own with the terminal as its controlling tty and stdio.
+func (sb *sandbox) startOnTerminal(spec processSpec, pty *ptySpec, envList []string, cwd, pathEnv string) (cmd *exec.Cmd, master, _ *os.File, err error) {
+	if pty.Size.Rows == 0 || pty.Size.Cols == 0 || pty.Size.Rows > 0xffff || pty.Size.Cols > 0xffff {
+		return nil, nil, nil, fmt.Errorf("invalid pty size %dx%d", pty.Size.Cols, pty.Size.Rows)
+	}
+	sb.mu.Lock()
+	g := sb.guest
+	sb.mu.Unlock()
+	if g == nil {
+		return nil, nil, nil, errGuestGone
+	}
+	var slave *os.File
+	err = g.run(func() error {
+		path, err := lookPath(spec.Cmd, pathEnv)
+		if err != nil {
+			return err
+		}
+		if master, slave, err = openTerminal(uint16(pty.Size.Rows), uint16(pty.Size.Cols)); err != nil {
+			return err
+		}
+		cmd = &exec.Cmd{
+			Path: path, Args: append([]string{spec.Cmd}, spec.Args...), Env: envList, Dir: cwd,
+			Stdin: slave, Stdout: slave, Stderr: slave,
+			SysProcAttr: &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Pdeathsig: syscall.SIGKILL},
+		}
+		return cmd.Start()
+	})
+	if slave != nil {
+		_ = slave.Close()
+	}
+	if err != nil {
+		if master != nil {
+			_ = master.Close()
+		}
+		return nil, nil, nil, err
+	}
+	sb.mu.Lock()
+	if sb.terminals == nil {
+		sb.terminals = map[int]*os.File{}
+	}
+	sb.terminals[cmd.Process.Pid] = master
+	sb.mu.Unlock()
+	return cmd, master, nil, nil
+}
+
+// openTerminal opens a PTY pair; the master is non-blocking so its reads
+// go through the runtime poller and end when it is closed.
+func openTerminal(rows, cols uint16) (master, slave *os.File, err error) {
+	mfd, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open pty: %w", err)
+	}
+	if err := unix.IoctlSetPointerInt(mfd, unix.TIOCSPTLCK, 0); err != nil {
+		_ = unix.Close(mfd)
+		return nil, nil, fmt.Errorf("unlock pty: %w", err)
+	}
+	if err := unix.IoctlSetWinsize(mfd, unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols}); err != nil {
+		_ = unix.Close(mfd)
+		return nil, nil, fmt.Errorf("size pty: %w", err)
+	}
+	sfd, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(mfd), unix.TIOCGPTPEER, uintptr(unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC))
+	if errno != 0 {
+		_ = unix.Close(mfd)
+		return nil, nil, fmt.Errorf("open pty slave: %w", errno)
+	}
+	return os.NewFile(uintptr(mfd), "/dev/ptmx"), os.NewFile(sfd, "pty-slave"), nil
+}
+
+// terminal returns the PTY master of a running process.
+func (sb *sandbox) terminal(pid int) *os.File {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	return sb.terminals[pid]
+}
+
+func (sb *sandbox) forgetTerminal(pid int) {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	delete(sb.terminals, pid)
+}
+
+// writeConnectError writes a Connect unary error: {"code": name, "message"}.
+func writeConnectError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, map[string]string{"code": code, "message": msg})
+}
+
+// readUnary reads a Connect unary request body (application/json).
+func readUnary(w http.ResponseWriter, r *http.Request, v any) bool {
+	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct != "application/json" {
+		writeConnectError(w, http.StatusUnsupportedMediaType, "invalid_argument", "unsupported content type "+r.Header.Get("Content-Type"))
+		return false
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 4<<20)).Decode(v); err != nil {
+		writeConnectError(w, http.StatusBadRequest, "invalid_argument", "malformed request: "+err.Error())
+		return false
+	}
+	return true
+}
+
+// sendInput is envd's process.Process/SendInput for PTY input.
+func (s *Server) sendInput(w http.ResponseWriter, r *http.Request, sb *sandbox) {
+	var req struct {
+		Process struct {
+			PID int `json:"pid"`
+		} `json:"process"`
+		Input struct {
+			Stdin []byte `json:"stdin"`
+			PTY   []byte `json:"pty"`
+		} `json:"input"`
+	}
+	if !readUnary(w, r, &req) {
+		return
+	}
+	master := sb.terminal(req.Process.PID)
+	switch {
+	case master == nil:
+		writeConnectError(w, http.StatusNotFound, "not_found", fmt.Sprintf("process with pid %d not found", req.Process.PID))
+		return
+	case req.Input.Stdin != nil:
+		writeConnectError(w, http.StatusBadRequest, "failed_precondition", "stdin not enabled for this process")
+		return
+	}
+	if _, err := master.Write(req.Input.PTY); err != nil {
+		writeConnectError(w, http.StatusInternalServerError, "internal", "write to pty: "+err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{})
+}
+
+// updateProcess is envd's process.Process/Update: a PTY resize.
+func (s *Server) updateProcess(w http.ResponseWriter, r *http.Request, sb *sandbox) {
+	var req struct {
+		Process struct {
+			PID int `json:"pid"`
+		} `json:"process"`
+		PTY *ptySpec `json:"pty"`
+	}
+	if !readUnary(w, r, &req) {
+		return
+	}
+	master := sb.terminal(req.Process.PID)
+	switch {
+	case master == nil:
+		writeConnectError(w, http.StatusNotFound, "not_found", fmt.Sprintf("process with pid %d not found", req.Process.PID))
+		return
+	case req.PTY == nil || req.PTY.Size.Rows == 0 || req.PTY.Size.Cols == 0 || req.PTY.Size.Rows > 0xffff || req.PTY.Size.Cols > 0xffff:
+		writeConnectError(w, http.StatusBadRequest, "invalid_argument", "pty.size needs positive cols and rows")
+		return
+	}
+	rc, err := master.SyscallConn()
+	if err == nil {
+		cerr := rc.Control(func(fd uintptr) {
+			err = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Row: uint16(req.PTY.Size.Rows), Col: uint16(req.PTY.Size.Cols)})
+		})
+		if err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		writeConnectError(w, http.StatusInternalServerError, "internal", "resize pty: "+err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{})
 }
 
 // envelopeWriter writes Connect envelopes and flushes each one, counting
@@ -190,6 +374,7 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request, sb *sandbo
 	}
 	var req struct {
 		Process *processSpec `json:"process"`
+		PTY     *ptySpec     `json:"pty"`
 	}
 	if err := json.Unmarshal(payload, &req); err != nil || req.Process == nil || req.Process.Cmd == "" {
 		http.Error(w, "request needs process.cmd", http.StatusBadRequest)
@@ -214,7 +399,7 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request, sb *sandbo
 		Code    string `json:"code"`
 		Message string `json:"message"`
 	}
-	cmd, stdout, stderr, err := sb.start(*req.Process)
+	cmd, stdout, stderr, err := sb.start(*req.Process, req.PTY)
 	if err != nil {
 		_ = out.send(0x02, map[string]any{"error": endErr{Code: "internal", Message: err.Error()}})
 		return
@@ -241,9 +426,14 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request, sb *sandbo
 			}
 		}
 	}
-	pumps.Add(2)
-	go pump(stdout, false)
-	go pump(stderr, true)
+	if stderr != nil {
+		pumps.Add(2)
+		go pump(stdout, false)
+		go pump(stderr, true)
+	} else {
+		pumps.Add(1)
+		go pump(stdout, false) // the terminal: EIO once no process holds it
+	}
 	exited := make(chan struct{})
 	go func() {
 		cmd.Wait() //nolint:errcheck // ProcessState says how it ended
@@ -259,8 +449,13 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request, sb *sandbo
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
 		}
 		<-exited
+		if req.PTY != nil {
+			sb.forgetTerminal(pid)
+		}
 		_ = stdout.Close()
-		_ = stderr.Close()
+		if stderr != nil {
+			_ = stderr.Close()
+		}
 		<-pumpsDone
 	}()
 
@@ -279,7 +474,10 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request, sb *sandbo
 	}
 	sendChunk := func(c outputChunk) {
 		key := "stdout"
-		if c.stderr {
+		switch {
+		case req.PTY != nil:
+			key = "pty"
+		case c.stderr:
 			key = "stderr"
 		}
 		send(map[string]any{"event": map[string]any{"data": map[string][]byte{key: c.data}}})
@@ -305,7 +503,9 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request, sb *sandbo
 		case <-grace:
 			grace = nil
 			_ = stdout.Close()
-			_ = stderr.Close()
+			if stderr != nil {
+				_ = stderr.Close()
+			}
 		case <-keepalive.C:
 			send(map[string]any{"event": map[string]any{"keepalive": map[string]any{}}})
 		case <-deadline:

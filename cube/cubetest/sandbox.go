@@ -34,6 +34,7 @@ type sandbox struct {
 	guest        *guest
 	snapshotting bool
 	gone         bool
+	terminals    map[int]*os.File // PTY masters of running processes, by pid
 }
 
 // snapshot is a frozen copy of a sandbox's rootfs plus what a create from
