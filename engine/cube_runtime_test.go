@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -547,5 +548,133 @@ func TestCubeKillSignals(t *testing.T) {
 	}
 	if grows() {
 		t.Fatal("the command still writes after its session ended")
+	}
+}
+
+// A cube session on a terminal: attach, detach, re-attach with a replay and
+// a resize, input through envd, "waiting" while it blocks reading the
+// terminal, and the whole screen in the transcript.
+func TestCubeTTYSession(t *testing.T) {
+	ce := newCubeEnv(t, cubetest.Options{})
+	ce.create("w", CreateOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	meta, err := ce.e.Exec(ctx, "w", ExecOptions{
+		TTY:  true,
+		Env:  []string{"LANG=C"}, // no TERM: the session gets xterm-256color
+		Argv: []string{"sh", "-c", `printf 'name? '; read a; echo "got:$a"; read b; echo "got2:$b"; stty size; [ -t 0 ] && echo is-tty; echo "TERM=$TERM"`},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !meta.TTY {
+		t.Fatalf("meta.TTY is false: %+v", meta)
+	}
+	dir := ce.e.SessionDir("w", meta.ID)
+
+	in1, feed1 := io.Pipe()
+	defer feed1.Close()
+	out1 := &syncBuffer{}
+	done1 := make(chan error, 1)
+	go func() { done1 <- Attach(ctx, dir, in1, out1, AttachOptions{Replay: true}) }()
+	waitFor(t, "the prompt", func() bool { return strings.Contains(out1.String(), "name? ") })
+	if strings.Contains(out1.String(), "strata-start") {
+		t.Errorf("the wrapper's start marker reached the screen: %q", out1.String())
+	}
+	// Quiet and blocked reading the terminal: waiting for the person.
+	waitFor(t, "attention waiting", func() bool {
+		m, _ := ReadSessionMeta(dir)
+		return m.Attention == AttentionWaiting
+	})
+	_, _ = feed1.Write([]byte("hello\r"))
+	waitFor(t, "the answer to the first input", func() bool { return strings.Contains(out1.String(), "got:hello") })
+	waitFor(t, "attention running again", func() bool {
+		m, _ := ReadSessionMeta(dir)
+		return m.Attention == AttentionRunning || m.Attention == AttentionWaiting && strings.Contains(out1.String(), "got:hello")
+	})
+	_, _ = feed1.Write([]byte{0x1d})
+	if err := <-done1; !errors.Is(err, ErrDetached) {
+		t.Fatalf("detach key: Attach returned %v, want ErrDetached", err)
+	}
+	if m, _ := ReadSessionMeta(dir); m.State != SessionRunning {
+		t.Fatalf("after detaching the session is %s, want running", m.State)
+	}
+
+	in2, feed2 := io.Pipe()
+	defer feed2.Close()
+	out2 := &syncBuffer{}
+	resize := make(chan WinSize, 1)
+	done2 := make(chan error, 1)
+	go func() { done2 <- Attach(ctx, dir, in2, out2, AttachOptions{Replay: true, Resize: resize}) }()
+	waitFor(t, "the replayed screen", func() bool { return strings.Contains(out2.String(), "got:hello") })
+	resize <- WinSize{Rows: 40, Cols: 100}
+	waitFor(t, "the resize in the transcript", func() bool {
+		records, _, _ := ReadTranscript(filepath.Join(dir, TranscriptFile), 0)
+		for _, r := range records {
+			if ws, ok := r.WinSize(); ok && ws == (WinSize{40, 100}) {
+				return true
+			}
+		}
+		return false
+	})
+	_, _ = feed2.Write([]byte("bye\r"))
+	select {
+	case err := <-done2:
+		if err != nil {
+			t.Fatalf("Attach at the session's end returned %v, want nil", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Attach did not return when the session ended")
+	}
+	for _, want := range []string{"got2:bye", "40 100", "is-tty", "TERM=xterm-256color"} {
+		if !strings.Contains(out2.String(), want) {
+			t.Errorf("attached output lacks %q: %q", want, out2.String())
+		}
+	}
+	m, err := WaitSession(ctx, dir)
+	if err != nil || m.State != SessionExited || m.Attention != AttentionDone {
+		t.Fatalf("session end: %v %s %s", err, m.State, m.Attention)
+	}
+	var screen strings.Builder
+	records, _, _ := ReadTranscript(filepath.Join(dir, TranscriptFile), 0)
+	for _, r := range records {
+		if r.Stream == StreamPTY {
+			screen.Write(r.Data)
+		}
+	}
+	for _, want := range []string{"name? hello", "got:hello", "got2:bye"} {
+		if !strings.Contains(screen.String(), want) {
+			t.Errorf("transcript lacks %q: %q", want, screen.String())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, AttachSocket)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("attach socket left after the end: %v", err)
+	}
+	out3 := &syncBuffer{}
+	if err := Attach(ctx, dir, strings.NewReader(""), out3, AttachOptions{Replay: true}); err != nil || !strings.Contains(out3.String(), "got2:bye") {
+		t.Errorf("attach after the end: %v %q", err, out3.String())
+	}
+}
+
+// A quiet command that is not reading its terminal is not waiting.
+func TestCubeTTYQuietIsNotWaiting(t *testing.T) {
+	ce := newCubeEnv(t, cubetest.Options{})
+	ce.create("w", CreateOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	meta, err := ce.e.Exec(ctx, "w", ExecOptions{TTY: true, Argv: []string{"sh", "-c", "echo start; sleep 4; echo end"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := ce.e.SessionDir("w", meta.ID)
+	for m, _ := ReadSessionMeta(dir); !m.State.Ended(); m, _ = ReadSessionMeta(dir) {
+		if m.Attention == AttentionWaiting {
+			t.Fatalf("a sleeping command was reported waiting for input")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	m, err := WaitSession(ctx, dir)
+	if err != nil || m.State != SessionExited {
+		t.Fatalf("end: %v %+v", err, m)
 	}
 }

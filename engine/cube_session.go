@@ -12,8 +12,12 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -144,9 +148,6 @@ func (e *Engine) guestCwd(w *World, cwd string) string {
 // needed (planned: created; stopped: resumed) and its overlay checked, then
 // a detached runner starts the command through envd.
 func (e *Engine) execCube(ctx context.Context, w *World, o ExecOptions) (SessionMeta, error) {
-	if o.TTY {
-		return SessionMeta{}, fmt.Errorf("exec in world %q: cube sessions have no terminal yet; run without --tty (output is streamed and kept in the transcript)", w.Name)
-	}
 	if o.Snapshot || e.Config.AutoSnapshot {
 		if _, err := e.Snapshot(ctx, w.Name, SnapshotOptions{Message: "before exec: " + shellQuote(o.Argv), Auto: true}); err != nil {
 			return SessionMeta{}, fmt.Errorf("exec in world %q: snapshot before exec: %w", w.Name, err)
@@ -162,6 +163,9 @@ func (e *Engine) execCube(ctx context.Context, w *World, o ExecOptions) (Session
 		return SessionMeta{}, fmt.Errorf("exec in world %q: %w", w.Name, err)
 	}
 	env, cwd := o.envAndCwd(w)
+	if o.TTY && !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "TERM=") }) {
+		env = append(slices.Clip(env), "TERM=xterm-256color")
+	}
 	wrapper := cubeWrapper
 	if o.NoNetwork {
 		wrapper = cubeWrapperNoNet
@@ -171,7 +175,7 @@ func (e *Engine) execCube(ctx context.Context, w *World, o ExecOptions) (Session
 		Dir: filepath.Join(e.Paths.Sessions(w.Name), id),
 		Meta: SessionMeta{
 			ID: id, World: w.Name, Argv: o.Argv, Env: RedactEnv(env, e.Config.EnvRedact),
-			Source: w.Source, Cwd: cwd, Isolation: IsolationCube, NoNetwork: o.NoNetwork,
+			Source: w.Source, Cwd: cwd, TTY: o.TTY, Isolation: IsolationCube, NoNetwork: o.NoNetwork,
 			StartedAt: time.Now(), State: SessionStarting, Attention: AttentionRunning,
 		},
 		Client:  cubeClientSpec{Endpoint: cfg.Endpoint, APIKey: cfg.APIKey, AuthHeader: cfg.AuthHeader, ProxyAddr: cfg.ProxyAddr, Scheme: cfg.Scheme},
@@ -181,6 +185,10 @@ func (e *Engine) execCube(ctx context.Context, w *World, o ExecOptions) (Session
 			Args: append([]string{"-c", wrapper, "strata"}, o.Argv...),
 			Envs: cubeExecEnv(env), Cwd: e.guestCwd(w, cwd),
 		},
+	}
+	if o.TTY {
+		// An attaching client sends its own size first thing.
+		spec.Request.PTY = &cube.PTYSize{Rows: 24, Cols: 80}
 	}
 	exe := e.exe
 	if exe == "" {
@@ -375,17 +383,45 @@ func (r *cubeRunner) run() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	started := make(chan int, 1)
-	stderr := &startFilter{next: transcriptStream{tw, StreamStderr}, onStart: func(pid int) { started <- pid }}
+	onStart := func(pid int) { started <- pid }
+	var stdout, stderr io.Writer = transcriptStream{tw, StreamStdout}, &startFilter{next: transcriptStream{tw, StreamStderr}, onStart: onStart}
+	var term *cubeTerminal
+	var pty *ptyServer
+	closeTerminal := func() {}
+	if req := r.spec.Request; req.PTY != nil {
+		// One stream: the terminal, which the start marker comes through.
+		ln, err := listenAttach(r.dir)
+		if err != nil {
+			return failStart(err)
+		}
+		term = &cubeTerminal{client: client, sb: &sb}
+		pty = newTerminalServer(term, tw, ln)
+		_ = tw.writeResize(time.Now(), WinSize{Rows: req.PTY.Rows, Cols: req.PTY.Cols})
+		stdout, stderr = &startFilter{next: pty, onStart: onStart}, nil
+		var once sync.Once
+		// Before the end is recorded: whoever waits for it finds the
+		// clients served and the socket gone.
+		closeTerminal = func() {
+			once.Do(func() {
+				pty.finish(2 * time.Second)
+				_ = os.Remove(filepath.Join(r.dir, AttachSocket))
+			})
+		}
+		defer closeTerminal()
+	}
 	type result struct {
 		res cube.ExecResult
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		res, err := client.Exec(ctx, &sb, r.spec.Request, transcriptStream{tw, StreamStdout}, stderr)
+		res, err := client.Exec(ctx, &sb, r.spec.Request, stdout, stderr)
 		done <- result{res, err}
 	}()
 
+	attention := make(chan Attention, 1)
+	stopAttention := make(chan struct{})
+	defer close(stopAttention)
 	remotePID := 0
 	for {
 		select {
@@ -395,7 +431,17 @@ func (r *cubeRunner) run() error {
 			if err := writeSessionMetaPath(r.dir, r.meta); err != nil {
 				cancel()
 			}
+			if pty != nil && pid > 0 {
+				term.pid.Store(int64(pid))
+				go pty.serve()
+				go watchCubeAttention(client, &sb, pid, pty, term, attention, stopAttention)
+			}
 			r.signalReady()
+		case att := <-attention:
+			if r.meta.State == SessionRunning && r.meta.Attention != att {
+				r.meta.Attention = att
+				_ = writeSessionMetaPath(r.dir, r.meta)
+			}
 		case s := <-sigs:
 			sig := relayedSignal(s.(syscall.Signal))
 			if remotePID <= 0 {
@@ -406,6 +452,7 @@ func (r *cubeRunner) run() error {
 			}
 			go killInSandbox(client, &sb, remotePID, sig)
 		case res := <-done:
+			closeTerminal()
 			_ = tf.Sync()
 			if res.err != nil && remotePID == 0 && !errors.Is(res.err, cube.ErrStreamDropped) {
 				return failStart(res.err)
@@ -497,7 +544,8 @@ func (f *startFilter) Write(p []byte) (int, error) {
 		}
 		return len(p), nil
 	}
-	pid, _ := strconv.Atoi(string(f.buf[len(cubeStartMarker):i]))
+	// A terminal ends the line with \r\n.
+	pid, _ := strconv.Atoi(strings.TrimSuffix(string(f.buf[len(cubeStartMarker):i]), "\r"))
 	rest := f.buf[i+1:]
 	f.buf, f.done = nil, true
 	f.onStart(pid)
@@ -547,6 +595,145 @@ func (e *Engine) cubeFreeze(ctx context.Context, w *World) func() {
 	return func() {
 		if err := signal("CONT"); err != nil {
 			e.Log.Error("resume cube sessions after a snapshot", "world", w.Name, "err", err)
+		}
+	}
+}
+
+// cubeTerminal is a cube session's terminal: input and size changes go to
+// the command's PTY through envd, by its pid in the sandbox.
+type cubeTerminal struct {
+	client *cube.Client
+	sb     *cube.Sandbox
+	pid    atomic.Int64
+	// inputs counts the inputs sent, so the attention watch can tell that
+	// the command was given something to read.
+	inputs atomic.Int64
+}
+
+func (t *cubeTerminal) Input(data []byte) error {
+	pid := int(t.pid.Load())
+	if pid <= 0 {
+		return errors.New("the command has not started")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	t.inputs.Add(1)
+	return t.client.SendInput(ctx, t.sb, pid, data)
+}
+
+func (t *cubeTerminal) Resize(ws WinSize) error {
+	pid := int(t.pid.Load())
+	if pid <= 0 {
+		return errors.New("the command has not started")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return t.client.ResizePTY(ctx, t.sb, pid, cube.PTYSize{Rows: ws.Rows, Cols: ws.Cols})
+}
+
+// cubeWaitingScript tells, inside the sandbox, whether a process of the
+// foreground process group of the terminal of process $1 is blocked reading
+// that terminal: a read-family syscall (numbers $2) on it, or a poll-family
+// one ($3) with it as stdin. It prints "waiting" or "busy". Only shell
+// builtins run per process, so scanning /proc costs no forks.
+const cubeWaitingScript = `p=$1 reads=" $2 " polls=" $3 "
+{ read -r st < /proc/$p/stat; } 2>/dev/null || exit 1
+set -- ${st##*") "}
+fg=$6
+tty=
+for fd in 0 1 2; do
+	t=$(readlink /proc/$p/fd/$fd 2>/dev/null) || continue
+	case $t in /dev/pts/*) tty=$t; break;; esac
+done
+[ -n "$tty" ] && [ "$fg" -gt 0 ] 2>/dev/null || { echo busy; exit 0; }
+for d in /proc/[0-9]*; do
+	{ read -r st < $d/stat; } 2>/dev/null || continue
+	set -- ${st##*") "}
+	[ "$1" = S ] && [ "$3" = "$fg" ] || continue
+	{ read -r nr a0 rest < $d/syscall; } 2>/dev/null || continue
+	case $reads in *" $nr "*)
+		[ "$(readlink $d/fd/$((a0)) 2>/dev/null)" = "$tty" ] && { echo waiting; exit 0; };;
+	esac
+	case $polls in *" $nr "*)
+		[ "$(readlink $d/fd/0 2>/dev/null)" = "$tty" ] && { echo waiting; exit 0; };;
+	esac
+done
+echo busy`
+
+// watchCubeAttention reports, for a cube PTY session, when its command
+// starts or stops waiting for input: once the terminal has been quiet for
+// quietBeforeWaiting, one envd exec runs cubeWaitingScript. A command found
+// waiting is not asked again until it prints or is given input; one found
+// busy is asked again after a growing pause (1 s up to 30 s), so a quiet
+// long job costs few calls.
+func watchCubeAttention(client *cube.Client, sb *cube.Sandbox, pid int, pty *ptyServer, term *cubeTerminal, out chan<- Attention, stop <-chan struct{}) {
+	tick := time.NewTicker(attentionInterval)
+	defer tick.Stop()
+	join := func(nrs []int) string {
+		s := make([]string, len(nrs))
+		for i, n := range nrs {
+			s[i] = strconv.Itoa(n)
+		}
+		return strings.Join(s, " ")
+	}
+	reads, polls := join(readSyscalls[runtime.GOARCH]), join(pollSyscalls[runtime.GOARCH])
+	report := func(att Attention) {
+		select {
+		case out <- att:
+		case <-stop:
+		}
+	}
+	var (
+		current   = AttentionRunning
+		seenOut   int64
+		seenIn    int64
+		next      time.Time
+		backoff   time.Duration
+		knownIdle bool // found waiting; nothing new since
+	)
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		lastOut, inputs := pty.lastOutput.Load(), term.inputs.Load()
+		if lastOut != seenOut || inputs != seenIn {
+			seenOut, seenIn, backoff, next, knownIdle = lastOut, inputs, 0, time.Time{}, false
+		}
+		if time.Since(time.Unix(0, lastOut)) < quietBeforeWaiting {
+			if current != AttentionRunning {
+				current = AttentionRunning
+				report(current)
+			}
+			continue
+		}
+		if knownIdle || time.Now().Before(next) {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var buf bytes.Buffer
+		res, err := client.Exec(ctx, sb, cube.ExecRequest{
+			Cmd: "/bin/sh", Args: []string{"-c", cubeWaitingScript, "strata", strconv.Itoa(pid), reads, polls}, Cwd: "/",
+		}, &buf, nil)
+		cancel()
+		if err != nil || res.ExitCode != 0 {
+			// The command is gone, or the sandbox does not answer: the
+			// session's end will say which.
+			backoff = min(max(2*backoff, time.Second), 30*time.Second)
+			next = time.Now().Add(backoff)
+			continue
+		}
+		att := AttentionRunning
+		if strings.TrimSpace(buf.String()) == "waiting" {
+			att, knownIdle = AttentionWaiting, true
+		} else {
+			backoff = min(max(2*backoff, time.Second), 30*time.Second)
+			next = time.Now().Add(backoff)
+		}
+		if att != current {
+			current = att
+			report(current)
 		}
 	}
 }

@@ -53,10 +53,36 @@ func socketPath(dir, name string) (string, func(), error) {
 	return "/proc/self/fd/" + strconv.Itoa(fd) + "/" + name, func() { unix.Close(fd) }, nil
 }
 
-// ptyServer is the init's side of a PTY session: it pumps the terminal's output to
-// the transcript and to attached clients, and their input to the terminal.
+// ptyTerminal is the terminal a ptyServer serves attached clients: a local
+// PTY master, or a cube process's terminal reached through envd.
+type ptyTerminal interface {
+	// Input writes what a client typed.
+	Input(data []byte) error
+	// Resize sets the terminal's size.
+	Resize(WinSize) error
+}
+
+// masterTerminal is a local PTY master.
+type masterTerminal struct{ f *os.File }
+
+func (t masterTerminal) Input(data []byte) error {
+	// Blocks while the terminal's input queue is full; only this client waits.
+	_, err := t.f.Write(data)
+	return err
+}
+
+func (t masterTerminal) Resize(ws WinSize) error {
+	return fileIoctl(t.f, func(fd int) error {
+		return unix.IoctlSetWinsize(fd, unix.TIOCSWINSZ, &unix.Winsize{Row: ws.Rows, Col: ws.Cols})
+	})
+}
+
+// ptyServer is a PTY session's terminal side, in the session init (or a cube
+// session's runner): it copies the terminal's output to the transcript and
+// to attached clients, and their input and size changes to the terminal.
 type ptyServer struct {
-	master     *os.File
+	master     *os.File // local sessions: the PTY master (nil for cube sessions)
+	term       ptyTerminal
 	slavePath  string
 	transcript *transcriptWriter
 	ln         *net.UnixListener
@@ -136,26 +162,46 @@ func fileIoctl(f *os.File, fn func(fd int) error) error {
 }
 
 func newPTYServer(master *os.File, slavePath string, tw *transcriptWriter, ln *net.UnixListener) *ptyServer {
-	s := &ptyServer{master: master, slavePath: slavePath, transcript: tw, ln: ln, clients: map[*attachClient]struct{}{}}
+	s := newTerminalServer(masterTerminal{master}, tw, ln)
+	s.master, s.slavePath = master, slavePath
+	return s
+}
+
+// newTerminalServer serves a terminal whose output the caller feeds to
+// output.
+func newTerminalServer(term ptyTerminal, tw *transcriptWriter, ln *net.UnixListener) *ptyServer {
+	s := &ptyServer{term: term, transcript: tw, ln: ln, clients: map[*attachClient]struct{}{}}
 	s.lastOutput.Store(time.Now().UnixNano())
 	return s
 }
 
-// pump copies terminal output until the terminal has no writer left (EIO).
+// pump copies a local terminal's output until it has no writer left (EIO).
 func (s *ptyServer) pump() {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := s.master.Read(buf)
 		if n > 0 {
-			now := time.Now()
-			s.lastOutput.Store(now.UnixNano())
-			_ = s.transcript.write(StreamPTY, now, buf[:n])
-			s.broadcast(buf[:n])
+			s.output(buf[:n])
 		}
 		if err != nil {
 			return
 		}
 	}
+}
+
+// output records terminal output in the transcript and sends it to the
+// attached clients.
+func (s *ptyServer) output(data []byte) {
+	now := time.Now()
+	s.lastOutput.Store(now.UnixNano())
+	_ = s.transcript.write(StreamPTY, now, data)
+	s.broadcast(data)
+}
+
+// Write is output, for the terminal's output stream.
+func (s *ptyServer) Write(p []byte) (int, error) {
+	s.output(p)
+	return len(p), nil
 }
 
 func (s *ptyServer) broadcast(data []byte) {
@@ -243,15 +289,11 @@ func (s *ptyServer) handle(conn net.Conn) {
 		}
 		switch typ {
 		case attachInput:
-			// Blocks while the terminal's input queue is full; only this client waits.
-			_, _ = s.master.Write(data)
+			_ = s.term.Input(data)
 		case attachResize:
 			if len(data) == 4 {
 				ws := WinSize{Rows: binary.BigEndian.Uint16(data[0:2]), Cols: binary.BigEndian.Uint16(data[2:4])}
-				if ws.Rows > 0 && ws.Cols > 0 {
-					_ = fileIoctl(s.master, func(fd int) error {
-						return unix.IoctlSetWinsize(fd, unix.TIOCSWINSZ, &unix.Winsize{Row: ws.Rows, Col: ws.Cols})
-					})
+				if ws.Rows > 0 && ws.Cols > 0 && s.term.Resize(ws) == nil {
 					_ = s.transcript.writeResize(time.Now(), ws)
 				}
 			}

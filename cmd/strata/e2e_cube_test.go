@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -231,4 +233,79 @@ disk_mb = 10240
 	if ids := srv.SandboxIDs(); len(ids) != 0 {
 		t.Errorf("sandboxes left: %v", ids)
 	}
+}
+
+// A person at a terminal runs an interactive command in a cube World with
+// --tty, answers it, detaches from a second one and attaches again; a
+// session killed with KILL ends killed, not lost.
+func TestE2ECubeTTY(t *testing.T) {
+	e, _ := newCubeEnv(t, "template = \"base\"\n")
+	e.ok("new", "w", "--backend", "cube")
+	name := fmt.Sprintf("strata-cube-tty-%d", os.Getpid())
+	tmux := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command("tmux", append([]string{"-L", name}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("tmux %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	screenHas := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			s := tmux("capture-pane", "-p", "-t", name)
+			if strings.Contains(s, what) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%q never appeared; screen:\n%s", what, s)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	shell := fmt.Sprintf("cd %s && exec env %s TERM=xterm-256color sh", e.source, strings.Join(e.vars, " "))
+	tmux("new-session", "-d", "-s", name, "-x", "100", "-y", "30", shell)
+	t.Cleanup(func() { _ = exec.Command("tmux", "-L", name, "kill-server").Run() })
+
+	tmux("send-keys", "-t", name, "-l", strataBin+` exec w --tty -- sh -c 'printf "name? "; read n; echo "hi $n"; stty size; exit 4'; echo "rc=$?"`+"\r")
+	screenHas("name? ")
+	tmux("send-keys", "-t", name, "-l", "ada\r")
+	screenHas("hi ada")
+	screenHas("30 100") // the caller's terminal size reached the sandbox's PTY
+	screenHas("rc=4")
+
+	tmux("send-keys", "-t", name, "-l", "clear; "+strataBin+` exec w --tty -- sh -c 'read n; echo "second $n"'`+"\r")
+	time.Sleep(500 * time.Millisecond)
+	tmux("send-keys", "-t", name, "C-]")
+	screenHas("detached; the session keeps running")
+	var ss []struct {
+		ID, State, Attention, Signal string
+		TTY                          bool
+	}
+	must(t, json.Unmarshal([]byte(e.ok("sessions", "w", "--json")), &ss))
+	last := ss[len(ss)-1]
+	if !last.TTY || last.State != "running" {
+		t.Fatalf("detached session: %+v", last)
+	}
+	tmux("send-keys", "-t", name, "-l", "clear; "+strataBin+" attach w "+last.ID+"; echo rc=$?\r")
+	screenHas("attached to w/")
+	tmux("send-keys", "-t", name, "-l", "bob\r")
+	screenHas("second bob")
+	screenHas("rc=0")
+
+	id := strings.TrimSpace(e.ok("exec", "w", "--detach", "--", "sleep", "30"))
+	e.ok("kill", "w", id, "--signal", "KILL")
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		must(t, json.Unmarshal([]byte(e.ok("sessions", "w", "--json")), &ss))
+		if last := ss[len(ss)-1]; last.ID == id && last.State == "killed" && last.Signal == "SIGKILL" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session killed with KILL: %+v", ss[len(ss)-1])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.ok("rm", "w", "--force")
 }
