@@ -374,8 +374,8 @@ func TestCubeGuestDriverFallback(t *testing.T) {
 	ce := newCubeEnv(t, cubetest.Options{})
 	w := ce.create("w", CreateOptions{})
 	// A mount(8) that refuses overlays, where the guest finds it first (the
-	// World dir is the only host directory under /tmp the guest sees).
-	fake := filepath.Join(ce.e.Paths.World("w"), "fakebin")
+	// World's layers dir is the only host directory under /tmp it sees).
+	fake := filepath.Join(ce.e.Paths.Layers("w"), "fakebin")
 	writeFile(t, filepath.Join(fake, "mount"), "#!/bin/sh\necho 'overlay: not supported here' >&2\nexit 32\n")
 	if err := os.Chmod(filepath.Join(fake, "mount"), 0o755); err != nil {
 		t.Fatal(err)

@@ -184,9 +184,21 @@ func (e *Engine) cubeMountPoint(w *World) string {
 	return w.Source
 }
 
+// cubeHostLayers is the host directory a cube World's sandbox mounts
+// read-write: layers/, holding only upper and work (on one mount, as
+// overlayfs requires). A World made before layers/ existed has them in its
+// own directory, which is then mounted whole. A World being created (its
+// directory not in place yet) gets layers/.
+func (e *Engine) cubeHostLayers(name string) string {
+	dir := e.Paths.World(name)
+	if _, err := os.Lstat(filepath.Join(dir, "upper")); err == nil {
+		return dir
+	}
+	return filepath.Join(dir, LayersDir)
+}
+
 // cubeCreateRequest is the sandbox a World needs: its source read-only and
-// the World dir (upper and work on one mount, as overlayfs requires) as
-// host mounts.
+// its layers (upper and work) as host mounts.
 func (e *Engine) cubeCreateRequest(w *World, templateID string) cube.CreateRequest {
 	g := e.cubeGuestDir()
 	req := cube.CreateRequest{
@@ -194,7 +206,7 @@ func (e *Engine) cubeCreateRequest(w *World, templateID string) cube.CreateReque
 		Metadata:   map[string]string{cubeMetaWorld: w.Name, cubeMetaWorldID: w.ID},
 		HostMounts: []cube.HostMount{
 			{HostPath: w.Source, MountPath: g + "/lower", ReadOnly: true},
-			{HostPath: e.Paths.World(w.Name), MountPath: g + "/world"},
+			{HostPath: e.cubeHostLayers(w.Name), MountPath: g + "/world"},
 		},
 		// An idle World pauses rather than dies: its memory is kept and
 		// the next call resumes it.

@@ -187,9 +187,18 @@ func TestCubeFullFlow(t *testing.T) {
 	if err := json.Unmarshal(creates[0].Body, &body); err != nil {
 		t.Fatal(err)
 	}
-	wantMounts := `[{"hostPath":"` + ce.src + `","mountPath":"/mnt/strata/lower","readOnly":true},{"hostPath":"` + ce.e.Paths.World("w") + `","mountPath":"/mnt/strata/world","readOnly":false}]`
+	layers := filepath.Join(ce.e.Paths.World("w"), LayersDir)
+	wantMounts := `[{"hostPath":"` + ce.src + `","mountPath":"/mnt/strata/lower","readOnly":true},{"hostPath":"` + layers + `","mountPath":"/mnt/strata/world","readOnly":false}]`
 	if body.Metadata["host-mount"] != wantMounts || body.Metadata[cubeMetaWorldID] != w.ID {
 		t.Errorf("metadata %v\nwant host-mount %s", body.Metadata, wantMounts)
+	}
+	if ce.e.Paths.Upper("w") != filepath.Join(layers, "upper") || ce.e.Paths.Work("w") != filepath.Join(layers, "work") {
+		t.Errorf("upper %s work %s, want them in %s", ce.e.Paths.Upper("w"), ce.e.Paths.Work("w"), layers)
+	}
+	// The guest sees the layers and nothing else of the World: not its
+	// sessions, bases or timeline, which a hostile command could rewrite.
+	if got := ce.mustSh("w", "ls -A /mnt/strata/world"); got != "upper\nwork\n" {
+		t.Errorf("the guest sees %q of the World, want only upper and work", got)
 	}
 
 	// The source at its own path, read through the guest's overlay.
@@ -676,5 +685,47 @@ func TestCubeTTYQuietIsNotWaiting(t *testing.T) {
 	m, err := WaitSession(ctx, dir)
 	if err != nil || m.State != SessionExited {
 		t.Fatalf("end: %v %+v", err, m)
+	}
+}
+
+// A cube World made before layers/ existed (upper and work in the World
+// dir) keeps working: its recreated sandbox mounts the World dir, as it
+// did, and its changes are all there.
+func TestCubeLegacyLayout(t *testing.T) {
+	ce := newCubeEnv(t, cubetest.Options{})
+	w := ce.create("w", CreateOptions{})
+	ce.mustSh("w", "echo mine > mine.txt")
+	// Back to the old layout, with the sandbox gone (as after a restart).
+	c, err := ce.e.cubeClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(context.Background(), w.Cube.SandboxID); err != nil {
+		t.Fatal(err)
+	}
+	dir := ce.e.Paths.World("w")
+	for _, d := range []string{"upper", "work"} {
+		if err := os.Rename(filepath.Join(dir, LayersDir, d), filepath.Join(dir, d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(filepath.Join(dir, LayersDir)); err != nil {
+		t.Fatal(err)
+	}
+	if ce.e.Paths.Upper("w") != filepath.Join(dir, "upper") {
+		t.Fatalf("legacy upper: %s", ce.e.Paths.Upper("w"))
+	}
+	if _, err := ce.e.Up(context.Background(), "w"); err != nil {
+		t.Fatal(err)
+	}
+	if got := ce.mustSh("w", "cat mine.txt; ls -A /mnt/strata/world | grep -c upper"); got != "mine\n1\n" {
+		t.Errorf("legacy World after up: %q", got)
+	}
+	creates := requestsMatching(ce.srv, "POST /sandboxes")
+	if last := string(creates[len(creates)-1].Body); !strings.Contains(last, `"hostPath\":\"`+dir+`\"`) {
+		t.Errorf("the recreated sandbox does not mount the World dir: %s", last)
+	}
+	if got := ce.changes("w"); got["mine.txt"] != overlay.Added || len(got) != 1 {
+		t.Errorf("changes: %v", got)
 	}
 }

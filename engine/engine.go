@@ -155,7 +155,11 @@ func (e *Engine) Create(ctx context.Context, o CreateOptions) (*World, error) {
 		return nil, fmt.Errorf("new world %q: %w", o.Name, err)
 	}
 	defer os.RemoveAll(tmp)
-	for _, d := range []string{"upper", "work", "merged", "sessions"} {
+	dirs := []string{"upper", "work", "merged", "sessions"}
+	if w.Backend == RuntimeCube {
+		dirs = []string{LayersDir, LayersDir + "/upper", LayersDir + "/work", "merged", "sessions"}
+	}
+	for _, d := range dirs {
 		if err := os.Mkdir(filepath.Join(tmp, d), 0o755); err != nil {
 			return nil, fmt.Errorf("new world %q: %w", o.Name, err)
 		}

@@ -15,13 +15,30 @@ type Paths struct{ Root string }
 
 func (p Paths) Worlds() string              { return filepath.Join(p.Root, "worlds") }
 func (p Paths) World(name string) string    { return filepath.Join(p.Root, "worlds", name) }
-func (p Paths) Upper(name string) string    { return filepath.Join(p.World(name), "upper") }
-func (p Paths) Work(name string) string     { return filepath.Join(p.World(name), "work") }
+func (p Paths) Upper(name string) string    { return filepath.Join(p.Layers(name), "upper") }
+func (p Paths) Work(name string) string     { return filepath.Join(p.Layers(name), "work") }
 func (p Paths) Merged(name string) string   { return filepath.Join(p.World(name), "merged") }
 func (p Paths) Sessions(name string) string { return filepath.Join(p.World(name), "sessions") }
 func (p Paths) WorldFile(name string) string {
 	return filepath.Join(p.World(name), "world.toml")
 }
+
+// LayersDir is the name of the directory in which a cube World keeps its
+// upper and work: the sandbox's host mount is that directory, so the guest
+// sees nothing else of the World (its sessions, bases, timeline).
+const LayersDir = "layers"
+
+// Layers is the directory holding a World's upper and work: layers/ for a
+// cube World, the World directory itself for a local one (and for a cube
+// World made before layers/ existed).
+func (p Paths) Layers(name string) string {
+	l := filepath.Join(p.World(name), LayersDir)
+	if _, err := os.Lstat(l); err == nil {
+		return l
+	}
+	return p.World(name)
+}
+
 func (p Paths) Objects() string   { return filepath.Join(p.Root, "objects") }
 func (p Paths) Snapshots() string { return filepath.Join(p.Root, "snapshots") }
 func (p Paths) Journal() string   { return filepath.Join(p.Root, "journal") }
