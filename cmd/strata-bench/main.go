@@ -25,6 +25,7 @@ type row struct {
 	baseline []time.Duration
 	target   time.Duration
 	note     string
+	zero     bool // 0 is a measurement (CPU time), printed as 0
 }
 
 type bench struct {
@@ -43,7 +44,7 @@ func main() {
 	bin := flag.String("bin", "bin/strata", "strata binary")
 	runs := flag.Int("runs", 15, "runs per strata measurement (median reported)")
 	baseRuns := flag.Int("baseline-runs", 3, "runs per slow baseline (cp -a, git worktree add)")
-	only := flag.String("only", "", "comma-separated groups to run (overlay,worlds,snapshots,apply)")
+	only := flag.String("only", "", "comma-separated groups to run (worlds,snapshots,snapshots-api,apply,tui)")
 	flag.Parse()
 	abs, err := filepath.Abs(*bin)
 	if err != nil {
@@ -93,13 +94,21 @@ func median(ds []time.Duration) time.Duration {
 	return s[len(s)/2]
 }
 
-func spread(ds []time.Duration) string {
+func spread(ds []time.Duration, zero bool) string {
 	if len(ds) == 0 {
 		return ""
 	}
 	s := append([]time.Duration(nil), ds...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return fmt.Sprintf("%s–%s", fmtDur(s[0]), fmtDur(s[len(s)-1]))
+	return fmt.Sprintf("%s–%s", fmtDurZ(s[0], zero), fmtDurZ(s[len(s)-1], zero))
+}
+
+// fmtDurZ is fmtDur, with 0 printed as 0 where it is a measurement.
+func fmtDurZ(d time.Duration, zero bool) string {
+	if zero && d == 0 {
+		return "0"
+	}
+	return fmtDur(d)
 }
 
 func fmtDur(d time.Duration) string {
@@ -125,6 +134,7 @@ func (b *bench) print() {
 	fmt.Fprintln(tw, "GROUP\tOPERATION\tSTRATA (median)\tRANGE\tRUNS\tBASELINE\tBASELINE (median)\tSPEEDUP\tTARGET\tMET")
 	for _, r := range b.rows {
 		m, bm := median(r.strata), median(r.baseline)
+		ms := fmtDurZ(m, r.zero)
 		speed, met, tgt := "", "", ""
 		if bm > 0 && m > 0 {
 			speed = fmt.Sprintf("%.0fx", float64(bm)/float64(m))
@@ -140,7 +150,7 @@ func (b *bench) print() {
 		if base == "" {
 			base = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.group, r.name, fmtDur(m), spread(r.strata), len(r.strata), base, fmtDur(bm), speed, tgt, met)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.group, r.name, ms, spread(r.strata, r.zero), len(r.strata), base, fmtDur(bm), speed, tgt, met)
 	}
 	_ = tw.Flush()
 	for _, r := range b.rows {
