@@ -191,9 +191,13 @@ func (e *Engine) snapshotLocked(ctx context.Context, w *World, o SnapshotOptions
 	if err != nil {
 		cache = overlay.NewStatCache() // a lost cache only costs rehashing
 	}
-	thaw := e.freezeWorld(w)
+	// A cube session's commands run in the sandbox; on this host there is
+	// only its runner, which must keep relaying.
+	var thaw func()
 	if w.Backend == RuntimeCube {
 		thaw = e.cubeFreeze(ctx, w)
+	} else {
+		thaw = e.freezeWorld(w)
 	}
 	m, stats, err := overlay.CaptureUpper(ctx, st, e.Paths.Upper(w.Name), w.Dialect, cache)
 	thaw()
