@@ -39,6 +39,41 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// reattachResized attaches to a PTY session again with a replay (which must
+// show seen), resizes it to 40x100 and waits for that in the transcript,
+// types input, and waits for the session to end, which must end the attach
+// without an error. It returns what the client got.
+func reattachResized(ctx context.Context, t *testing.T, dir, seen, input string) *syncBuffer {
+	t.Helper()
+	in, feed := io.Pipe()
+	defer feed.Close()
+	out := &syncBuffer{}
+	resize := make(chan WinSize, 1)
+	done := make(chan error, 1)
+	go func() { done <- Attach(ctx, dir, in, out, AttachOptions{Replay: true, Resize: resize}) }()
+	waitFor(t, "the replayed screen", func() bool { return strings.Contains(out.String(), seen) })
+	resize <- WinSize{Rows: 40, Cols: 100}
+	waitFor(t, "the resize in the transcript", func() bool {
+		records, _, _ := ReadTranscript(filepath.Join(dir, TranscriptFile), 0)
+		for _, r := range records {
+			if ws, ok := r.WinSize(); ok && ws == (WinSize{40, 100}) {
+				return true
+			}
+		}
+		return false
+	})
+	_, _ = feed.Write([]byte(input))
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Attach at the session's end returned %v, want nil", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Attach did not return when the session ended")
+	}
+	return out
+}
+
 func TestSessionTTYAttachDetach(t *testing.T) {
 	requireRoot(t)
 	w := newTestWorld(t, "tty")
@@ -70,32 +105,7 @@ func TestSessionTTYAttachDetach(t *testing.T) {
 		t.Fatalf("after detaching the session is %s, want running", m.State)
 	}
 
-	in2, feed2 := io.Pipe()
-	defer feed2.Close()
-	out2 := &syncBuffer{}
-	resize := make(chan WinSize, 1)
-	done2 := make(chan error, 1)
-	go func() { done2 <- Attach(ctx, dir, in2, out2, AttachOptions{Replay: true, Resize: resize}) }()
-	waitFor(t, "the replayed screen", func() bool { return strings.Contains(out2.String(), "got:hello") })
-	resize <- WinSize{Rows: 40, Cols: 100}
-	waitFor(t, "the resize in the transcript", func() bool {
-		records, _, _ := ReadTranscript(filepath.Join(dir, TranscriptFile), 0)
-		for _, r := range records {
-			if ws, ok := r.WinSize(); ok && ws == (WinSize{40, 100}) {
-				return true
-			}
-		}
-		return false
-	})
-	feed2.Write([]byte("bye\r"))
-	select {
-	case err := <-done2:
-		if err != nil {
-			t.Fatalf("Attach at the session's end returned %v, want nil", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Attach did not return when the session ended")
-	}
+	out2 := reattachResized(ctx, t, dir, "got:hello", "bye\r")
 	for _, want := range []string{"got2:bye", "40 100", "is-tty"} {
 		if !strings.Contains(out2.String(), want) {
 			t.Errorf("attached output lacks %q: %q", want, out2.String())

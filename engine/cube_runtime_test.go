@@ -153,6 +153,35 @@ func (ce *cubeEnv) changes(name string) map[string]overlay.Kind {
 	return out
 }
 
+// ticking starts a session that appends to the file ticks in the World
+// every 10 ms, waits for its first write, and returns the session and the
+// file's size as the host's upper has it. The session is killed at the end
+// of the test.
+func (ce *cubeEnv) ticking(ctx context.Context, name string) (SessionMeta, func() int64) {
+	ce.t.Helper()
+	meta, err := ce.e.Exec(ctx, name, ExecOptions{Argv: []string{"sh", "-c", "while :; do echo tick >> ticks; sleep 0.01; done"}})
+	if err != nil {
+		ce.t.Fatal(err)
+	}
+	ce.t.Cleanup(func() { _, _ = ce.e.Kill(context.Background(), name, meta.ID, syscall.SIGKILL) })
+	ticks := filepath.Join(ce.e.Paths.Upper(name), "ticks")
+	size := func() int64 {
+		st, err := os.Stat(ticks)
+		if err != nil {
+			return 0
+		}
+		return st.Size()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for size() == 0 {
+		if time.Now().After(deadline) {
+			ce.t.Fatal("the loop never wrote")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return meta, size
+}
+
 func requestsMatching(srv *cubetest.Server, route string) []cubetest.Request {
 	var out []cubetest.Request
 	for _, r := range srv.Requests() {
@@ -452,26 +481,7 @@ func TestCubeSnapshotPausesSessions(t *testing.T) {
 	ce.create("w", CreateOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	meta, err := ce.e.Exec(ctx, "w", ExecOptions{Argv: []string{"sh", "-c", "while :; do echo tick >> ticks; sleep 0.01; done"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = ce.e.Kill(context.Background(), "w", meta.ID, syscall.SIGKILL) })
-	ticks := filepath.Join(ce.e.Paths.Upper("w"), "ticks")
-	size := func() int64 {
-		st, err := os.Stat(ticks)
-		if err != nil {
-			return 0
-		}
-		return st.Size()
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for size() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the loop never wrote")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	meta, size := ce.ticking(ctx, "w")
 	if m, _ := ReadSessionMeta(ce.e.SessionDir("w", meta.ID)); m.GuestPID <= 0 {
 		t.Fatalf("no guest pid recorded: %+v", m)
 	}
@@ -501,30 +511,12 @@ func TestCubeKillSignals(t *testing.T) {
 	ce.create("w", CreateOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	meta, err := ce.e.Exec(ctx, "w", ExecOptions{Argv: []string{"sh", "-c", "while :; do echo tick >> ticks; sleep 0.01; done"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	meta, size := ce.ticking(ctx, "w")
 	dir := ce.e.SessionDir("w", meta.ID)
-	ticks := filepath.Join(ce.e.Paths.Upper("w"), "ticks")
-	size := func() int64 {
-		st, err := os.Stat(ticks)
-		if err != nil {
-			return 0
-		}
-		return st.Size()
-	}
 	grows := func() bool {
 		before := size()
 		time.Sleep(300 * time.Millisecond)
 		return size() != before
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for size() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the loop never wrote")
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 
 	if _, err := ce.e.Kill(ctx, "w", meta.ID, syscall.SIGSTOP); err != nil {
@@ -609,32 +601,7 @@ func TestCubeTTYSession(t *testing.T) {
 		t.Fatalf("after detaching the session is %s, want running", m.State)
 	}
 
-	in2, feed2 := io.Pipe()
-	defer feed2.Close()
-	out2 := &syncBuffer{}
-	resize := make(chan WinSize, 1)
-	done2 := make(chan error, 1)
-	go func() { done2 <- Attach(ctx, dir, in2, out2, AttachOptions{Replay: true, Resize: resize}) }()
-	waitFor(t, "the replayed screen", func() bool { return strings.Contains(out2.String(), "got:hello") })
-	resize <- WinSize{Rows: 40, Cols: 100}
-	waitFor(t, "the resize in the transcript", func() bool {
-		records, _, _ := ReadTranscript(filepath.Join(dir, TranscriptFile), 0)
-		for _, r := range records {
-			if ws, ok := r.WinSize(); ok && ws == (WinSize{40, 100}) {
-				return true
-			}
-		}
-		return false
-	})
-	_, _ = feed2.Write([]byte("bye\r"))
-	select {
-	case err := <-done2:
-		if err != nil {
-			t.Fatalf("Attach at the session's end returned %v, want nil", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Attach did not return when the session ended")
-	}
+	out2 := reattachResized(ctx, t, dir, "got:hello", "bye\r")
 	for _, want := range []string{"got2:bye", "40 100", "is-tty", "TERM=xterm-256color"} {
 		if !strings.Contains(out2.String(), want) {
 			t.Errorf("attached output lacks %q: %q", want, out2.String())

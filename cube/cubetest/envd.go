@@ -230,11 +230,16 @@ func openTerminal(rows, cols uint16) (master, slave *os.File, err error) {
 	return os.NewFile(uintptr(mfd), "/dev/ptmx"), os.NewFile(sfd, "pty-slave"), nil
 }
 
-// terminal returns the PTY master of a running process.
-func (sb *sandbox) terminal(pid int) *os.File {
+// terminal returns the PTY master of a running process, or answers
+// not_found and returns nil.
+func (sb *sandbox) terminal(w http.ResponseWriter, pid int) *os.File {
 	sb.mu.Lock()
-	defer sb.mu.Unlock()
-	return sb.terminals[pid]
+	master := sb.terminals[pid]
+	sb.mu.Unlock()
+	if master == nil {
+		writeConnectError(w, http.StatusNotFound, "not_found", fmt.Sprintf("process with pid %d not found", pid))
+	}
+	return master
 }
 
 func (sb *sandbox) forgetTerminal(pid int) {
@@ -275,10 +280,9 @@ func (s *Server) sendInput(w http.ResponseWriter, r *http.Request, sb *sandbox) 
 	if !readUnary(w, r, &req) {
 		return
 	}
-	master := sb.terminal(req.Process.PID)
+	master := sb.terminal(w, req.Process.PID)
 	switch {
 	case master == nil:
-		writeConnectError(w, http.StatusNotFound, "not_found", fmt.Sprintf("process with pid %d not found", req.Process.PID))
 		return
 	case req.Input.Stdin != nil:
 		writeConnectError(w, http.StatusBadRequest, "failed_precondition", "stdin not enabled for this process")
@@ -302,10 +306,9 @@ func (s *Server) updateProcess(w http.ResponseWriter, r *http.Request, sb *sandb
 	if !readUnary(w, r, &req) {
 		return
 	}
-	master := sb.terminal(req.Process.PID)
+	master := sb.terminal(w, req.Process.PID)
 	switch {
 	case master == nil:
-		writeConnectError(w, http.StatusNotFound, "not_found", fmt.Sprintf("process with pid %d not found", req.Process.PID))
 		return
 	case req.PTY == nil || req.PTY.Size.Rows == 0 || req.PTY.Size.Cols == 0 || req.PTY.Size.Rows > 0xffff || req.PTY.Size.Cols > 0xffff:
 		writeConnectError(w, http.StatusBadRequest, "invalid_argument", "pty.size needs positive cols and rows")
