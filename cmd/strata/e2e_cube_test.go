@@ -294,6 +294,13 @@ func TestE2ECubeTTY(t *testing.T) {
 	screenHas("second bob")
 	screenHas("rc=0")
 
+	// strata shell: the sandbox's own shell, whatever $SHELL is here.
+	tmux("send-keys", "-t", name, "-l", "clear; SHELL=/no/such/shell "+strataBin+" shell w; echo shell-rc=$?\r")
+	time.Sleep(500 * time.Millisecond)
+	tmux("send-keys", "-t", name, "-l", "echo inside-$((6*7)); exit 3\r")
+	screenHas("inside-42")
+	screenHas("shell-rc=3")
+
 	id := strings.TrimSpace(e.ok("exec", "w", "--detach", "--", "sleep", "30"))
 	e.ok("kill", "w", id, "--signal", "KILL")
 	deadline := time.Now().Add(15 * time.Second)
