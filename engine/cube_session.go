@@ -12,7 +12,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -633,10 +632,16 @@ func (t *cubeTerminal) Resize(ws WinSize) error {
 
 // cubeWaitingScript tells, inside the sandbox, whether a process of the
 // foreground process group of the terminal of process $1 is blocked reading
-// that terminal: a read-family syscall (numbers $2) on it, or a poll-family
-// one ($3) with it as stdin. It prints "waiting" or "busy". Only shell
-// builtins run per process, so scanning /proc costs no forks.
-const cubeWaitingScript = `p=$1 reads=" $2 " polls=" $3 "
+// that terminal: a read-family syscall on it, or a poll-family one with it
+// as stdin (the numbers of the guest's architecture, from uname -m). It
+// prints "waiting" or "busy". Only shell builtins run per process, so
+// scanning /proc costs no forks.
+var cubeWaitingScript = `p=$1
+case $(uname -m) in
+x86_64) reads=" ` + joinInts(readSyscalls["amd64"]) + ` " polls=" ` + joinInts(pollSyscalls["amd64"]) + ` " ;;
+aarch64 | arm64) reads=" ` + joinInts(readSyscalls["arm64"]) + ` " polls=" ` + joinInts(pollSyscalls["arm64"]) + ` " ;;
+*) echo busy; exit 0 ;;
+esac
 { read -r st < /proc/$p/stat; } 2>/dev/null || exit 1
 set -- ${st##*") "}
 fg=$6
@@ -669,14 +674,6 @@ echo busy`
 func watchCubeAttention(client *cube.Client, sb *cube.Sandbox, pid int, pty *ptyServer, term *cubeTerminal, out chan<- Attention, stop <-chan struct{}) {
 	tick := time.NewTicker(attentionInterval)
 	defer tick.Stop()
-	join := func(nrs []int) string {
-		s := make([]string, len(nrs))
-		for i, n := range nrs {
-			s[i] = strconv.Itoa(n)
-		}
-		return strings.Join(s, " ")
-	}
-	reads, polls := join(readSyscalls[runtime.GOARCH]), join(pollSyscalls[runtime.GOARCH])
 	report := func(att Attention) {
 		select {
 		case out <- att:
@@ -714,7 +711,7 @@ func watchCubeAttention(client *cube.Client, sb *cube.Sandbox, pid int, pty *pty
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		var buf bytes.Buffer
 		res, err := client.Exec(ctx, sb, cube.ExecRequest{
-			Cmd: "/bin/sh", Args: []string{"-c", cubeWaitingScript, "strata", strconv.Itoa(pid), reads, polls}, Cwd: "/",
+			Cmd: "/bin/sh", Args: []string{"-c", cubeWaitingScript, "strata", strconv.Itoa(pid)}, Cwd: "/",
 		}, &buf, nil)
 		cancel()
 		if err != nil || res.ExitCode != 0 {
@@ -736,4 +733,12 @@ func watchCubeAttention(client *cube.Client, sb *cube.Sandbox, pid int, pty *pty
 			report(current)
 		}
 	}
+}
+
+func joinInts(nrs []int) string {
+	s := make([]string, len(nrs))
+	for i, n := range nrs {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, " ")
 }

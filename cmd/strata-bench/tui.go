@@ -75,11 +75,16 @@ func benchTUI(b *bench, _ []int) error {
 	return nil
 }
 
+var tmuxServers int
+
 // idleCPU starts cmdline in a private tmux server, lets it settle for 3 s,
 // then returns the CPU time it (and its reaped children) used in
 // idleWindow, and how often its threads woke up.
 func idleCPU(cmdline string) (time.Duration, int, error) {
-	sock := fmt.Sprintf("strata-bench-%d", os.Getpid())
+	// A server of its own each time: a new session on a server that is
+	// still shutting down fails with "server exited unexpectedly".
+	tmuxServers++
+	sock := fmt.Sprintf("strata-bench-%d-%d", os.Getpid(), tmuxServers)
 	tmux := func(args ...string) (string, error) {
 		out, err := exec.Command("tmux", append([]string{"-L", sock}, args...)...).CombinedOutput()
 		if err != nil {
