@@ -696,3 +696,49 @@ func TestCubeLegacyLayout(t *testing.T) {
 		t.Errorf("changes: %v", got)
 	}
 }
+
+// strata top on a cube World reports its sessions' processes in the
+// sandbox, not the runners on this host.
+func TestCubeResources(t *testing.T) {
+	ce := newCubeEnv(t, cubetest.Options{})
+	ce.create("w", CreateOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// A busy child, and dd holding a 20 MB buffer it cannot write out.
+	meta, err := ce.e.Exec(ctx, "w", ExecOptions{Argv: []string{
+		"sh", "-c",
+		`(while :; do :; done) & dd if=/dev/zero bs=20M count=1 2>/dev/null | sleep 60 & wait`,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = ce.e.Kill(context.Background(), "w", meta.ID, syscall.SIGKILL) })
+	var r Resources
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		rs, err := ce.e.SampleResources(ctx, []string{"w"}, 300*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = rs[0]
+		if r.MemoryBytes > 20<<20 && r.CPUPercent > 30 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("resources of a busy cube World: %+v", r)
+		}
+	}
+	if r.Accounting != "cube" || r.Running != 1 || r.Processes < 3 || r.CPUSeconds <= 0 {
+		t.Errorf("resources: %+v; want cube accounting, 1 session, its 3+ processes", r)
+	}
+	if _, err := ce.e.Kill(ctx, "w", meta.ID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := WaitSession(ctx, ce.e.SessionDir("w", meta.ID)); err != nil {
+		t.Fatal(err)
+	}
+	idle, err := ce.e.Resources(ctx, "w")
+	if err != nil || idle.Running != 0 || idle.Processes != 0 || idle.MemoryBytes != 0 {
+		t.Errorf("after the session ended: %+v %v", idle, err)
+	}
+}

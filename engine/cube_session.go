@@ -742,3 +742,56 @@ func joinInts(nrs []int) string {
 	}
 	return strings.Join(s, " ")
 }
+
+// cubeUsageScript sums, in the sandbox, the CPU time (clock ticks, children
+// reaped included), resident memory (bytes) and number of the processes
+// whose process group or session is one of its arguments: a cube session's
+// command leads its group (and, on a terminal, its session), so this is the
+// session's processes. Only builtins run per process.
+const cubeUsageScript = `ids=" $* "
+page=$(getconf PAGESIZE 2>/dev/null) || page=4096
+t=0 m=0 n=0
+for d in /proc/[0-9]*; do
+	{ read -r st < $d/stat; } 2>/dev/null || continue
+	set -- ${st##*") "}
+	case $ids in *" $3 "* | *" $4 "*) ;; *) continue ;; esac
+	t=$((t + ${12} + ${13} + ${14} + ${15})) m=$((m + ${22} * page)) n=$((n + 1))
+done
+echo "$t $m $n"`
+
+// cubeUsage fills in r's processes, CPU time and memory from the sandbox of
+// a cube World with running sessions. A sandbox that does not answer leaves
+// them at zero (and is logged): a sample is not worth an error.
+func (e *Engine) cubeUsage(ctx context.Context, w *World, ss []SessionMeta, r *Resources) {
+	var groups []string
+	for _, s := range ss {
+		if (s.State == SessionRunning || s.State == SessionStarting) && s.GuestPID > 0 {
+			groups = append(groups, strconv.Itoa(s.GuestPID))
+		}
+	}
+	if len(groups) == 0 || w.State != StateReady || w.Cube == nil {
+		return
+	}
+	client, err := e.cubeClient()
+	if err != nil {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	res, err := client.Exec(cctx, e.cubeSandbox(w), cube.ExecRequest{
+		Cmd: "/bin/sh", Args: append([]string{"-c", cubeUsageScript, "strata"}, groups...), Cwd: "/",
+	}, &out, nil)
+	var ticks, mem int64
+	var procs int
+	if err == nil && res.ExitCode == 0 {
+		_, err = fmt.Sscan(out.String(), &ticks, &mem, &procs)
+	} else if err == nil {
+		err = fmt.Errorf("usage script: %s", res.Status)
+	}
+	if err != nil {
+		e.Log.Warn("sample a cube World's processes", "world", w.Name, "err", err)
+		return
+	}
+	r.Processes, r.CPUSeconds, r.MemoryBytes = procs, float64(ticks)/userHZ, mem
+}

@@ -23,8 +23,10 @@ type Resources struct {
 	World string `json:"world"`
 	// Accounting says where the process figures come from: "cgroup" (the
 	// World's cgroup v2, strata/<world>/<session>: CPU time since its first
-	// session, the session inits included) or "proc" (the live processes of
-	// the running sessions' PID namespaces, found in /proc).
+	// session, the session inits included), "proc" (the live processes of
+	// the running sessions' PID namespaces, found in /proc) or "cube" (the
+	// live processes of a cube World's running sessions, read from /proc in
+	// its sandbox by one envd exec).
 	Accounting string `json:"accounting"`
 	Running    int    `json:"running_sessions"`
 	// Processes counts the sessions' processes, the session inits excluded.
@@ -111,7 +113,12 @@ func (e *Engine) sampleResources(ctx context.Context, w *World, withUpper bool) 
 		}
 	}
 	r.SampledAt = time.Now()
-	if dir := worldCgroupDir(w); dir != "" && fileExists(filepath.Join(dir, "cgroup.procs")) {
+	if w.Backend == RuntimeCube {
+		// The commands run in the sandbox; on this host there are only
+		// their runners.
+		r.Accounting = "cube"
+		e.cubeUsage(ctx, w, ss, &r)
+	} else if dir := worldCgroupDir(w); dir != "" && fileExists(filepath.Join(dir, "cgroup.procs")) {
 		r.Accounting = "cgroup"
 		usec, _ := readKeyedInt(filepath.Join(dir, "cpu.stat"), "usage_usec")
 		r.CPUSeconds = float64(usec) / 1e6
