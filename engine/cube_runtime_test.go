@@ -518,24 +518,28 @@ func TestCubeKillSignals(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 		return size() != before
 	}
+	// The relay is one envd exec, started when the runner gets the signal:
+	// give it time on a busy machine.
+	within := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(); {
+			if time.Now().After(deadline) {
+				t.Fatal(what)
+			}
+		}
+	}
 
 	if _, err := ce.e.Kill(ctx, "w", meta.ID, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // the relay is one envd exec
-	if grows() {
-		t.Fatal("the command kept writing after SIGSTOP")
-	}
+	within("the command kept writing after SIGSTOP", func() bool { return !grows() })
 	if m, _ := ReadSessionMeta(dir); m.State.Ended() {
 		t.Fatalf("SIGSTOP ended the session: %+v", m)
 	}
 	if _, err := ce.e.Kill(ctx, "w", meta.ID, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
-	if !grows() {
-		t.Fatal("the command did not resume after SIGCONT")
-	}
+	within("the command did not resume after SIGCONT", grows)
 
 	if _, err := ce.e.Kill(ctx, "w", meta.ID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
