@@ -106,6 +106,51 @@ func TestProvenanceTwoSessions(t *testing.T) {
 	}
 }
 
+// A fork inherits its parent's provenance as of the snapshot: each write
+// names the parent World; writes the parent made after the snapshot are
+// not the fork's; the fork's own sessions come after; a fork of a fork
+// keeps the first World's name.
+func TestForkInheritsProvenance(t *testing.T) {
+	e, src := evidenceEngine(t)
+	mountedWorld(t, e, src, "parent")
+	s1 := runScript(t, e, "parent", "echo one > one.txt; echo a >> d0/f0.txt")
+	snap, err := e.Snapshot(context.Background(), "parent", SnapshotOptions{Message: "base"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	runScript(t, e, "parent", "echo later > later.txt; echo b >> d0/f0.txt")
+	if _, err := e.Fork(context.Background(), "parent", ForkOptions{N: 1, Snap: snap.ID, Prefix: "kid"}); err != nil {
+		t.Fatal(err)
+	}
+	prov, err := e.Provenance("kid-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ws := prov["one.txt"]; len(ws) != 1 || ws[0].World != "parent" || ws[0].Session != s1.ID || ws[0].Command[0] != "/bin/sh" {
+		t.Errorf("one.txt in the fork: %+v", ws)
+	}
+	if ws := prov["d0/f0.txt"]; len(ws) != 1 || ws[0].Session != s1.ID || ws[0].Last.After(snap.Time) {
+		t.Errorf("d0/f0.txt in the fork (the parent's later write is not the fork's): %+v", ws)
+	}
+	if ws := prov["later.txt"]; len(ws) != 0 {
+		t.Errorf("later.txt, written after the snapshot, is in the fork's provenance: %+v", ws)
+	}
+	own := runScript(t, e, "kid-1", "echo c >> d0/f0.txt")
+	_, ws, err := e.Blame("kid-1", "d0/f0.txt")
+	if err != nil || len(ws) != 2 || ws[0].World != "parent" || ws[1].Session != own.ID || ws[1].World != "" {
+		t.Errorf("blame in the fork after its own write: %+v %v", ws, err)
+	}
+	grand, err := e.Fork(context.Background(), "kid-1", ForkOptions{N: 1, Prefix: "grandkid"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ws, err = e.Blame(grand[0].Name, "d0/f0.txt")
+	if err != nil || len(ws) != 2 || ws[0].World != "parent" || ws[1].World != "kid-1" {
+		t.Errorf("blame in a fork of a fork: %+v %v", ws, err)
+	}
+}
+
 // The watcher captures the base right after the copy-up: a person's edit of
 // the source 50 ms after the World wrote the file is merged by apply, not
 // overwritten.

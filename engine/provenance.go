@@ -9,10 +9,15 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/stratahq/strata/overlay"
 )
 
 // PathWrite is one session's writes to one path, as its watcher saw them.
 type PathWrite struct {
+	// World is set for a write inherited through a fork: the session ran in
+	// that World, before the snapshot this one was forked from.
+	World   string   `json:"world,omitempty"`
 	Session string   `json:"session"`
 	Command []string `json:"command,omitempty"` // the session's argv
 	Op      string   `json:"op"`                // create, write or delete
@@ -24,6 +29,76 @@ type PathWrite struct {
 
 func (e *Engine) provenanceDir(name string) string {
 	return filepath.Join(e.Paths.World(name), "provenance")
+}
+
+// inheritedProvenance is the file, in a forked World's provenance dir, of
+// the writes it inherited: its parent's, up to the snapshot it was forked
+// from, each naming the World it was made in.
+const inheritedProvenance = "inherited.jsonl"
+
+// inheritedWrite is one line of inheritedProvenance.
+type inheritedWrite struct {
+	Path string `json:"path"`
+	PathWrite
+}
+
+// inheritProvenance gives the fork child the parent's provenance as of
+// snap: writes first made after the snapshot are not in the child, and a
+// later last write is cut to the snapshot's time.
+func inheritProvenance(dir, parent string, prov map[string][]PathWrite, snap *Snapshot) error {
+	var buf []byte
+	paths := make([]string, 0, len(prov))
+	for p := range prov {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		for _, w := range prov[p] {
+			if w.First.After(snap.Time) {
+				continue
+			}
+			if w.World == "" {
+				w.World = parent
+			}
+			if w.Last.After(snap.Time) {
+				w.Last = snap.Time
+			}
+			line, err := jsonLine(inheritedWrite{Path: p, PathWrite: w})
+			if err != nil {
+				return err
+			}
+			buf = append(buf, line...)
+		}
+	}
+	if len(buf) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return overlay.WriteFileAtomic(filepath.Join(dir, inheritedProvenance), buf, 0o644)
+}
+
+// readInherited reads a forked World's inherited writes into out.
+func readInherited(dir string, out map[string][]PathWrite) error {
+	f, err := os.Open(filepath.Join(dir, inheritedProvenance))
+	if errorsIsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var r inheritedWrite
+		if json.Unmarshal(sc.Bytes(), &r) != nil || r.Path == "" || r.World == "" {
+			continue
+		}
+		out[r.Path] = append(out[r.Path], r.PathWrite)
+	}
+	return sc.Err()
 }
 
 func jsonLine(v any) ([]byte, error) {
@@ -57,7 +132,7 @@ func (e *Engine) Provenance(name string) (map[string][]PathWrite, error) {
 	out := map[string][]PathWrite{}
 	for _, d := range ents {
 		session, ok := strings.CutSuffix(d.Name(), ".jsonl")
-		if !ok || d.IsDir() || !validSessionID(session) {
+		if !ok || d.IsDir() || !validSessionID(session) || d.Name() == inheritedProvenance {
 			continue
 		}
 		recs, err := readProvenanceFile(filepath.Join(dir, d.Name()))
@@ -67,6 +142,9 @@ func (e *Engine) Provenance(name string) (map[string][]PathWrite, error) {
 		for _, r := range recs {
 			out[r.Path] = append(out[r.Path], PathWrite{Session: session, Command: argv[session], Op: r.Op, First: r.First, Last: r.Last})
 		}
+	}
+	if err := readInherited(dir, out); err != nil {
+		return nil, fmt.Errorf("provenance of world %q: %w", name, err)
 	}
 	for _, ws := range out {
 		sort.Slice(ws, func(i, j int) bool {

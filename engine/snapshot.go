@@ -465,6 +465,10 @@ func (e *Engine) Fork(ctx context.Context, name string, o ForkOptions) ([]*World
 			return nil, err
 		}
 	}
+	prov, err := e.Provenance(name)
+	if err != nil {
+		return nil, fmt.Errorf("fork world %q: %w", name, err)
+	}
 	m, err := overlay.ReadManifest(e.manifestPath(snap.ID))
 	if err != nil {
 		return nil, fmt.Errorf("fork world %q from %s: %w", name, snap.ID, err)
@@ -505,6 +509,10 @@ func (e *Engine) Fork(ctx context.Context, name string, o ForkOptions) ([]*World
 			nw.Base = snap.ID
 			if err := writeWorld(e.Paths, nw); err != nil {
 				errs[i] = err
+				return
+			}
+			if err := inheritProvenance(e.provenanceDir(n), name, prov, snap); err != nil {
+				errs[i] = fmt.Errorf("provenance of %q: %w", n, err)
 				return
 			}
 			tl := &Timeline{World: n, Head: snap.ID, ForkedFrom: &ForkLink{World: name, Snapshot: snap.ID}}

@@ -55,6 +55,11 @@ func (m Model) writersLoaded(msg writersLoadedMsg) (tea.Model, tea.Cmd) {
 	if n := len(msg.writes); n > 1 {
 		info += fmt.Sprintf("; %d sessions wrote it", n)
 	}
+	if w.World != "" && w.World != msg.world {
+		// Inherited through a fork: the transcript is the other World's.
+		m.setResult(info+fmt.Sprintf(" in world %s, before this World was forked from it", w.World), nil)
+		return m, nil
+	}
 	var cmd tea.Cmd
 	var ok bool
 	m.transcript, cmd, ok = m.transcript.SelectSession(w.Session)

@@ -1,9 +1,11 @@
 package tui
 
 import (
+	"context"
 	"strings"
 	"testing"
 
+	"github.com/stratahq/strata/engine"
 	"github.com/stratahq/strata/keymap"
 )
 
@@ -55,5 +57,39 @@ func TestJumpToWriter(t *testing.T) {
 	d.keys("w")
 	if d.m.tSession != second.ID || !strings.Contains(d.screen(), "other session") {
 		t.Fatalf("c.txt: session %q\n%s", d.m.tSession, d.screen())
+	}
+}
+
+// A path inherited through a fork was written in the parent World: w says
+// so instead of opening one of this World's transcripts.
+func TestJumpToInheritedWriter(t *testing.T) {
+	eng, src := testEngine(t, map[string]string{"a.txt": "a\n"})
+	newWorld(t, eng, src, "parent", "")
+	writer := runIn(t, eng, "parent", `echo changed > b.txt`)
+	if _, err := eng.Fork(context.Background(), "parent", engine.ForkOptions{N: 1, Prefix: "kid"}); err != nil {
+		t.Fatal(err)
+	}
+	d := newDriver(t, eng, Options{Source: src, Exe: "/bin/false"}, 120, 40)
+	for d.m.world != "kid-1" {
+		before := d.m.world
+		d.keys("j")
+		if d.m.world == before {
+			t.Fatalf("kid-1 not listed:\n%s", d.screen())
+		}
+	}
+	d.keys("3")
+	for d.m.changes.Selected() != "b.txt" {
+		before := d.m.changes.Selected()
+		d.keys("j")
+		if d.m.changes.Selected() == before {
+			t.Fatalf("b.txt not listed:\n%s", d.screen())
+		}
+	}
+	d.send(press(keymap.Default().Binding(keymap.ChangesWriter).Keys()[0]))
+	if d.m.lastErr != "" || !strings.Contains(d.m.info, "in world parent, before this World was forked") || !strings.Contains(d.m.info, writer.ID[:4]) {
+		t.Fatalf("status %q %v", d.m.info, d.m.lastErr)
+	}
+	if d.m.focus == paneTranscript {
+		t.Error("focus moved to this World's transcript for a write made in another World")
 	}
 }

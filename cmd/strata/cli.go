@@ -258,6 +258,17 @@ func want(fs *flag.FlagSet, pos []string, min, max int, what string) error {
 func (a *app) printJSON(v any) error {
 	enc := json.NewEncoder(a.stdout)
 	enc.SetIndent("", "  ")
+	// Commands and paths hold > and &: print them as they are, not as
+	// \u003e (this is for terminals and scripts, not HTML).
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// printJSONLine prints v as one line of JSON (for streams of records),
+// unescaped like printJSON.
+func (a *app) printJSONLine(v any) error {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
 }
 

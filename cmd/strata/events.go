@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -27,12 +26,7 @@ func cmdEvents(a *app, args []string) error {
 			return nil
 		}
 		if *asJSON {
-			b, err := json.Marshal(ev)
-			if err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(a.stdout, "%s\n", b)
-			return err
+			return a.printJSONLine(ev)
 		}
 		var details []string
 		for k, v := range ev.Detail {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -47,8 +48,20 @@ func cmdBlame(a *app, args []string) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	// Writes inherited through a fork were made in another World.
+	inherited := slices.ContainsFunc(writes, func(w engine.PathWrite) bool { return w.World != "" })
+	if inherited {
+		fmt.Fprint(tw, "WORLD\t")
+	}
 	fmt.Fprintln(tw, "SESSION\tOP\tFIRST WRITE\tLAST WRITE\tCOMMAND")
 	for _, w := range writes {
+		if inherited {
+			world := w.World
+			if world == "" {
+				world = pos[0]
+			}
+			fmt.Fprintf(tw, "%s\t", world)
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", w.Session, w.Op, w.First.Local().Format("2006-01-02 15:04:05.000"),
 			w.Last.Local().Format("15:04:05.000"), shellQuote(w.Command))
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -284,13 +283,11 @@ func cmdLogs(a *app, args []string) error {
 	dir := a.eng.SessionDir(pos[0], meta.ID)
 	emit := func(r engine.Record) error {
 		if *asJSON {
-			b, _ := json.Marshal(struct {
+			return a.printJSONLine(struct {
 				Time   time.Time `json:"time"`
 				Stream string    `json:"stream"`
 				Data   string    `json:"data"`
 			}{r.Time, r.Stream.String(), string(r.Data)})
-			_, err := fmt.Fprintf(a.stdout, "%s\n", b)
-			return err
 		}
 		if r.Stream == engine.StreamStderr {
 			_, err := a.stderr.Write(r.Data)
