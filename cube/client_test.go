@@ -83,13 +83,8 @@ func TestListFiltersByMetadata(t *testing.T) {
 }
 
 func TestDeleteThenNotFound(t *testing.T) {
-	srv := cubetest.New(t, cubetest.Options{})
-	c := newClient(t, srv)
+	srv, c, sb := newSandbox(t, cubetest.Options{}, cube.CreateRequest{})
 	ctx := context.Background()
-	sb, err := c.Create(ctx, cube.CreateRequest{TemplateID: "base"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := c.Delete(ctx, sb.SandboxID); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
@@ -97,7 +92,7 @@ func TestDeleteThenNotFound(t *testing.T) {
 	if _, err := c.Get(ctx, sb.SandboxID); !errors.Is(err, cube.ErrNotFound) {
 		t.Errorf("get after delete: %v, want ErrNotFound", err)
 	}
-	err = c.Delete(ctx, sb.SandboxID)
+	err := c.Delete(ctx, sb.SandboxID)
 	var apiErr *cube.APIError
 	if !errors.Is(err, cube.ErrNotFound) || !errors.As(err, &apiErr) || apiErr.Status != http.StatusNotFound || apiErr.Code != 404 {
 		t.Errorf("second delete: %v, want a 404 APIError", err)
@@ -108,13 +103,8 @@ func TestDeleteThenNotFound(t *testing.T) {
 }
 
 func TestPauseAndConnect(t *testing.T) {
-	srv := cubetest.New(t, cubetest.Options{})
-	c := newClient(t, srv)
+	srv, c, sb := newSandbox(t, cubetest.Options{}, cube.CreateRequest{})
 	ctx := context.Background()
-	sb, err := c.Create(ctx, cube.CreateRequest{TemplateID: "base"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := c.Pause(ctx, sb.SandboxID); err != nil {
 		t.Fatalf("pause: %v", err)
 	}
@@ -147,13 +137,8 @@ func TestPauseAndConnect(t *testing.T) {
 }
 
 func TestDeleteWaitsRetryAfterWhilePausing(t *testing.T) {
-	srv := cubetest.New(t, cubetest.Options{PauseDelay: 300 * time.Millisecond, RetryAfterSeconds: 1})
-	c := newClient(t, srv)
+	srv, c, sb := newSandbox(t, cubetest.Options{PauseDelay: 300 * time.Millisecond, RetryAfterSeconds: 1}, cube.CreateRequest{})
 	ctx := context.Background()
-	sb, err := c.Create(ctx, cube.CreateRequest{TemplateID: "base"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := c.Pause(ctx, sb.SandboxID); err != nil {
 		t.Fatal(err)
 	}

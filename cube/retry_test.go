@@ -12,13 +12,8 @@ import (
 )
 
 func TestSafeCallsRetryServerErrors(t *testing.T) {
-	srv := cubetest.New(t, cubetest.Options{})
-	c := newClient(t, srv)
+	srv, c, sb := newSandbox(t, cubetest.Options{}, cube.CreateRequest{})
 	ctx := context.Background()
-	sb, err := c.Create(ctx, cube.CreateRequest{TemplateID: "base"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, status := range []int{500, 502, 503, 504, 408, 429} {
 		srv.ResetRequests()
 		srv.Inject(cubetest.Fault{Route: "GET /sandboxes/*", Status: status, Count: 2})
@@ -32,7 +27,7 @@ func TestSafeCallsRetryServerErrors(t *testing.T) {
 	// Retries are bounded.
 	srv.ResetRequests()
 	srv.Inject(cubetest.Fault{Route: "GET /health", Status: 503, Count: -1})
-	_, err = c.Health(ctx)
+	_, err := c.Health(ctx)
 	if !errors.Is(err, cube.ErrUnavailable) {
 		t.Errorf("health under a permanent 503: %v", err)
 	}
@@ -139,13 +134,8 @@ func TestUnreachableThenUp(t *testing.T) {
 }
 
 func TestLostDeleteReplyCountsAsDone(t *testing.T) {
-	srv := cubetest.New(t, cubetest.Options{})
-	c := newClient(t, srv)
+	srv, c, sb := newSandbox(t, cubetest.Options{}, cube.CreateRequest{})
 	ctx := context.Background()
-	sb, err := c.Create(ctx, cube.CreateRequest{TemplateID: "base"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	srv.Inject(cubetest.Fault{Route: "DELETE /sandboxes/*", DropReply: true})
 	if err := c.Delete(ctx, sb.SandboxID); err != nil {
 		t.Fatalf("delete with a lost reply: %v", err)

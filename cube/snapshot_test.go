@@ -14,13 +14,8 @@ import (
 )
 
 func TestSnapshotRetriesConflict(t *testing.T) {
-	srv := cubetest.New(t, cubetest.Options{})
-	c := newClient(t, srv)
+	srv, c, sb := newSandbox(t, cubetest.Options{}, cube.CreateRequest{})
 	ctx := context.Background()
-	sb, err := c.Create(ctx, cube.CreateRequest{TemplateID: "base"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	srv.ResetRequests()
 	snap, err := c.Snapshot(ctx, sb.SandboxID, "")
 	if err != nil || !strings.HasPrefix(snap.SnapshotID, "snap-") || len(snap.Names) != 0 {
@@ -134,13 +129,8 @@ func TestDeleteSnapshot(t *testing.T) {
 }
 
 func TestRollbackRestoresSandboxState(t *testing.T) {
-	srv := cubetest.New(t, cubetest.Options{})
-	c := newClient(t, srv)
+	srv, c, sb := newSandbox(t, cubetest.Options{}, cube.CreateRequest{})
 	ctx := context.Background()
-	sb, err := c.Create(ctx, cube.CreateRequest{TemplateID: "base"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := c.WriteFile(ctx, sb, "/tmp/state.txt", []byte("v1")); err != nil {
 		t.Fatal(err)
 	}
