@@ -219,16 +219,7 @@ func (e *Engine) cubeUnmountGuest(ctx context.Context, w *World) error {
 		return err
 	}
 	mp := e.cubeMountPoint(w)
-	cctx, cancel := context.WithTimeout(ctx, cubeCallTimeout)
-	defer cancel()
-	var errOut bytes.Buffer
-	res, err := c.Exec(cctx, e.cubeSandbox(w), cube.ExecRequest{
-		Cmd: "/bin/sh", Args: []string{"-c", guestUnmountScript, "strata-unmount", mp, mountinfoEscape(mp)}, Cwd: "/",
-	}, nil, &errOut)
-	if err == nil && res.ExitCode != 0 {
-		err = fmt.Errorf("exit status %d: %s", res.ExitCode, strings.TrimSpace(errOut.String()))
-	}
-	if err != nil {
+	if _, err := guestScript(ctx, c, e.cubeSandbox(w), cubeCallTimeout, guestUnmountScript, mp, mountinfoEscape(mp)); err != nil {
 		return fmt.Errorf("unmount world %q in sandbox %s: %w", w.Name, w.Cube.SandboxID, err)
 	}
 	return nil

@@ -484,19 +484,46 @@ func (r *cubeRunner) finish(tw *transcriptWriter, res cube.ExecResult, err error
 	}
 }
 
-// killInSandbox signals the command's process group in the sandbox (the
-// wrapper's pid is the command's: it execs it).
+// guestScript runs a shell script in the sandbox, from /, with "strata" as
+// $0 and args after it, and returns its standard output. A script that
+// exits non-zero is an error with its status and standard error.
+func guestScript(ctx context.Context, client *cube.Client, sb *cube.Sandbox, timeout time.Duration, script string, args ...string) (string, error) {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	res, err := client.Exec(cctx, sb, cube.ExecRequest{
+		Cmd: "/bin/sh", Args: append([]string{"-c", script, "strata"}, args...), Cwd: "/",
+	}, &out, &errOut)
+	if err == nil && res.ExitCode != 0 {
+		err = fmt.Errorf("%s: %s", res.Status, strings.TrimSpace(errOut.String()))
+	}
+	return out.String(), err
+}
+
+// signalInSandbox sends sig (a name: "KILL", "STOP") to the process group
+// of each pid in the sandbox, or to the pid itself where it left its group.
+// A cube command leads its group: the wrapper's pid is the command's, since
+// it execs it.
+func signalInSandbox(ctx context.Context, client *cube.Client, sb *cube.Sandbox, sig string, pids ...int) error {
+	args := []string{sig}
+	for _, p := range pids {
+		args = append(args, strconv.Itoa(p))
+	}
+	_, err := guestScript(ctx, client, sb, 30*time.Second,
+		`sig=$1; shift; for p; do kill -s "$sig" -- "-$p" 2>/dev/null || kill -s "$sig" "$p" 2>/dev/null; done; true`, args...)
+	if err != nil {
+		return fmt.Errorf("kill -%s in sandbox %s: %w", sig, sb.SandboxID, err)
+	}
+	return nil
+}
+
+// killInSandbox relays a signal the runner received to its command.
 func killInSandbox(client *cube.Client, sb *cube.Sandbox, pid int, sig syscall.Signal) {
 	name := strings.TrimPrefix(unix.SignalName(sig), "SIG")
 	if name == "" {
 		name = strconv.Itoa(int(sig))
 	}
-	p := strconv.Itoa(pid)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_, _ = client.Exec(ctx, sb, cube.ExecRequest{
-		Cmd: "/bin/sh", Args: []string{"-c", "kill -s " + name + " -- -" + p + " 2>/dev/null || kill -s " + name + " " + p}, Cwd: "/",
-	}, nil, nil)
+	_ = signalInSandbox(context.Background(), client, sb, name, pid)
 }
 
 // transcriptStream appends what is written to it as frames of one stream.
@@ -562,13 +589,8 @@ func (f *startFilter) Write(p []byte) (int, error) {
 // consistent on its own; the host-mounted upper is what needs the pause.
 func (e *Engine) cubeFreeze(ctx context.Context, w *World) func() {
 	ss, _ := ListSessions(e.Paths.World(w.Name))
-	var groups []string
-	for _, s := range ss {
-		if (s.State == SessionRunning || s.State == SessionStarting) && s.GuestPID > 0 {
-			groups = append(groups, "-"+strconv.Itoa(s.GuestPID))
-		}
-	}
-	if len(groups) == 0 || w.State != StateReady {
+	pids := runningGuestPIDs(ss)
+	if len(pids) == 0 || w.State != StateReady {
 		return func() {}
 	}
 	client, err := e.cubeClient()
@@ -576,17 +598,7 @@ func (e *Engine) cubeFreeze(ctx context.Context, w *World) func() {
 		return func() {}
 	}
 	sb := e.cubeSandbox(w)
-	signal := func(sig string) error {
-		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		res, err := client.Exec(cctx, sb, cube.ExecRequest{
-			Cmd: "/bin/sh", Args: append([]string{"-c", `kill -s "$0" -- "$@" 2>/dev/null; true`, sig}, groups...), Cwd: "/",
-		}, nil, nil)
-		if err == nil && res.ExitCode != 0 {
-			err = fmt.Errorf("kill -%s in the sandbox: %s", sig, res.Status)
-		}
-		return err
-	}
+	signal := func(sig string) error { return signalInSandbox(ctx, client, sb, sig, pids...) }
 	if err := signal("STOP"); err != nil {
 		e.Log.Warn("pause cube sessions for a snapshot", "world", w.Name, "err", err)
 		return func() {}
@@ -708,13 +720,8 @@ func watchCubeAttention(client *cube.Client, sb *cube.Sandbox, pid int, pty *pty
 		if knownIdle || time.Now().Before(next) {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		var buf bytes.Buffer
-		res, err := client.Exec(ctx, sb, cube.ExecRequest{
-			Cmd: "/bin/sh", Args: []string{"-c", cubeWaitingScript, "strata", strconv.Itoa(pid)}, Cwd: "/",
-		}, &buf, nil)
-		cancel()
-		if err != nil || res.ExitCode != 0 {
+		out, err := guestScript(context.Background(), client, sb, 10*time.Second, cubeWaitingScript, strconv.Itoa(pid))
+		if err != nil {
 			// The command is gone, or the sandbox does not answer: the
 			// session's end will say which.
 			backoff = min(max(2*backoff, time.Second), 30*time.Second)
@@ -722,7 +729,7 @@ func watchCubeAttention(client *cube.Client, sb *cube.Sandbox, pid int, pty *pty
 			continue
 		}
 		att := AttentionRunning
-		if strings.TrimSpace(buf.String()) == "waiting" {
+		if strings.TrimSpace(out) == "waiting" {
 			att, knownIdle = AttentionWaiting, true
 		} else {
 			backoff = min(max(2*backoff, time.Second), 30*time.Second)
@@ -763,35 +770,39 @@ echo "$t $m $n"`
 // a cube World with running sessions. A sandbox that does not answer leaves
 // them at zero (and is logged): a sample is not worth an error.
 func (e *Engine) cubeUsage(ctx context.Context, w *World, ss []SessionMeta, r *Resources) {
-	var groups []string
-	for _, s := range ss {
-		if (s.State == SessionRunning || s.State == SessionStarting) && s.GuestPID > 0 {
-			groups = append(groups, strconv.Itoa(s.GuestPID))
-		}
-	}
-	if len(groups) == 0 || w.State != StateReady || w.Cube == nil {
+	pids := runningGuestPIDs(ss)
+	if len(pids) == 0 || w.State != StateReady || w.Cube == nil {
 		return
 	}
 	client, err := e.cubeClient()
 	if err != nil {
 		return
 	}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	var out bytes.Buffer
-	res, err := client.Exec(cctx, e.cubeSandbox(w), cube.ExecRequest{
-		Cmd: "/bin/sh", Args: append([]string{"-c", cubeUsageScript, "strata"}, groups...), Cwd: "/",
-	}, &out, nil)
+	groups := make([]string, len(pids))
+	for i, p := range pids {
+		groups[i] = strconv.Itoa(p)
+	}
+	out, err := guestScript(ctx, client, e.cubeSandbox(w), 10*time.Second, cubeUsageScript, groups...)
 	var ticks, mem int64
 	var procs int
-	if err == nil && res.ExitCode == 0 {
-		_, err = fmt.Sscan(out.String(), &ticks, &mem, &procs)
-	} else if err == nil {
-		err = fmt.Errorf("usage script: %s", res.Status)
+	if err == nil {
+		_, err = fmt.Sscan(out, &ticks, &mem, &procs)
 	}
 	if err != nil {
 		e.Log.Warn("sample a cube World's processes", "world", w.Name, "err", err)
 		return
 	}
 	r.Processes, r.CPUSeconds, r.MemoryBytes = procs, float64(ticks)/userHZ, mem
+}
+
+// runningGuestPIDs lists the sandbox pids of the commands of a cube World's
+// running sessions.
+func runningGuestPIDs(ss []SessionMeta) []int {
+	var pids []int
+	for _, s := range ss {
+		if (s.State == SessionRunning || s.State == SessionStarting) && s.GuestPID > 0 {
+			pids = append(pids, s.GuestPID)
+		}
+	}
+	return pids
 }
