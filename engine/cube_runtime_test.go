@@ -97,9 +97,16 @@ func (ce *cubeEnv) create(name string, o CreateOptions) *World {
 // run executes a command in a World and waits for it: stdout, stderr, meta.
 func (ce *cubeEnv) run(name string, argv ...string) (string, string, SessionMeta) {
 	ce.t.Helper()
+	return ce.runWith(name, ExecOptions{Argv: argv, Env: []string{"LANG=C"}})
+}
+
+// runWith is run with any exec options.
+func (ce *cubeEnv) runWith(name string, o ExecOptions) (string, string, SessionMeta) {
+	ce.t.Helper()
+	argv := o.Argv
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	meta, err := ce.e.Exec(ctx, name, ExecOptions{Argv: argv, Env: []string{"LANG=C"}})
+	meta, err := ce.e.Exec(ctx, name, o)
 	if err != nil {
 		ce.t.Fatalf("exec %v in %s: %v", argv, name, err)
 	}
@@ -445,27 +452,11 @@ func TestCubeGuestRemountAfterHostChange(t *testing.T) {
 func TestCubeNoNetwork(t *testing.T) {
 	ce := newCubeEnv(t, cubetest.Options{})
 	ce.create("w", CreateOptions{})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	meta, err := ce.e.Exec(ctx, "w", ExecOptions{Argv: []string{"sh", "-c", "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '"}, NoNetwork: true})
-	if err != nil {
-		t.Fatal(err)
+	out, _, end := ce.runWith("w", ExecOptions{Argv: []string{"sh", "-c", "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '"}, NoNetwork: true})
+	if end.ExitCode != 0 || !end.NoNetwork {
+		t.Fatalf("session end %+v", end)
 	}
-	dir := ce.e.SessionDir("w", meta.ID)
-	var out bytes.Buffer
-	if err := FollowTranscript(ctx, dir, 0, func(r Record) error {
-		if r.Stream == StreamStdout {
-			out.Write(r.Data)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	end, err := WaitSession(ctx, dir)
-	if err != nil || end.ExitCode != 0 || !end.NoNetwork {
-		t.Fatalf("session end %+v %v", end, err)
-	}
-	if got := strings.TrimSpace(out.String()); got != "lo" {
+	if got := strings.TrimSpace(out); got != "lo" {
 		t.Fatalf("interfaces with --no-network: %q, want only lo", got)
 	}
 	// Without the flag the sandbox's own interfaces are there.
