@@ -32,9 +32,7 @@ func TestCompareAdoptAndRemoveOthers(t *testing.T) {
 
 	d := newDriver(t, eng, Options{Source: src, Exe: "/bin/false"}, 120, 40)
 	d.keys("1")
-	for d.m.worlds.Selected() != "w-b" {
-		d.keys("j")
-	}
+	d.selectWorld("w-b")
 	d.keys("c")
 	if d.m.compare == nil {
 		t.Fatalf("no compare view: %q", d.m.lastErr)

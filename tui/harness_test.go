@@ -150,6 +150,30 @@ func (d *driver) typeText(s string) {
 	}
 }
 
+// selectWorld and selectChange press j in the focused pane until the
+// Worlds or Changes pane selects want, and fail the test if the cursor
+// stops first (want is not listed).
+func (d *driver) selectWorld(want string) {
+	d.t.Helper()
+	d.down(want, func(m Model) string { return m.worlds.Selected() })
+}
+
+func (d *driver) selectChange(want string) {
+	d.t.Helper()
+	d.down(want, func(m Model) string { return m.changes.Selected() })
+}
+
+func (d *driver) down(want string, selected func(Model) string) {
+	d.t.Helper()
+	for selected(d.m) != want {
+		before := selected(d.m)
+		d.keys("j")
+		if selected(d.m) == before {
+			d.t.Fatalf("%s not listed:\n%s", want, d.screen())
+		}
+	}
+}
+
 // screen is the rendered screen without escape sequences.
 func (d *driver) screen() string { return ansi.Strip(d.m.Render()) }
 

@@ -27,13 +27,7 @@ func TestJumpToWriter(t *testing.T) {
 		t.Fatalf("the newest session is not shown first")
 	}
 	d.keys("3")
-	for d.m.changes.Selected() != "b.txt" {
-		before := d.m.changes.Selected()
-		d.keys("j")
-		if d.m.changes.Selected() == before {
-			t.Fatalf("b.txt not listed:\n%s", d.screen())
-		}
-	}
+	d.selectChange("b.txt")
 	d.send(press(keymap.Default().Binding(keymap.ChangesWriter).Keys()[0]))
 	if d.m.focus != paneTranscript || d.m.tSession != first.ID {
 		t.Fatalf("focus %v session %q (want %q); status %q %q", d.m.focus, d.m.tSession, first.ID, d.m.info, d.m.lastErr)
@@ -51,9 +45,7 @@ func TestJumpToWriter(t *testing.T) {
 
 	// The other path leads to the other session.
 	d.keys("3")
-	for d.m.changes.Selected() != "c.txt" {
-		d.keys("j")
-	}
+	d.selectChange("c.txt")
 	d.keys("w")
 	if d.m.tSession != second.ID || !strings.Contains(d.screen(), "other session") {
 		t.Fatalf("c.txt: session %q\n%s", d.m.tSession, d.screen())
@@ -70,21 +62,9 @@ func TestJumpToInheritedWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := newDriver(t, eng, Options{Source: src, Exe: "/bin/false"}, 120, 40)
-	for d.m.world != "kid-1" {
-		before := d.m.world
-		d.keys("j")
-		if d.m.world == before {
-			t.Fatalf("kid-1 not listed:\n%s", d.screen())
-		}
-	}
+	d.selectWorld("kid-1")
 	d.keys("3")
-	for d.m.changes.Selected() != "b.txt" {
-		before := d.m.changes.Selected()
-		d.keys("j")
-		if d.m.changes.Selected() == before {
-			t.Fatalf("b.txt not listed:\n%s", d.screen())
-		}
-	}
+	d.selectChange("b.txt")
 	d.send(press(keymap.Default().Binding(keymap.ChangesWriter).Keys()[0]))
 	if d.m.lastErr != "" || !strings.Contains(d.m.info, "in world parent, before this World was forked") || !strings.Contains(d.m.info, writer.ID[:4]) {
 		t.Fatalf("status %q %v", d.m.info, d.m.lastErr)
