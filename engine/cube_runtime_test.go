@@ -737,3 +737,22 @@ func TestCubeResources(t *testing.T) {
 		t.Errorf("after the session ended: %+v %v", idle, err)
 	}
 }
+
+// A person's command line (the TUI's x) runs in the sandbox's own shell:
+// this machine's $SHELL may not be in the sandbox.
+func TestCubeShellArgv(t *testing.T) {
+	ce := newCubeEnv(t, cubetest.Options{})
+	ce.create("w", CreateOptions{})
+	t.Setenv("SHELL", "/no/such/shell")
+	argv, err := ce.e.ShellArgv("w", `echo "in $0" | tr a-z A-Z; exit 3`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, end := ce.runWith("w", ExecOptions{Argv: argv, TTY: true, Env: []string{"LANG=C"}})
+	if end.ExitCode != 3 || !strings.Contains(out, "IN ") || strings.Contains(out, "NO/SUCH") {
+		t.Errorf("command line through ShellArgv: exit %d, %q", end.ExitCode, out)
+	}
+	if argv, _ := ce.e.ShellArgv("w", ""); argv[0] != "/bin/sh" || !strings.Contains(argv[2], "bash -i") {
+		t.Errorf("interactive shell of a cube World: %q", argv)
+	}
+}

@@ -373,3 +373,25 @@ func TestCompareAndAdopt(t *testing.T) {
 		t.Error("adopting one path published another")
 	}
 }
+
+// A local World's sessions see this machine's file system: its $SHELL.
+func TestShellArgvLocal(t *testing.T) {
+	e, src := testEngine(t)
+	if _, err := e.Create(context.Background(), CreateOptions{Name: "sh", Source: src}); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SHELL", "/bin/zsh")
+	if argv, err := e.ShellArgv("sh", "make test"); err != nil || strings.Join(argv, " ") != "/bin/zsh -c make test" {
+		t.Errorf("command line: %q %v", argv, err)
+	}
+	if argv, _ := e.ShellArgv("sh", ""); strings.Join(argv, " ") != "/bin/zsh -i" {
+		t.Errorf("interactive: %q", argv)
+	}
+	t.Setenv("SHELL", "")
+	if argv, _ := e.ShellArgv("sh", "ls"); argv[0] != "/bin/sh" {
+		t.Errorf("without $SHELL: %q", argv)
+	}
+	if _, err := e.ShellArgv("nope", "ls"); err == nil {
+		t.Error("a missing World gave a shell")
+	}
+}

@@ -165,6 +165,39 @@ func (e *Engine) Kill(ctx context.Context, name, ref string, sig syscall.Signal)
 	return s, nil
 }
 
+// Shell scripts that pick a cube sandbox's shell: bash when its template
+// has it, else sh. $1 is the command line.
+const (
+	cubeInteractiveShell = `command -v bash >/dev/null 2>&1 && exec bash -i; exec sh -i`
+	cubeCommandShell     = `command -v bash >/dev/null 2>&1 && exec bash -c "$1"; exec sh -c "$1"`
+)
+
+// ShellArgv is the argv that runs a person's command line in a shell in
+// the World, or an interactive shell when command is "". A local World's
+// sessions see this machine's file system: its $SHELL (else /bin/sh). A
+// cube sandbox has its own root file system, where that shell may not be:
+// its bash, else sh.
+func (e *Engine) ShellArgv(name, command string) ([]string, error) {
+	w, err := e.World(name)
+	if err != nil {
+		return nil, err
+	}
+	if w.Backend == RuntimeCube {
+		if command == "" {
+			return []string{"/bin/sh", "-c", cubeInteractiveShell}, nil
+		}
+		return []string{"/bin/sh", "-c", cubeCommandShell, "strata", command}, nil
+	}
+	sh := os.Getenv("SHELL")
+	if sh == "" {
+		sh = "/bin/sh"
+	}
+	if command == "" {
+		return []string{sh, "-i"}, nil
+	}
+	return []string{sh, "-c", command}, nil
+}
+
 // ShellQuote renders argv the way a shell user would type it.
 func ShellQuote(argv []string) string {
 	var b strings.Builder

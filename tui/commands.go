@@ -290,13 +290,13 @@ func removeWorld(ctx context.Context, eng *engine.Engine, r removeWorldReq) tea.
 
 func runCommand(ctx context.Context, eng *engine.Engine, r runReq) tea.Cmd {
 	return func() tea.Msg {
-		sh := os.Getenv("SHELL")
-		if sh == "" {
-			sh = "/bin/sh"
+		argv, err := eng.ShellArgv(r.world, r.command)
+		if err != nil {
+			return doneMsg{err: fmt.Errorf("run in %s: %w", r.world, err)}
 		}
 		// A terminal lets strata tell a session waiting for input, and lets
 		// the person attach to it.
-		meta, err := eng.Exec(ctx, r.world, engine.ExecOptions{Argv: []string{sh, "-c", r.command}, TTY: true})
+		meta, err := eng.Exec(ctx, r.world, engine.ExecOptions{Argv: argv, TTY: true})
 		if err != nil {
 			return doneMsg{err: fmt.Errorf("run in %s: %w", r.world, err)}
 		}

@@ -172,16 +172,11 @@ func cmdShell(a *app, args []string) error {
 	if err := want(fs, pos, 1, 1, "NAME"); err != nil {
 		return err
 	}
-	if w, err := a.eng.World(pos[0]); err == nil && w.Backend == engine.RuntimeCube {
-		// The sandbox has its own root file system: this machine's $SHELL
-		// may not be there. bash if the template has it, else sh.
-		return cmdExec(a, []string{pos[0], "--tty", "--", "/bin/sh", "-c", "command -v bash >/dev/null 2>&1 && exec bash -i; exec sh -i"})
+	argv, err := a.eng.ShellArgv(pos[0], "")
+	if err != nil {
+		return err
 	}
-	sh := os.Getenv("SHELL")
-	if sh == "" {
-		sh = "/bin/sh"
-	}
-	return cmdExec(a, []string{pos[0], "--tty", "--", sh, "-i"})
+	return cmdExec(a, append([]string{pos[0], "--tty", "--"}, argv...))
 }
 
 func cmdAttach(a *app, args []string) error {
