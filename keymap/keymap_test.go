@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	tea "charm.land/bubbletea/v2"
+	tea "github.com/stratahq/strata/third_party/bubbletea"
 )
 
 func press(s string) tea.KeyPressMsg {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	tea "charm.land/bubbletea/v2"
+	tea "github.com/stratahq/strata/third_party/bubbletea"
 
 	"github.com/stratahq/strata/keymap"
 )

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
+	tea "github.com/stratahq/strata/third_party/bubbletea"
 
 	"github.com/stratahq/strata/diffview"
 	"github.com/stratahq/strata/keymap"

@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	tea "charm.land/bubbletea/v2"
+	tea "github.com/stratahq/strata/third_party/bubbletea"
 
 	"github.com/stratahq/strata/keymap"
 )

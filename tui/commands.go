@@ -10,7 +10,7 @@ import (
 	"sort"
 	"syscall"
 
-	tea "charm.land/bubbletea/v2"
+	tea "github.com/stratahq/strata/third_party/bubbletea"
 
 	"github.com/stratahq/strata/engine"
 	"github.com/stratahq/strata/overlay"

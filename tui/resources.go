@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	tea "charm.land/bubbletea/v2"
+	tea "github.com/stratahq/strata/third_party/bubbletea"
 
 	"github.com/stratahq/strata/engine"
 	"github.com/stratahq/strata/panes"

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
-	"github.com/charmbracelet/x/exp/teatest/v2"
+	tea "github.com/stratahq/strata/third_party/bubbletea"
+	"github.com/stratahq/strata/third_party/teatest"
 )
 
 // TestTeaPickOneHunkOfThree runs the real program (teatest) on a real

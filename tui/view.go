@@ -3,9 +3,9 @@ package tui
 import (
 	"strings"
 
-	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
+	tea "github.com/stratahq/strata/third_party/bubbletea"
 
 	"github.com/stratahq/strata/keymap"
 )

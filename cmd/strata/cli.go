@@ -112,7 +112,7 @@ func dispatch(a *app, args []string) error {
 		printHelp(a.stdout)
 		return nil
 	case "version", "--version":
-		fmt.Fprintln(a.stdout, "strata", version)
+		fmt.Fprintln(a.stdout, "strata", versionString())
 		return nil
 	case "tui":
 		return runTUI(a, args[1:])
@@ -130,7 +130,6 @@ func dispatch(a *app, args []string) error {
 	return usagef("unknown command %q (strata help lists them)", args[0])
 }
 
-var version = "dev"
 
 // helpGroups orders `strata help` by what a person is doing; a command not
 // listed here (a new one) still shows, under "More".
