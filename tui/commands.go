@@ -114,6 +114,17 @@ func loadWorlds(ctx context.Context, eng *engine.Engine, source string) tea.Cmd 
 				Changes: info.Changes, Sessions: info.Sessions, Running: info.Running, Error: info.Error,
 			})
 		}
+		// Broken Worlds show under every source: theirs is unknown.
+		broken, err := eng.BrokenWorlds()
+		if err != nil {
+			return worldsLoadedMsg{err: fmt.Errorf("list worlds: %w", err)}
+		}
+		for _, b := range broken {
+			info := eng.BrokenInfo(b)
+			rows = append(rows, panes.WorldRow{
+				Name: b.Name, Status: info.Status, Sessions: info.Sessions, Running: info.Running, Error: info.Error,
+			})
+		}
 		return worldsLoadedMsg{rows: rows}
 	}
 }
