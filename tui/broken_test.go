@@ -28,7 +28,7 @@ func TestBrokenWorldShown(t *testing.T) {
 	}
 	must(os.WriteFile(filepath.Join(eng.SessionDir("good", ss[0].ID), "meta.json"), []byte("{"), 0o644))
 
-	d := newDriver(t, eng, Options{Source: src, Exe: "/bin/false"}, 100, 30)
+	d := newDriver(t, eng, Options{Source: src, Exe: "/bin/false"}, 160, 48)
 	var wreck, good bool
 	for _, r := range d.m.worlds.Rows() {
 		switch r.Name {
@@ -47,5 +47,9 @@ func TestBrokenWorldShown(t *testing.T) {
 	d.selectWorld("wreck")
 	if !strings.Contains(d.m.lastErr, "broken") || !strings.Contains(d.m.lastErr, "world.toml") || !strings.Contains(d.m.lastErr, "rm --purge wreck") {
 		t.Fatalf("status line on a broken World: %q", d.m.lastErr)
+	}
+	d.selectWorld("good")
+	if !strings.Contains(d.screen(), "2/2 /bin/sh -c true") {
+		t.Errorf("the session list does not count the broken session:\n%s", d.screen())
 	}
 }

@@ -151,8 +151,12 @@ func loadSessions(eng *engine.Engine, world string) tea.Cmd {
 		}
 		rows := make([]panes.SessionRow, 0, len(ss))
 		for _, s := range ss {
+			cmd := engine.ShellQuote(s.Argv)
+			if s.State == engine.SessionBroken {
+				cmd = "(meta.json unreadable; transcript below)"
+			}
 			rows = append(rows, panes.SessionRow{
-				ID: s.ID, Command: engine.ShellQuote(s.Argv), State: string(s.State),
+				ID: s.ID, Command: cmd, State: string(s.State),
 				ExitCode: s.ExitCode, TTY: s.TTY, Started: s.StartedAt,
 			})
 		}

@@ -376,6 +376,12 @@ func (a *app) fanOutWorlds(list string, all bool) ([]string, error) {
 		for i, w := range ws {
 			names[i] = w.Name
 		}
+		// A broken World's source is unknown: say it was left out.
+		if broken, err := a.eng.BrokenWorlds(); err == nil {
+			for _, b := range broken {
+				fmt.Fprintf(a.stderr, "strata: skipping broken world %s: %s\n", b.Name, b.Reason())
+			}
+		}
 		return names, nil
 	}
 	var names []string
