@@ -429,10 +429,11 @@ const (
 // JournalRepair explains one unfinished publication (which source, which
 // paths, how far it got) and what recovery did or, in a dry run, would do.
 type JournalRepair struct {
-	ID    string `json:"id"`
-	File  string `json:"file"`           // its journal, else its intent, in the journal dir
-	Root  string `json:"root,omitempty"` // the source it publishes to, when known
-	State string `json:"state"`          // committed, prepared, partial, corrupt, foreign
+	ID    string    `json:"id"`
+	File  string    `json:"path"`           // its journal, else its intent, in the journal dir
+	Time  time.Time `json:"time,omitzero"`  // when it was committed (or its intent written)
+	Root  string    `json:"root,omitempty"` // the source it publishes to, when known
+	State string    `json:"state"`          // committed, prepared, partial, corrupt, foreign
 	// Paths are the source paths a readable journal changes.
 	Paths []string `json:"paths,omitempty"`
 	Steps int      `json:"steps"`
@@ -590,12 +591,18 @@ func repairPublication(ctx context.Context, journalDir, hash string, p *pubFiles
 	case p.journal:
 		rep.File, rep.State = jpath, stateCommitted
 		x.body, x.corrupt = readJournal(jpath)
+		if x.body != nil {
+			rep.Time = x.body.Created
+		}
 		if p.intent {
 			x.intent, _ = readIntent(ipath) // only a cleanup list; a bad one is ignored
 		}
 	case p.intent:
 		rep.File, rep.State = ipath, statePrepared
 		x.intent, x.corrupt = readIntent(ipath)
+		if st, err := os.Stat(ipath); err == nil {
+			rep.Time = st.ModTime().UTC()
+		}
 	default:
 		// Only a half-written journal or intent: the publication never
 		// committed and, with no intent, never created a temp.
