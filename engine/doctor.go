@@ -174,16 +174,20 @@ func (e *Engine) Doctor(ctx context.Context) *DoctorReport {
 		r.Problems = append(r.Problems, "read journals: "+err.Error())
 	}
 	r.Journals = js
+	broken, _ := e.BrokenWorlds()
 	for _, j := range r.Journals {
-		r.Problems = append(r.Problems, journalProblem(j))
+		p := journalProblem(j)
+		if strings.TrimPrefix(j.Action, "would_") == "refused" && len(broken) > 0 {
+			// A broken World's source is unknown: it may be this one.
+			p += fmt.Sprintf(" (%d broken World(s) may use it: fix their world.toml, then run it again)", len(broken))
+		}
+		r.Problems = append(r.Problems, p)
 	}
 	if r.Journals == nil {
 		r.Journals = []overlay.JournalRepair{}
 	}
-	if broken, err := e.BrokenWorlds(); err == nil {
-		for _, b := range broken {
-			r.Problems = append(r.Problems, b.Error())
-		}
+	for _, b := range broken {
+		r.Problems = append(r.Problems, b.Error())
 	}
 	r.Cube = e.cubeDoctor(ctx)
 	if r.Problems == nil {

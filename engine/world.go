@@ -94,7 +94,7 @@ type BrokenWorldError struct {
 }
 
 func (e *BrokenWorldError) Error() string {
-	return fmt.Sprintf("world %q is broken: %v; nothing can run in it until it is removed: "+
+	return fmt.Sprintf("world %q is broken: %v; nothing can use it until its world.toml is fixed or it is removed: "+
 		"strata rm %s moves it to the trash, strata rm --purge %s deletes it with its sessions and bases", e.Name, e.Err, e.Name, e.Name)
 }
 
