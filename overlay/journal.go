@@ -649,7 +649,11 @@ func repairPublication(ctx context.Context, journalDir, hash string, p *pubFiles
 		if named != "" {
 			where = named
 		}
-		rep.Problem = fmt.Sprintf("it names %s, which no World of this state root uses as its source; it was not replayed and nothing there was touched (remove %s once you know what it is)", where, rep.File)
+		refused := fmt.Sprintf("it names %s, which no World of this state root uses as its source; it was not replayed and nothing there was touched (remove %s once you know what it is)", where, rep.File)
+		if rep.Problem != "" {
+			refused = rep.Problem + "; " + refused
+		}
+		rep.Problem = refused
 		return rep, fmt.Errorf("publication %s: %w: %s", p.id, ErrForeignRoot, where)
 	}
 	fd, err := openRootFd(named)
@@ -689,6 +693,9 @@ func repairPublication(ctx context.Context, journalDir, hash string, p *pubFiles
 			return rep, retirePublication(journalDir, p.id)
 		}
 		rep.Problem = problem
+		if landed > 0 {
+			rep.Problem += fmt.Sprintf("; %d of its %d renames had already landed, so those paths hold what it published and the rest do not", landed, renameCount(x.body))
+		}
 	} else if x.intent != nil && x.corrupt == nil {
 		rep.Steps = len(x.intent.Temps)
 		rep.Temps = presentTemps(fd, intentTemps(x.intent))
@@ -789,6 +796,16 @@ func verifyJournal(rootFd int, j *journalBody) (landed int, problem string, err 
 		}
 	}
 	return landed, strings.Join(problems, "; "), nil
+}
+
+func renameCount(j *journalBody) int {
+	n := 0
+	for _, st := range j.Steps {
+		if st.Op == stepRename {
+			n++
+		}
+	}
+	return n
 }
 
 type tempState int

@@ -157,3 +157,57 @@ func TestRecoverRefusesForeignRoot(t *testing.T) {
 		t.Errorf("the refused journal is gone: %+v", p)
 	}
 }
+
+// A publication that had begun its renames and then finds a staged file
+// tampered with is discarded, and the repair says how far it had got: the
+// landed paths hold the published content, the rest the old, no temp left.
+func TestRepairDiscardSaysHowFarItGot(t *testing.T) {
+	ctx := context.Background()
+	base := t.TempDir()
+	root, journal := filepath.Join(base, "root"), filepath.Join(base, "journal")
+	pubWriteTree(t, root, sweepTree)
+	info := crashAfterCommit(t, root, journal)
+	body, err := readJournal(info.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []journalStep
+	for _, st := range body.Steps {
+		if st.Op != stepRename || st.Type != entryTypeFile {
+			continue
+		}
+		// One a rename can land on without the removals first.
+		if fi, err := os.Lstat(filepath.Join(root, st.Path)); os.IsNotExist(err) || (err == nil && fi.Mode().IsRegular()) {
+			files = append(files, st)
+		}
+	}
+	if len(files) < 2 {
+		t.Fatalf("want two file renames, have %+v", files)
+	}
+	// The first rename landed before the crash; the second temp rotted.
+	landed, rotted := files[0], files[1]
+	if err := os.Rename(filepath.Join(root, landed.Temp), filepath.Join(root, landed.Path)); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(root, rotted.Temp), os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = f.WriteString("rot")
+	_ = f.Close()
+	reps, err := RepairJournals(ctx, journal, RepairOptions{Roots: []string{root}, Discard: true})
+	if err != nil || len(reps) != 1 {
+		t.Fatalf("repair: %+v, %v", reps, err)
+	}
+	r := reps[0]
+	if r.Action != actionDiscard || r.Landed != 1 || !strings.Contains(r.Problem, "1 of its") || !strings.Contains(r.Problem, rotted.Temp) {
+		t.Errorf("repair report: %+v", r)
+	}
+	if got := pubTreeState(t, root)[rotted.Path]; strings.Contains(got, "rot") {
+		t.Errorf("rotted content published at %s: %s", rotted.Path, got)
+	}
+	if got, want := pubTreeState(t, root)[landed.Path], sweepTree[landed.Path]; strings.Contains(got, `"`+want+`"`) {
+		t.Errorf("the landed rename was undone at %s: %s", landed.Path, got)
+	}
+	pubAssertClean(t, root, journal)
+}
