@@ -306,6 +306,10 @@ func (e *Engine) Apply(ctx context.Context, name string, o ApplyOptions) (*Apply
 				}
 				return res, cs
 			}
+			var cj *overlay.CorruptJournalError
+			if errors.As(err, &cj) || errors.Is(err, overlay.ErrUnverified) || errors.Is(err, overlay.ErrForeignRoot) {
+				return nil, fmt.Errorf("apply world %q: an earlier publication to %s cannot be completed, so nothing was written: %w; strata doctor explains it, strata doctor --repair resolves it", name, w.Source, err)
+			}
 			return nil, fmt.Errorf("apply world %q: %w", name, err)
 		}
 		res.ID = pr.ID

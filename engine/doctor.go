@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,13 +14,15 @@ import (
 	"github.com/stratahq/strata/overlay"
 )
 
-// recover finishes publications a crash interrupted, on every start.
+// recover finishes publications a crash interrupted, on every start: only
+// those to a source one of this state root's Worlds uses, and only when
+// their staged files verify. The rest wait for strata doctor --repair.
 func (e *Engine) recover(ctx context.Context) error {
 	pending, err := overlay.PendingJournals(e.Paths.Journal())
 	if err != nil || len(pending) == 0 {
 		return err
 	}
-	reps, err := overlay.Recover(ctx, e.Paths.Journal())
+	reps, err := overlay.Recover(ctx, e.Paths.Journal(), e.sourceRoots())
 	for _, r := range reps {
 		e.Log.Info("recovered publication", "id", r.ID, "root", r.Root, "action", r.Action, "done", r.Done, "skipped", r.Skipped)
 	}
@@ -31,22 +34,84 @@ func (e *Engine) recover(ctx context.Context) error {
 	return nil
 }
 
+// sourceRoots are the sources of this state root's Worlds: the only trees
+// a journal may be replayed into.
+func (e *Engine) sourceRoots() []string {
+	ws, _ := e.Worlds()
+	var roots []string
+	for _, w := range ws {
+		if !slices.Contains(roots, w.Source) {
+			roots = append(roots, w.Source)
+		}
+	}
+	return roots
+}
+
+// RepairJournals resolves every unfinished publication (strata doctor
+// --repair): rolled forward when its journal is intact and every staged
+// file verifies, else discarded, removing only the temps it staged. A
+// journal naming a directory no World uses is refused and left untouched.
+func (e *Engine) RepairJournals(ctx context.Context, dryRun bool) ([]overlay.JournalRepair, error) {
+	reps, err := overlay.RepairJournals(ctx, e.Paths.Journal(), overlay.RepairOptions{Roots: e.sourceRoots(), Discard: true, DryRun: dryRun})
+	for _, r := range reps {
+		if !dryRun {
+			e.Log.Info("repaired publication", "id", r.ID, "root", r.Root, "state", r.State, "action", r.Action, "removed", len(r.Removed), "err", r.Error)
+		}
+	}
+	if reps == nil {
+		reps = []overlay.JournalRepair{}
+	}
+	if err != nil {
+		return reps, fmt.Errorf("repair publications: %w", err)
+	}
+	return reps, nil
+}
+
+// journalProblem says what doctor found in one unfinished publication and
+// what --repair will do with it.
+func journalProblem(j overlay.JournalRepair) string {
+	what := fmt.Sprintf("unfinished publication %s (%s) to %s", j.ID, j.State, orUnknown(j.Root))
+	if j.Steps > 0 {
+		what += fmt.Sprintf(", %d steps, %d renames landed", j.Steps, j.Landed)
+	}
+	what += fmt.Sprintf(", %d staged files in the source", len(j.Temps))
+	if j.Problem != "" {
+		what += ": " + j.Problem
+	}
+	switch strings.TrimPrefix(j.Action, "would_") {
+	case "refused":
+		return what + "; strata doctor --repair will not touch it"
+	case "discarded":
+		return what + "; strata doctor --repair discards it, removing only the files it staged"
+	case "rolled_forward":
+		return what + "; strata doctor --repair completes it"
+	}
+	return what + "; run strata doctor --repair"
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "an unknown directory"
+	}
+	return s
+}
+
 // DoctorReport is `strata doctor`.
 type DoctorReport struct {
-	Kernel         string                `json:"kernel"`
-	Root           bool                  `json:"root"`
-	UserNamespaces string                `json:"user_namespaces"`
-	Backends       []BackendReport       `json:"backends"`
-	Preferred      string                `json:"preferred_backend"`
-	FuseBinaries   map[string]string     `json:"fuse_binaries"`
-	DevFuse        bool                  `json:"dev_fuse"`
-	StateRoot      string                `json:"state_root"`
-	StateFree      string                `json:"state_root_free"`
-	Config         string                `json:"config"`
-	Worlds         int                   `json:"worlds"`
-	Journals       []overlay.JournalInfo `json:"pending_journals"`
-	Cube           CubeDoctor            `json:"cube"`
-	Problems       []string              `json:"problems"`
+	Kernel         string                  `json:"kernel"`
+	Root           bool                    `json:"root"`
+	UserNamespaces string                  `json:"user_namespaces"`
+	Backends       []BackendReport         `json:"backends"`
+	Preferred      string                  `json:"preferred_backend"`
+	FuseBinaries   map[string]string       `json:"fuse_binaries"`
+	DevFuse        bool                    `json:"dev_fuse"`
+	StateRoot      string                  `json:"state_root"`
+	StateFree      string                  `json:"state_root_free"`
+	Config         string                  `json:"config"`
+	Worlds         int                     `json:"worlds"`
+	Journals       []overlay.JournalRepair `json:"pending_journals"`
+	Cube           CubeDoctor              `json:"cube"`
+	Problems       []string                `json:"problems"`
 }
 
 // BackendReport is one mount backend's probe result.
@@ -103,16 +168,26 @@ func (e *Engine) Doctor(ctx context.Context) *DoctorReport {
 	} else {
 		r.Problems = append(r.Problems, fmt.Sprintf("state root %s is not writable: %v", e.Paths.Root, err))
 	}
-	if js, err := overlay.PendingJournals(e.Paths.Journal()); err == nil {
-		r.Journals = js
-		for _, j := range js {
-			r.Problems = append(r.Problems, fmt.Sprintf("unfinished publication %s (%s) to %s: %s", j.ID, j.State, j.Root, j.Err))
-		}
-	} else {
+	// Errors of the inspection are in each journal's entry.
+	js, err := overlay.InspectJournals(ctx, e.Paths.Journal(), e.sourceRoots())
+	if err != nil && len(js) == 0 {
 		r.Problems = append(r.Problems, "read journals: "+err.Error())
 	}
+	r.Journals = js
+	broken, _ := e.BrokenWorlds()
+	for _, j := range r.Journals {
+		p := journalProblem(j)
+		if strings.TrimPrefix(j.Action, "would_") == "refused" && len(broken) > 0 {
+			// A broken World's source is unknown: it may be this one.
+			p += fmt.Sprintf(" (%d broken World(s) may use it: fix their world.toml, then run it again)", len(broken))
+		}
+		r.Problems = append(r.Problems, p)
+	}
 	if r.Journals == nil {
-		r.Journals = []overlay.JournalInfo{}
+		r.Journals = []overlay.JournalRepair{}
+	}
+	for _, b := range broken {
+		r.Problems = append(r.Problems, b.Error())
 	}
 	r.Cube = e.cubeDoctor(ctx)
 	if r.Problems == nil {

@@ -229,26 +229,46 @@ func kernelHasOverlay() bool {
 // World reads one World.
 func (e *Engine) World(name string) (*World, error) { return readWorld(e.Paths, name) }
 
-// Worlds lists every World, sorted by name. Broken entries are logged and skipped.
+// Worlds lists every usable World, sorted by name. Broken ones (see
+// BrokenWorlds) are left out: nothing can act on them but rm.
 func (e *Engine) Worlds() ([]*World, error) {
+	ws, _, err := e.scanWorlds()
+	return ws, err
+}
+
+// BrokenWorlds lists the World directories whose world.toml cannot be
+// trusted, sorted by name, so that they can be shown and removed.
+func (e *Engine) BrokenWorlds() ([]*BrokenWorldError, error) {
+	_, broken, err := e.scanWorlds()
+	return broken, err
+}
+
+func (e *Engine) scanWorlds() ([]*World, []*BrokenWorldError, error) {
 	ents, err := os.ReadDir(e.Paths.Worlds())
 	if err != nil {
-		return nil, fmt.Errorf("list worlds: %w", err)
+		return nil, nil, fmt.Errorf("list worlds: %w", err)
 	}
 	var out []*World
+	var broken []*BrokenWorldError
 	for _, d := range ents {
 		if !d.IsDir() || strings.HasPrefix(d.Name(), ".") {
 			continue
 		}
 		w, err := readWorld(e.Paths, d.Name())
-		if err != nil {
+		var be *BrokenWorldError
+		switch {
+		case errors.As(err, &be):
+			e.Log.Warn("broken world", "name", d.Name(), "err", be.Err)
+			broken = append(broken, be)
+		case err != nil:
 			e.Log.Warn("skip world", "name", d.Name(), "err", err)
-			continue
+		default:
+			out = append(out, w)
 		}
-		out = append(out, w)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	sort.Slice(broken, func(i, j int) bool { return broken[i].Name < broken[j].Name })
+	return out, broken, nil
 }
 
 // Changes reads the World's change set from its layers (no mount needed).

@@ -37,6 +37,21 @@ func (e *Engine) Info(ctx context.Context, w *World) WorldInfo {
 	return wi
 }
 
+// BrokenInfo describes a broken World for listings: its name, state and
+// status "broken", the error, and its sessions (which need no world.toml).
+func (e *Engine) BrokenInfo(b *BrokenWorldError) WorldInfo {
+	wi := WorldInfo{World: World{Name: b.Name, State: StateBroken}, Status: string(StateBroken), Error: b.Reason()}
+	wi.Mounted = e.mountedAt(e.Paths.Merged(b.Name))
+	ss, _ := ListSessions(e.Paths.World(b.Name))
+	wi.Sessions = len(ss)
+	for _, s := range ss {
+		if s.State == SessionRunning || s.State == SessionStarting {
+			wi.Running++
+		}
+	}
+	return wi
+}
+
 func worldStatus(w *World, ss []SessionMeta, att Attention) string {
 	switch w.State {
 	case StatePlanned:

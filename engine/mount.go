@@ -71,7 +71,9 @@ func (e *Engine) unmountLocked(ctx context.Context, w *World) error {
 }
 
 // Mounted reports whether the World's merged view is mounted.
-func (e *Engine) Mounted(w *World) bool {
-	_, ok, _ := overlay.MountedAt(e.Paths.Merged(w.Name))
+func (e *Engine) Mounted(w *World) bool { return e.mountedAt(e.Paths.Merged(w.Name)) }
+
+func (e *Engine) mountedAt(merged string) bool {
+	_, ok, _ := overlay.MountedAt(merged)
 	return ok
 }

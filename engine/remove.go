@@ -9,7 +9,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/stratahq/strata/overlay"
 )
 
 // TrashKeep is how long a removed World stays restorable.
@@ -37,15 +40,26 @@ type RemoveResult struct {
 	Changes int    `json:"changes"`
 	Unsaved int    `json:"unsaved"`
 	Killed  int    `json:"killed_sessions"`
+	// Broken says why the World's world.toml could not be read, when it
+	// could not; such a World is removed without the unsaved-work check.
+	Broken string `json:"broken,omitempty"`
 }
 
 // Remove deletes a World, by default refusing when that would lose work.
 func (e *Engine) Remove(ctx context.Context, name string, o RemoveOptions) (*RemoveResult, error) {
-	w, unlock, err := e.lockedWorld(ctx, name)
+	lk, err := e.lockWorld(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
+	defer lk.Unlock()
+	w, err := e.World(name)
+	var broken *BrokenWorldError
+	if errors.As(err, &broken) {
+		return e.removeBroken(ctx, broken, o)
+	}
+	if err != nil {
+		return nil, err
+	}
 	res := &RemoveResult{World: name}
 	running := e.runningSessions(w)
 	if len(running) > 0 && !o.Kill {
@@ -93,6 +107,59 @@ func (e *Engine) Remove(ctx context.Context, name string, o RemoveOptions) (*Rem
 	}
 	_ = os.Remove(filepath.Join(e.Paths.Worlds(), "."+name+".lock"))
 	e.activity(ctx, Event{Type: EventWorldRemoved, World: name, Detail: map[string]any{"purged": res.Purged, "trash": res.Trash, "changes": res.Changes}})
+	return res, nil
+}
+
+// removeBroken removes a World whose world.toml cannot be read. Nothing in
+// it can be trusted to say what it holds, so it is never refused for unsaved
+// work: plain rm moves it to the trash (nothing lost), --purge deletes its
+// directory with its layers, sessions, bases and timeline. Its sessions are
+// killed and its view unmounted first, by the paths alone.
+func (e *Engine) removeBroken(ctx context.Context, b *BrokenWorldError, o RemoveOptions) (*RemoveResult, error) {
+	name := b.Name
+	res := &RemoveResult{World: name, Broken: b.Reason()}
+	ss, _ := ListSessions(e.Paths.World(name))
+	var running []string
+	for _, s := range ss {
+		if s.State == SessionRunning || s.State == SessionStarting {
+			running = append(running, s.ID)
+		}
+	}
+	if len(running) > 0 && !o.Kill {
+		return nil, fmt.Errorf("remove world %q: %w (%d: %s); stop them with strata kill, or pass --kill", name, ErrSessionsRunning, len(running), strings.Join(running, ", "))
+	}
+	for _, id := range running {
+		if err := KillSession(e.SessionDir(name, id), syscall.SIGKILL); err == nil {
+			res.Killed++
+		}
+	}
+	merged := e.Paths.Merged(name)
+	if e.mountedAt(merged) {
+		if err := overlay.Unmount(ctx, merged); err != nil {
+			return nil, fmt.Errorf("remove broken world %q: unmount %s: %w", name, merged, err)
+		}
+	}
+	// Never follow a path out of the World: a merged view still mounted
+	// (unmount raced a session) would make the removal reach through it.
+	if e.mountedAt(merged) {
+		return nil, fmt.Errorf("remove broken world %q: %s is still mounted; stop its sessions and retry", name, merged)
+	}
+	removeBrokenWorldCgroups(name)
+	if o.Purge {
+		if err := removeAllForce(e.Paths.World(name)); err != nil {
+			return nil, fmt.Errorf("purge broken world %q: %w", name, err)
+		}
+		res.Purged = true
+	} else {
+		id := name + "." + strconv.FormatInt(time.Now().UnixNano(), 10)
+		if err := os.Rename(e.Paths.World(name), filepath.Join(e.Paths.Trash(), id)); err != nil {
+			return nil, fmt.Errorf("move broken world %q to the trash: %w", name, err)
+		}
+		res.Trash = id
+	}
+	_ = os.Remove(filepath.Join(e.Paths.Worlds(), "."+name+".lock"))
+	e.Log.Info("removed broken world", "world", name, "purged", res.Purged, "trash", res.Trash, "reason", b.Reason())
+	e.activity(ctx, Event{Type: EventWorldRemoved, World: name, Detail: map[string]any{"purged": res.Purged, "trash": res.Trash, "broken": b.Reason()}})
 	return res, nil
 }
 

@@ -409,6 +409,20 @@ func removeWorldCgroups(w *World) {
 	_ = unix.Rmdir(wdir)
 }
 
+// removeBrokenWorldCgroups removes the cgroups of every World named name
+// (its id, part of the cgroup's name, is unknown when world.toml is broken).
+func removeBrokenWorldCgroups(name string) {
+	root := cgroupV2Root()
+	if root == "" {
+		return
+	}
+	dirs, _ := filepath.Glob(filepath.Join(root, "strata", name+"@*"))
+	for _, wdir := range dirs {
+		sweepSessionCgroups(wdir, -1)
+		_ = unix.Rmdir(wdir)
+	}
+}
+
 // cgroupPIDs lists the processes of a cgroup and its descendants.
 func cgroupPIDs(dir string) []int {
 	var pids []int

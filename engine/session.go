@@ -131,12 +131,15 @@ const (
 	SessionFailed   SessionState = "failed" // non-zero exit, or could not start
 	SessionKilled   SessionState = "killed" // ended by a signal
 	SessionLost     SessionState = "lost"   // its init vanished without recording an end
+	// SessionBroken is never written: its meta.json cannot be read (Error
+	// says why). Its transcript is still there to read.
+	SessionBroken SessionState = "broken"
 )
 
 // Ended reports whether the session will not change any more.
 func (s SessionState) Ended() bool {
 	switch s {
-	case SessionExited, SessionFailed, SessionKilled, SessionLost:
+	case SessionExited, SessionFailed, SessionKilled, SessionLost, SessionBroken:
 		return true
 	}
 	return false
@@ -707,7 +710,9 @@ func (e *endWatch) close() {
 }
 
 // ListSessions returns the sessions of a World (worldDir/sessions/*), oldest first.
-// Dirs without a readable meta.json are skipped.
+// A dir whose meta.json is unreadable is listed as a SessionBroken session
+// (its transcript can still be read); one with no meta.json yet, a session
+// being created, is skipped.
 func ListSessions(worldDir string) ([]SessionMeta, error) {
 	entries, err := os.ReadDir(filepath.Join(worldDir, "sessions"))
 	if errors.Is(err, os.ErrNotExist) {
@@ -721,14 +726,34 @@ func ListSessions(worldDir string) ([]SessionMeta, error) {
 		if !e.IsDir() {
 			continue
 		}
-		meta, err := ReadSessionMeta(filepath.Join(worldDir, "sessions", e.Name()))
-		if err != nil {
+		dir := filepath.Join(worldDir, "sessions", e.Name())
+		meta, err := ReadSessionMeta(dir)
+		if errors.Is(err, ErrNoSession) {
 			continue
+		}
+		if err != nil {
+			if !validSessionID(e.Name()) {
+				continue // not a session dir strata made
+			}
+			meta = brokenSession(dir, e.Name(), filepath.Base(worldDir), err)
 		}
 		sessions = append(sessions, meta)
 	}
 	slices.SortFunc(sessions, func(a, b SessionMeta) int { return strings.Compare(a.ID, b.ID) })
 	return sessions, nil
+}
+
+// brokenSession stands for a session whose meta.json cannot be read: its id
+// is its directory's name, and its start the directory's mtime.
+func brokenSession(dir, id, world string, err error) SessionMeta {
+	m := SessionMeta{
+		ID: id, World: world, State: SessionBroken, Attention: AttentionLost, ExitCode: -1,
+		Error: fmt.Sprintf("%v; its transcript is still readable (strata logs %s %s); remove it with the World or by deleting %s", err, world, id, dir),
+	}
+	if st, serr := os.Stat(dir); serr == nil {
+		m.StartedAt = st.ModTime().UTC()
+	}
+	return m
 }
 
 // KillSession sends sig to the session command's process group.

@@ -760,10 +760,14 @@ func (e *Engine) GC(ctx context.Context) (*GCResult, error) {
 
 // baseObjects lists the objects apply bases of every World reference (kept by gc).
 func (e *Engine) baseObjects() []overlay.ObjectID {
-	ws, _ := e.Worlds()
+	// Broken Worlds too: their bases are kept until they are removed.
+	ws, broken, _ := e.scanWorlds()
 	var out []overlay.ObjectID
 	for _, w := range ws {
 		out = append(out, e.bases(w.Name).Objects()...)
+	}
+	for _, b := range broken {
+		out = append(out, e.bases(b.Name).Objects()...)
 	}
 	// A World in the trash can be restored with its bases intact.
 	if ents, err := os.ReadDir(e.Paths.Trash()); err == nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/BurntSushi/toml"
@@ -32,6 +33,9 @@ const (
 	StateReady   WorldState = "ready"   // layers exist; mounted on demand
 	StatePlanned WorldState = "planned" // a cube World whose sandbox is not created yet
 	StateStopped WorldState = "stopped" // a cube World whose sandbox is gone or paused
+	// StateBroken is never written: it reports a World whose world.toml
+	// cannot be read or makes no sense (see BrokenWorldError).
+	StateBroken WorldState = "broken"
 )
 
 // World is worlds/<name>/world.toml.
@@ -76,21 +80,69 @@ var ErrWorldNotFound = errors.New("world not found")
 // ErrWorldExists is returned when creating a World whose name is taken.
 var ErrWorldExists = errors.New("world already exists")
 
+// ErrWorldBroken is wrapped by every error about a World whose world.toml is
+// unreadable or invalid; *BrokenWorldError says why.
+var ErrWorldBroken = errors.New("world is broken")
+
+// BrokenWorldError is a World directory whose world.toml cannot be trusted
+// (truncated, not TOML, wrong types, missing name or source). Nothing can be
+// done with it but look at it and remove it.
+type BrokenWorldError struct {
+	Name string // the directory's name
+	Path string // its world.toml
+	Err  error  // why it is broken
+}
+
+func (e *BrokenWorldError) Error() string {
+	return fmt.Sprintf("world %q is broken: %v; nothing can use it until its world.toml is fixed or it is removed: "+
+		"strata rm %s moves it to the trash, strata rm --purge %s deletes it with its sessions and bases", e.Name, e.Err, e.Name, e.Name)
+}
+
+// Reason is the short why, without the advice.
+func (e *BrokenWorldError) Reason() string { return e.Err.Error() }
+
+func (e *BrokenWorldError) Unwrap() []error { return []error{ErrWorldBroken, e.Err} }
+
 func readWorld(p Paths, name string) (*World, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	w, err := readWorldFile(p.WorldFile(name))
+	path := p.WorldFile(name)
+	w, err := readWorldFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
+		if st, serr := os.Lstat(p.World(name)); serr == nil && st.IsDir() {
+			return nil, &BrokenWorldError{Name: name, Path: path, Err: errors.New("world.toml is missing")}
+		}
 		return nil, fmt.Errorf("%w: %q (strata ls --all lists every World)", ErrWorldNotFound, name)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("read world %q: %w", name, err)
+	if err == nil {
+		err = validateWorld(w, name)
 	}
-	if w.Name != name {
-		return nil, fmt.Errorf("read world %q: world.toml names %q", name, w.Name)
+	if err != nil {
+		return nil, &BrokenWorldError{Name: name, Path: path, Err: err}
 	}
 	return w, nil
+}
+
+// validateWorld rejects a world.toml that parsed but cannot describe a
+// World: acting on an empty or relative source would act on the wrong tree.
+func validateWorld(w *World, name string) error {
+	switch {
+	case w.Name == "":
+		return errors.New("world.toml has no name")
+	case w.Name != name:
+		return fmt.Errorf("world.toml names %q", w.Name)
+	case w.Source == "":
+		return errors.New("world.toml has no source")
+	case !filepath.IsAbs(w.Source):
+		return fmt.Errorf("world.toml source %q is not an absolute path", w.Source)
+	}
+	switch w.Backend {
+	case RuntimeLocal, RuntimeCube:
+	default:
+		return fmt.Errorf("world.toml backend %q: want local or cube", w.Backend)
+	}
+	return nil
 }
 
 func readWorldFile(path string) (*World, error) {
@@ -100,7 +152,7 @@ func readWorldFile(path string) (*World, error) {
 	}
 	var w World
 	if _, err := toml.Decode(string(data), &w); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("world.toml: %w", err)
 	}
 	return &w, nil
 }

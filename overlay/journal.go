@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -408,13 +409,91 @@ func readIntent(path string) (*intentFile, error) {
 	return &in, nil
 }
 
-// Recover finishes every unfinished publication in journalDir: a committed
-// journal is rolled forward (every remaining step done, steps already done
-// skipped), a publication that died before its commit has its temps removed.
-// Each root is locked while its publications are recovered. A corrupt
-// journal is reported as *CorruptJournalError and nothing it names is
-// touched; other publications are still recovered.
-func Recover(ctx context.Context, journalDir string) ([]RecoveryReport, error) {
+// ErrForeignRoot is wrapped by the error about a journal naming a directory
+// no World of this state root publishes to: it is never replayed.
+var ErrForeignRoot = errors.New("publication names a directory that is not a known source")
+
+// ErrUnverified is wrapped when a committed journal's staged contents do not
+// hold what it recorded: rolling it forward would publish unreviewed bytes.
+var ErrUnverified = errors.New("publication's staged files do not verify")
+
+// Repair actions (JournalRepair.Action); a dry run prefixes them with "would_".
+const (
+	actionDiscard = "discarded"
+	actionRefused = "refused"
+	actionLeft    = "left"
+	stateForeign  = "foreign"
+	statePartial  = "partial"
+)
+
+// JournalRepair explains one unfinished publication (which source, which
+// paths, how far it got) and what recovery did or, in a dry run, would do.
+type JournalRepair struct {
+	ID    string    `json:"id"`
+	File  string    `json:"path"`           // its journal, else its intent, in the journal dir
+	Time  time.Time `json:"time,omitzero"`  // when it was committed (or its intent written)
+	Root  string    `json:"root,omitempty"` // the source it publishes to, when known
+	State string    `json:"state"`          // committed, prepared, partial, corrupt, foreign
+	// Paths are the source paths a readable journal changes.
+	Paths []string `json:"paths,omitempty"`
+	Steps int      `json:"steps"`
+	// Landed counts renames already in place (how far it got).
+	Landed int `json:"landed"`
+	// Temps are the staged files of this publication now in the source.
+	Temps   []string `json:"temps,omitempty"`
+	Problem string   `json:"problem,omitempty"` // why it cannot be rolled forward
+	// Action: rolled_forward, rolled_back, discarded (temps removed, the
+	// publication dropped), refused (foreign root: nothing touched), left
+	// (needs a repair that may discard it); "would_..." in a dry run.
+	Action  string   `json:"action"`
+	Removed []string `json:"removed,omitempty"` // temps removed from the source
+	Done    int      `json:"done"`
+	Skipped int      `json:"skipped"`
+	Error   string   `json:"error,omitempty"`
+}
+
+// RepairOptions choose what RepairJournals may do.
+type RepairOptions struct {
+	// Roots are the only trees recovery may change: the sources the state
+	// root's Worlds use. A journal naming any other is refused, untouched.
+	Roots []string
+	// Discard resolves what cannot be rolled forward (a corrupt journal, one
+	// whose staged files fail verification) by removing the temps it staged
+	// and dropping it. Without it those are left and reported as errors.
+	Discard bool
+	DryRun  bool
+}
+
+// Recover finishes every unfinished publication in journalDir to one of
+// roots: a committed journal whose staged files verify is rolled forward
+// (steps already done are skipped), a publication that died before its
+// commit has its temps removed. Each root is locked while its publications
+// are recovered. A corrupt journal (*CorruptJournalError), one that does not
+// verify (ErrUnverified) or names another directory (ErrForeignRoot) is
+// reported and nothing it names is touched; others are still recovered.
+func Recover(ctx context.Context, journalDir string, roots []string) ([]RecoveryReport, error) {
+	reps, err := RepairJournals(ctx, journalDir, RepairOptions{Roots: roots})
+	return recoveryReports(reps), err
+}
+
+// InspectJournals explains every unfinished publication without changing
+// anything: what RepairJournals with Discard would do.
+func InspectJournals(ctx context.Context, journalDir string, roots []string) ([]JournalRepair, error) {
+	return RepairJournals(ctx, journalDir, RepairOptions{Roots: roots, Discard: true, DryRun: true})
+}
+
+// RepairJournals resolves every unfinished publication in journalDir (see
+// RepairOptions) and explains each one. Nothing outside the roots is ever
+// touched, and in a root only the temps the publication itself staged
+// (names starting .strata-pub-<id>-) are removed.
+func RepairJournals(ctx context.Context, journalDir string, o RepairOptions) ([]JournalRepair, error) {
+	roots := make([]string, 0, len(o.Roots))
+	for _, r := range o.Roots {
+		if real, err := canonicalDir(r); err == nil {
+			roots = append(roots, real)
+		}
+	}
+	o.Roots = roots
 	groups, err := scanJournalDir(journalDir)
 	if err != nil {
 		return nil, err
@@ -424,89 +503,429 @@ func Recover(ctx context.Context, journalDir string) ([]RecoveryReport, error) {
 		hashes = append(hashes, h)
 	}
 	slices.Sort(hashes)
-	var reports []RecoveryReport
+	var out []JournalRepair
 	var errs []error
 	for _, h := range hashes {
-		rs, err := func() ([]RecoveryReport, error) {
+		rs, err := func() ([]JournalRepair, error) {
+			if o.DryRun {
+				return repairRootLocked(ctx, journalDir, h, o, newStepper())
+			}
 			unlock, err := LockRoot(ctx, filepath.Join(journalDir, h+lockSuffix))
 			if err != nil {
 				return nil, err
 			}
 			defer unlock()
-			return recoverRootLocked(ctx, journalDir, h, nil)
+			return repairRootLocked(ctx, journalDir, h, o, newStepper())
 		}()
-		reports = append(reports, rs...)
+		out = append(out, rs...)
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
-	return reports, errors.Join(errs...)
+	return out, errors.Join(errs...)
 }
 
-// recoverRootLocked recovers the publications of one root hash; the caller
-// holds the root's lock, so none of them is live. step, when set, counts
-// steps for the crash tests.
-func recoverRootLocked(ctx context.Context, journalDir, hash string, step func()) ([]RecoveryReport, error) {
-	if step == nil {
-		step = newStepper()
+func recoveryReports(reps []JournalRepair) []RecoveryReport {
+	var out []RecoveryReport
+	for _, r := range reps {
+		switch r.Action {
+		case actionForward, actionBack, actionTmpRemove, actionDiscard:
+			out = append(out, RecoveryReport{ID: r.ID, Root: r.Root, Action: r.Action, Done: r.Done, Skipped: r.Skipped})
+		}
 	}
+	return out
+}
+
+// recoverRootLocked recovers the publications to root, whose lock the
+// caller (Publish) holds, so none of them is live. step counts steps for the
+// crash tests.
+func recoverRootLocked(ctx context.Context, journalDir, root string, step func()) ([]RecoveryReport, error) {
+	reps, err := repairRootLocked(ctx, journalDir, rootHash(root), RepairOptions{Roots: []string{root}}, step)
+	return recoveryReports(reps), err
+}
+
+// repairRootLocked handles the publications of one root hash; the caller
+// holds the root's lock unless o.DryRun.
+func repairRootLocked(ctx context.Context, journalDir, hash string, o RepairOptions, step func()) ([]JournalRepair, error) {
 	// Rescan under the lock: what was seen before it may have finished.
 	groups, err := scanJournalDir(journalDir)
 	if err != nil {
 		return nil, err
 	}
-	var reports []RecoveryReport
+	var reps []JournalRepair
 	var errs []error
 	for _, p := range groups[hash] {
 		if err := ctx.Err(); err != nil {
-			return reports, err
+			return reps, err
 		}
-		jpath := filepath.Join(journalDir, p.id+journalSuffix)
-		ipath := filepath.Join(journalDir, p.id+intentSuffix)
-		switch {
-		case p.journal:
-			body, err := readJournal(jpath)
-			if err != nil {
-				errs = append(errs, err)
-				continue
+		rep, err := repairPublication(ctx, journalDir, hash, p, o, step)
+		if err != nil {
+			rep.Error = err.Error()
+			errs = append(errs, err)
+		}
+		reps = append(reps, rep)
+	}
+	return reps, errors.Join(errs...)
+}
+
+// pubExam is what inspection learnt about one publication.
+type pubExam struct {
+	body    *journalBody // readable committed journal
+	intent  *intentFile  // readable intent
+	corrupt error        // the journal (or, with no journal, the intent) is unreadable
+	rootFd  int          // open root, when it is an allowed one; else -1
+}
+
+func repairPublication(ctx context.Context, journalDir, hash string, p *pubFiles, o RepairOptions, step func()) (JournalRepair, error) {
+	jpath := filepath.Join(journalDir, p.id+journalSuffix)
+	ipath := filepath.Join(journalDir, p.id+intentSuffix)
+	rep := JournalRepair{ID: p.id}
+	act := func(a string) string {
+		if o.DryRun {
+			return "would_" + a
+		}
+		return a
+	}
+	x := pubExam{rootFd: -1}
+	switch {
+	case p.journal:
+		rep.File, rep.State = jpath, stateCommitted
+		x.body, x.corrupt = readJournal(jpath)
+		if x.body != nil {
+			rep.Time = x.body.Created
+		}
+		if p.intent {
+			x.intent, _ = readIntent(ipath) // only a cleanup list; a bad one is ignored
+		}
+	case p.intent:
+		rep.File, rep.State = ipath, statePrepared
+		x.intent, x.corrupt = readIntent(ipath)
+		if st, err := os.Stat(ipath); err == nil {
+			rep.Time = st.ModTime().UTC()
+		}
+	default:
+		// Only a half-written journal or intent: the publication never
+		// committed and, with no intent, never created a temp.
+		rep.File, rep.State, rep.Action = filepath.Join(journalDir, p.id+journalSuffix+tmpSuffix), statePartial, act(actionTmpRemove)
+		if !p.journalTmp {
+			rep.File = ipath + tmpSuffix
+		}
+		if o.DryRun {
+			return rep, nil
+		}
+		return rep, retirePublication(journalDir, p.id)
+	}
+	// Which root: the one the file names, which must hash to the id; for an
+	// unreadable file, the allowed root the id's hash names.
+	named := ""
+	switch {
+	case x.body != nil:
+		named = x.body.Root
+	case x.intent != nil && x.corrupt == nil:
+		named = x.intent.Root
+	}
+	if named != "" && rootHash(named) != hash {
+		x.corrupt = &CorruptJournalError{Path: rep.File, Reason: fmt.Sprintf("root %q does not match the publication id", named)}
+		x.body, named = nil, ""
+	}
+	if x.corrupt != nil {
+		rep.State = stateCorrupt
+		rep.Problem = x.corrupt.Error()
+	}
+	if named == "" {
+		for _, r := range o.Roots {
+			if rootHash(r) == hash {
+				named = r
 			}
-			rep, err := completeJournal(ctx, body, SyncPerFile, false, step)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("roll forward publication %s: %w", p.id, err))
-				continue
-			}
-			if err := retirePublication(journalDir, p.id); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			reports = append(reports, rep)
-		case p.intent:
-			in, err := readIntent(ipath)
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			rep, err := rollBackIntent(in, step)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("roll back publication %s: %w", p.id, err))
-				continue
-			}
-			if err := retirePublication(journalDir, p.id); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			reports = append(reports, rep)
-		default:
-			// Only a half-written journal or intent: the publication never
-			// committed and, with no intent, never created a temp.
-			if err := retirePublication(journalDir, p.id); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			reports = append(reports, RecoveryReport{ID: p.id, Action: actionTmpRemove})
 		}
 	}
-	return reports, errors.Join(errs...)
+	rep.Root = named
+	if named == "" || !slices.Contains(o.Roots, named) {
+		rep.Action = act(actionRefused)
+		if rep.State != stateCorrupt {
+			rep.State = stateForeign
+		}
+		where := "an unknown directory"
+		if named != "" {
+			where = named
+		}
+		refused := fmt.Sprintf("it names %s, which no World of this state root uses as its source; it was not replayed and nothing there was touched (remove %s once you know what it is)", where, rep.File)
+		if rep.Problem != "" {
+			refused = rep.Problem + "; " + refused
+		}
+		rep.Problem = refused
+		return rep, fmt.Errorf("publication %s: %w: %s", p.id, ErrForeignRoot, where)
+	}
+	fd, err := openRootFd(named)
+	if err != nil {
+		rep.Action = act(actionLeft)
+		return rep, fmt.Errorf("publication %s: open source %s: %w", p.id, named, err)
+	}
+	defer closeFd(fd)
+	x.rootFd = fd
+
+	if x.body != nil {
+		rep.Steps = len(x.body.Steps)
+		seen := map[string]bool{}
+		for _, st := range x.body.Steps {
+			if !seen[st.Path] {
+				seen[st.Path] = true
+				rep.Paths = append(rep.Paths, st.Path)
+			}
+		}
+		landed, problem, err := verifyJournal(fd, x.body)
+		rep.Landed = landed
+		if err != nil {
+			rep.Action = act(actionLeft)
+			return rep, fmt.Errorf("verify publication %s: %w", p.id, err)
+		}
+		if problem == "" {
+			rep.Temps = presentTemps(fd, journalTemps(x.body, x.intent))
+			rep.Action = act(actionForward)
+			if o.DryRun {
+				return rep, nil
+			}
+			rr, err := completeJournal(ctx, x.body, SyncPerFile, false, step)
+			rep.Done, rep.Skipped = rr.Done, rr.Skipped
+			if err != nil {
+				return rep, fmt.Errorf("roll forward publication %s: %w", p.id, err)
+			}
+			return rep, retirePublication(journalDir, p.id)
+		}
+		rep.Problem = problem
+		if landed > 0 {
+			rep.Problem += fmt.Sprintf("; %d of its %d renames had already landed, so those paths hold what it published and the rest do not", landed, renameCount(x.body))
+		}
+	} else if x.intent != nil && x.corrupt == nil {
+		rep.Steps = len(x.intent.Temps)
+		rep.Temps = presentTemps(fd, intentTemps(x.intent))
+		rep.Action = act(actionBack)
+		if o.DryRun {
+			return rep, nil
+		}
+		rr, err := rollBackIntent(x.intent, step)
+		rep.Done, rep.Skipped, rep.Removed = rr.Done, rr.Skipped, rep.Temps
+		if err != nil {
+			return rep, fmt.Errorf("roll back publication %s: %w", p.id, err)
+		}
+		return rep, retirePublication(journalDir, p.id)
+	}
+
+	// Corrupt, or committed but not verifiable: it can only be discarded.
+	var temps []string
+	switch {
+	case x.body != nil:
+		temps = journalTemps(x.body, x.intent)
+	case x.intent != nil:
+		temps = intentTemps(x.intent)
+	case o.Discard:
+		// Nothing readable says where its temps are: find them by their
+		// reserved names, which only this publication could have made.
+		if temps, err = findTemps(named, p.id); err != nil {
+			rep.Action = act(actionLeft)
+			return rep, fmt.Errorf("publication %s: find its temps in %s: %w", p.id, named, err)
+		}
+	}
+	rep.Temps = presentTemps(fd, temps)
+	if !o.Discard {
+		rep.Action = act(actionLeft)
+		if x.corrupt != nil {
+			return rep, x.corrupt
+		}
+		return rep, fmt.Errorf("publication %s to %s: %w: %s", p.id, named, ErrUnverified, rep.Problem)
+	}
+	rep.Action = act(actionDiscard)
+	if o.DryRun {
+		return rep, nil
+	}
+	for _, t := range rep.Temps {
+		removed, err := removeTempBeneath(fd, p.id, t)
+		if err != nil {
+			return rep, fmt.Errorf("discard publication %s: remove %s: %w", p.id, t, err)
+		}
+		if removed {
+			rep.Removed = append(rep.Removed, t)
+			rep.Done++
+		}
+		step()
+	}
+	return rep, retirePublication(journalDir, p.id)
+}
+
+// verifyJournal checks, before a roll forward, that every rename either
+// still has its temp holding exactly what was journaled (type, inode, and
+// content hash or link target) or has landed (the target holds it). It
+// returns the renames landed and, when something does not verify, why.
+func verifyJournal(rootFd int, j *journalBody) (landed int, problem string, err error) {
+	dirs := &stepDirs{rootFd: rootFd, fds: map[string]int{}}
+	defer dirs.close()
+	var problems []string
+	for _, st := range j.Steps {
+		if st.Op != stepRename {
+			continue
+		}
+		parent, base := splitRel(st.Path)
+		_, tempBase := splitRel(st.Temp)
+		fd, err := dirs.open(parent)
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+			problems = append(problems, fmt.Sprintf("the directory of %s is gone", st.Path))
+			continue
+		}
+		if err != nil {
+			return landed, "", fmt.Errorf("open directory of %s: %w", st.Path, err)
+		}
+		ok, err := tempHolds(fd, tempBase, st)
+		if err != nil {
+			return landed, "", fmt.Errorf("check temp %s: %w", st.Temp, err)
+		}
+		switch ok {
+		case tempMatches:
+			continue
+		case tempDiffers:
+			problems = append(problems, fmt.Sprintf("staged %s for %s does not hold the content the journal recorded", st.Temp, st.Path))
+			continue
+		}
+		holds, err := targetHolds(fd, base, st)
+		if err != nil {
+			return landed, "", fmt.Errorf("check %s: %w", st.Path, err)
+		}
+		if holds {
+			landed++
+		} else {
+			problems = append(problems, fmt.Sprintf("staged %s is missing and %s does not hold the published %s", st.Temp, st.Path, st.Type))
+		}
+	}
+	return landed, strings.Join(problems, "; "), nil
+}
+
+func renameCount(j *journalBody) int {
+	n := 0
+	for _, st := range j.Steps {
+		if st.Op == stepRename {
+			n++
+		}
+	}
+	return n
+}
+
+type tempState int
+
+const (
+	tempAbsent tempState = iota
+	tempMatches
+	tempDiffers
+)
+
+// tempHolds compares a rename's temp with what the journal says it holds.
+func tempHolds(fd int, name string, st journalStep) (tempState, error) {
+	var s unix.Stat_t
+	if err := unix.Fstatat(fd, name, &s, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return tempAbsent, nil
+		}
+		return tempAbsent, err
+	}
+	if st.Ino != 0 && s.Ino != st.Ino {
+		return tempDiffers, nil
+	}
+	switch st.Type {
+	case entryTypeDir:
+		if s.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return tempDiffers, nil
+		}
+		return tempMatches, nil
+	case entryTypeLink, entryTypeFile:
+		if ok, err := targetHolds(fd, name, journalStep{Type: st.Type, Link: st.Link, SHA256: st.SHA256}); err != nil || !ok {
+			return tempDiffers, err
+		}
+		return tempMatches, nil
+	}
+	return tempDiffers, nil
+}
+
+// journalTemps lists every temp a journal's renames (and its intent) name.
+func journalTemps(j *journalBody, in *intentFile) []string {
+	var out []string
+	for _, st := range j.Steps {
+		if st.Op == stepRename {
+			out = append(out, st.Temp)
+		}
+	}
+	if in != nil && in.ID == j.ID {
+		out = append(out, intentTemps(in)...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func intentTemps(in *intentFile) []string {
+	out := make([]string, 0, len(in.Temps))
+	for _, t := range in.Temps {
+		out = append(out, t.Path)
+	}
+	return out
+}
+
+// presentTemps keeps the temps that exist beneath the root.
+func presentTemps(rootFd int, temps []string) []string {
+	var out []string
+	for _, t := range temps {
+		dirFd, base, err := openParentBeneath(rootFd, t)
+		if err != nil {
+			continue
+		}
+		var s unix.Stat_t
+		if unix.Fstatat(dirFd, base, &s, unix.AT_SYMLINK_NOFOLLOW) == nil {
+			out = append(out, t)
+		}
+		closeFd(dirFd)
+	}
+	return out
+}
+
+// findTemps walks root for the entries publication id staged. It never
+// follows a symlink and does not descend into a temp.
+func findTemps(root, id string) ([]string, error) {
+	prefix := pubTempPrefix + id + "-"
+	var out []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if path == root {
+				return err
+			}
+			return nil // unreadable corners cannot hold what this process wrote
+		}
+		if !strings.HasPrefix(d.Name(), prefix) {
+			return nil
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return err
+		}
+		out = append(out, filepath.ToSlash(rel))
+		if d.IsDir() {
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	return out, err
+}
+
+// removeTempBeneath removes one temp of publication id, refusing any name
+// it could not have staged.
+func removeTempBeneath(rootFd int, id, rel string) (bool, error) {
+	if err := validateTempPath(id, rel); err != nil {
+		return false, err
+	}
+	dirFd, base, err := openParentBeneath(rootFd, rel)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer closeFd(dirFd)
+	return removeAllAt(dirFd, base)
 }
 
 // retirePublication removes every journal-dir file of id, journal last:

@@ -107,7 +107,7 @@ func TestPublishCrashAtEveryStepInProcess(t *testing.T) {
 		// Crash the recovery too, at each of its steps in turn, until one run finishes.
 		for rk := 1; ; rk++ {
 			var rerr error
-			if !publishCrashingAt(t, rk, func() { _, rerr = Recover(ctx, journal) }) {
+			if !publishCrashingAt(t, rk, func() { _, rerr = Recover(ctx, journal, []string{root}) }) {
 				if rerr != nil {
 					t.Fatalf("step %d: recover: %v", k, rerr)
 				}
@@ -168,7 +168,7 @@ func TestRecoverCorruptJournalChangesNothing(t *testing.T) {
 		if err := os.WriteFile(jpath, corrupt, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		_, err := Recover(ctx, journal)
+		_, err := Recover(ctx, journal, []string{root})
 		var cj *CorruptJournalError
 		if !errors.As(err, &cj) || cj.Path != jpath {
 			t.Errorf("%s: want *CorruptJournalError naming %s, got %v", name, jpath, err)
@@ -191,7 +191,7 @@ func TestRecoverCorruptJournalChangesNothing(t *testing.T) {
 	if err := os.WriteFile(jpath, good, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	reports, err := Recover(ctx, journal)
+	reports, err := Recover(ctx, journal, []string{root})
 	if err != nil || len(reports) != 1 || reports[0].Action != actionForward || reports[0].Done == 0 {
 		t.Fatalf("recover: %+v, %v", reports, err)
 	}
@@ -220,7 +220,7 @@ func TestRecoverRejectsTamperedIntent(t *testing.T) {
 	if err := os.WriteFile(ipath, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Recover(context.Background(), journal)
+	_, err := Recover(context.Background(), journal, []string{root})
 	var cj *CorruptJournalError
 	if !errors.As(err, &cj) || cj.Path != ipath {
 		t.Fatalf("want *CorruptJournalError for %s, got %v", ipath, err)
@@ -231,7 +231,7 @@ func TestRecoverRejectsTamperedIntent(t *testing.T) {
 }
 
 func TestRecoverEmptyOrMissingJournalDir(t *testing.T) {
-	reports, err := Recover(context.Background(), filepath.Join(t.TempDir(), "none"))
+	reports, err := Recover(context.Background(), filepath.Join(t.TempDir(), "none"), nil)
 	if err != nil || len(reports) != 0 {
 		t.Errorf("missing dir: %v, %v", reports, err)
 	}

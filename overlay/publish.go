@@ -171,7 +171,7 @@ func Publish(ctx context.Context, root, journalDir string, ops []PublishOp, opts
 	res := &PublishResult{}
 	// An earlier publication that died must finish before this one looks at
 	// the tree, or this one's expectations would be checked against a mix.
-	res.Recovered, err = recoverRootLocked(ctx, journalDir, rootHash(root), step)
+	res.Recovered, err = recoverRootLocked(ctx, journalDir, root, step)
 	if err != nil {
 		return res, fmt.Errorf("publish to %s: finish earlier publication: %w", root, err)
 	}

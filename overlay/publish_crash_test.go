@@ -131,7 +131,7 @@ func TestPublishCrashChildProcess(t *testing.T) {
 	case "publish":
 		_, err = Publish(context.Background(), root, journal, crashOps(), PublishOptions{})
 	case "recover":
-		_, err = Recover(context.Background(), journal)
+		_, err = Recover(context.Background(), journal, []string{root})
 	default:
 		err = errors.New("unknown mode")
 	}
@@ -272,7 +272,7 @@ func TestPublishCrashSIGKILL(t *testing.T) {
 				if pt.recoverAt > 0 && crashChild(t, "recover", root, journal, pt.recoverAt, 0) {
 					recoveriesKilled.Add(1)
 				}
-				if _, err := Recover(ctx, journal); err != nil {
+				if _, err := Recover(ctx, journal, []string{root}); err != nil {
 					t.Fatalf("recover: %v", err)
 				}
 				state := pubTreeState(t, root)

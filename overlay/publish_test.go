@@ -464,7 +464,7 @@ func TestPublishDirSwappedDuringPublication(t *testing.T) {
 			if len(pending) != 1 || pending[0].State != stateCommitted {
 				t.Fatalf("pending = %+v", pending)
 			}
-			if _, err := Recover(context.Background(), journal); !errors.Is(err, ErrUnsafePath) {
+			if _, err := Recover(context.Background(), journal, []string{root}); !errors.Is(err, ErrUnsafePath) {
 				t.Errorf("recover through the link: %v", err)
 			}
 			if diff := pubDiffStates(outsideBefore, pubTreeState(t, outside)); diff != "" {
@@ -476,7 +476,7 @@ func TestPublishDirSwappedDuringPublication(t *testing.T) {
 			if err := os.Rename(stash, filepath.Join(root, "src")); err != nil {
 				t.Fatal(err)
 			}
-			reports, err := Recover(context.Background(), journal)
+			reports, err := Recover(context.Background(), journal, []string{root})
 			if err != nil || len(reports) != 1 || reports[0].Action != actionForward {
 				t.Fatalf("recover: %+v, %v", reports, err)
 			}

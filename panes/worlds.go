@@ -14,7 +14,7 @@ import (
 type WorldRow struct {
 	Name     string
 	Source   string
-	Status   string // running, waiting, failed, done, idle, planned, stopped
+	Status   string // running, waiting, failed, broken, done, idle, planned, stopped
 	Backend  string
 	Changes  int
 	Sessions int
@@ -24,7 +24,7 @@ type WorldRow struct {
 
 // statusOrder sorts the Worlds that need the person first.
 var statusOrder = map[string]int{
-	"waiting": 0, "failed": 1, "running": 2, "done": 3, "idle": 4, "planned": 5, "stopped": 6,
+	"waiting": 0, "failed": 1, "broken": 2, "running": 3, "done": 4, "idle": 5, "planned": 6, "stopped": 7,
 }
 
 // StatusGlyph is the one-cell mark of a World status.
@@ -44,6 +44,8 @@ func StatusGlyph(status string) string {
 		return "◌"
 	case "stopped":
 		return "■"
+	case "broken":
+		return "!"
 	}
 	return "?"
 }
@@ -128,7 +130,7 @@ func (p Worlds) SetHeight(h int) Worlds {
 // NewWorlds makes an empty Worlds pane.
 func NewWorlds(env *Env) Worlds { return Worlds{env: env} }
 
-// SortWorlds orders rows: waiting, failed, running, done, idle, planned,
+// SortWorlds orders rows: waiting, failed, broken, running, done, idle, planned,
 // stopped; then by name.
 func SortWorlds(rows []WorldRow) {
 	sort.SliceStable(rows, func(i, j int) bool {
@@ -277,7 +279,7 @@ func (p Worlds) View(width, height int, focused bool) string {
 	}
 	waiting := 0
 	for _, r := range p.rows {
-		if r.Status == "waiting" || r.Status == "failed" {
+		if r.Status == "waiting" || r.Status == "failed" || r.Status == "broken" {
 			waiting++
 		}
 	}

@@ -312,6 +312,7 @@ func FromPalette(p Palette) *Styles {
 		"idle":    fg(Idle),
 		"planned": fg(Muted).Italic(true),
 		"stopped": fg(Muted),
+		"broken":  fg(Failed).Bold(true),
 	}
 	s.Kind = map[string]lipgloss.Style{"A": fg(Added), "M": fg(Warning), "D": fg(Removed), "T": fg(HunkHeader)}
 	return s
@@ -342,6 +343,7 @@ func noColorStyles() *Styles {
 	s.Status = map[string]lipgloss.Style{
 		"running": n(), "waiting": n().Bold(true), "failed": n().Bold(true).Reverse(true),
 		"done": n(), "idle": n(), "planned": n().Italic(true), "stopped": n(),
+		"broken": n().Bold(true).Reverse(true),
 	}
 	s.Kind = map[string]lipgloss.Style{"A": n().Bold(true), "M": n(), "D": n().Bold(true), "T": n()}
 	return s

@@ -114,6 +114,17 @@ func loadWorlds(ctx context.Context, eng *engine.Engine, source string) tea.Cmd 
 				Changes: info.Changes, Sessions: info.Sessions, Running: info.Running, Error: info.Error,
 			})
 		}
+		// Broken Worlds show under every source: theirs is unknown.
+		broken, err := eng.BrokenWorlds()
+		if err != nil {
+			return worldsLoadedMsg{err: fmt.Errorf("list worlds: %w", err)}
+		}
+		for _, b := range broken {
+			info := eng.BrokenInfo(b)
+			rows = append(rows, panes.WorldRow{
+				Name: b.Name, Status: info.Status, Sessions: info.Sessions, Running: info.Running, Error: info.Error,
+			})
+		}
 		return worldsLoadedMsg{rows: rows}
 	}
 }
@@ -140,8 +151,12 @@ func loadSessions(eng *engine.Engine, world string) tea.Cmd {
 		}
 		rows := make([]panes.SessionRow, 0, len(ss))
 		for _, s := range ss {
+			cmd := engine.ShellQuote(s.Argv)
+			if s.State == engine.SessionBroken {
+				cmd = "(meta.json unreadable; transcript below)"
+			}
 			rows = append(rows, panes.SessionRow{
-				ID: s.ID, Command: engine.ShellQuote(s.Argv), State: string(s.State),
+				ID: s.ID, Command: cmd, State: string(s.State),
 				ExitCode: s.ExitCode, TTY: s.TTY, Started: s.StartedAt,
 			})
 		}

@@ -775,6 +775,11 @@ func (m Model) selectWorld(name string) (tea.Model, tea.Cmd) {
 		return m, nil
 	}
 	m.transcript, _ = m.transcript.SetSessions(name, nil)
+	for _, r := range m.worlds.Rows() {
+		if r.Name == name && r.Status == "broken" {
+			m.lastErr, m.info = fmt.Sprintf("world %s is broken: %s; strata rm --purge %s removes it", name, r.Error, name), ""
+		}
+	}
 	return m.reloadWorld()
 }
 

@@ -3,14 +3,25 @@ package main
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"text/tabwriter"
+
+	"github.com/stratahq/strata/overlay"
 )
 
 func cmdDoctor(a *app, args []string) error {
-	fs := a.flags("doctor", "[--json]")
+	fs := a.flags("doctor", "[--repair [--dry-run]] [--json]")
 	asJSON := fs.Bool("json", false, "print JSON")
+	repair := fs.Bool("repair", false, "resolve unfinished publications: complete the intact ones, discard the rest (removing only the files they staged)")
+	dryRun := fs.Bool("dry-run", false, "with --repair: say what it would do, change nothing")
 	if _, _, err := parse(fs, args); err != nil {
 		return usagef("%v", err)
+	}
+	if *dryRun && !*repair {
+		return usagef("--dry-run goes with --repair")
+	}
+	if *repair {
+		return a.doctorRepair(*dryRun, *asJSON)
 	}
 	r := a.eng.Doctor(a.ctx)
 	if *asJSON {
@@ -57,9 +68,9 @@ func cmdDoctor(a *app, args []string) error {
 	}
 	_ = tw.Flush()
 	if len(r.Journals) > 0 {
-		fmt.Fprintln(a.stdout, "\nunfinished publications:")
+		fmt.Fprintln(a.stdout, "\nunfinished publications (strata doctor --repair resolves them; --repair --dry-run first shows how):")
 		for _, j := range r.Journals {
-			fmt.Fprintf(a.stdout, "  %s %s %s (%d steps) %s\n", j.ID, j.State, j.Root, j.Steps, j.Err)
+			printJournal(a, j)
 		}
 	}
 	if len(r.Problems) > 0 {
@@ -71,4 +82,92 @@ func cmdDoctor(a *app, args []string) error {
 	}
 	fmt.Fprintln(a.stdout, "\nno problems found")
 	return nil
+}
+
+// doctorRepair is `strata doctor --repair`: it exits 1 when a publication
+// is still unresolved afterwards (refused, or its repair failed).
+func (a *app) doctorRepair(dryRun, asJSON bool) error {
+	reps, err := a.eng.RepairJournals(a.ctx, dryRun)
+	if asJSON {
+		if perr := a.printJSON(struct {
+			DryRun       bool                    `json:"dry_run"`
+			Publications []overlay.JournalRepair `json:"publications"`
+		}{dryRun, reps}); perr != nil {
+			return perr
+		}
+	} else {
+		if len(reps) == 0 {
+			fmt.Fprintln(a.stdout, "no unfinished publications")
+		}
+		for _, j := range reps {
+			printJournal(a, j)
+		}
+	}
+	if err != nil {
+		if asJSON {
+			return &exitError{code: 1}
+		}
+		return err
+	}
+	return nil
+}
+
+// printJournal explains one unfinished publication: which source, which
+// paths, how far it got, what repair did or would do.
+func printJournal(a *app, j overlay.JournalRepair) {
+	root := j.Root
+	if root == "" {
+		root = "an unknown directory"
+	}
+	fmt.Fprintf(a.stdout, "  publication %s (%s) to %s\n", j.ID, j.State, root)
+	fmt.Fprintf(a.stdout, "    journal: %s\n", j.File)
+	if j.Steps > 0 || len(j.Paths) > 0 {
+		fmt.Fprintf(a.stdout, "    %d steps, %d of its renames already landed\n", j.Steps, j.Landed)
+	}
+	const maxList = 10
+	list := func(label string, items []string) {
+		if len(items) == 0 {
+			return
+		}
+		shown := items
+		if len(shown) > maxList {
+			shown = shown[:maxList]
+		}
+		fmt.Fprintf(a.stdout, "    %s: %s", label, strings.Join(shown, ", "))
+		if len(items) > maxList {
+			fmt.Fprintf(a.stdout, " (and %d more)", len(items)-maxList)
+		}
+		fmt.Fprintln(a.stdout)
+	}
+	list("paths", j.Paths)
+	list("staged files in the source", j.Temps)
+	if j.Problem != "" {
+		fmt.Fprintf(a.stdout, "    problem: %s\n", j.Problem)
+	}
+	fmt.Fprintf(a.stdout, "    action: %s\n", repairAction(j.Action))
+	list("removed", j.Removed)
+	if j.Error != "" {
+		fmt.Fprintf(a.stdout, "    error: %s\n", j.Error)
+	}
+}
+
+// repairAction says an overlay.JournalRepair action in words.
+func repairAction(action string) string {
+	words := map[string][2]string{
+		"rolled_forward":       {"completed (rolled forward: its staged files verified)", "would be completed (rolled forward: its staged files verify)"},
+		"rolled_back":          {"rolled back (it never committed; its staged files removed)", "would be rolled back (it never committed; its staged files removed)"},
+		"removed_partial_file": {"dropped (a half-written journal; nothing was staged)", "would be dropped (a half-written journal; nothing was staged)"},
+		"discarded":            {"discarded (only the files it staged were removed)", "would be discarded (only the files it staged removed)"},
+		"refused":              {"refused: not replayed, nothing touched", "would be refused: not replayed, nothing touched"},
+		"left":                 {"left as it is", "would be left as it is"},
+	}
+	dry := strings.HasPrefix(action, "would_")
+	w, ok := words[strings.TrimPrefix(action, "would_")]
+	switch {
+	case !ok:
+		return action
+	case dry:
+		return w[1]
+	}
+	return w[0]
 }

@@ -231,7 +231,13 @@ func cmdSessions(a *app, args []string) error {
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tEXIT\tSTARTED\tDURATION\tCOMMAND")
+	broken := 0
 	for _, s := range ss {
+		if s.State == engine.SessionBroken {
+			broken++
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.State, "?", s.StartedAt.Local().Format(time.TimeOnly), "?", "error: "+s.Error)
+			continue
+		}
 		exit := ""
 		if s.State != engine.SessionRunning && s.State != engine.SessionStarting {
 			exit = fmt.Sprint(s.ExitCode)
@@ -253,7 +259,13 @@ func cmdSessions(a *app, args []string) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, state, exit, s.StartedAt.Local().Format(time.TimeOnly), dur, shellQuote(s.Argv))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if broken > 0 {
+		fmt.Fprintf(a.stderr, "%d session(s) with an unreadable meta.json; their output: strata logs %s SESSION\n", broken, pos[0])
+	}
+	return nil
 }
 
 func cmdLogs(a *app, args []string) error {
@@ -290,6 +302,11 @@ func cmdLogs(a *app, args []string) error {
 		}
 		_, err := a.stdout.Write(r.Data)
 		return err
+	}
+	if meta.State == engine.SessionBroken {
+		// No end can be learnt from a broken meta.json: print what is there.
+		fmt.Fprintf(a.stderr, "session %s: %s\n", meta.ID, meta.Error)
+		*follow = false
 	}
 	if *follow {
 		return engine.FollowTranscript(a.ctx, dir, 0, emit)
@@ -358,6 +375,12 @@ func (a *app) fanOutWorlds(list string, all bool) ([]string, error) {
 		names := make([]string, len(ws))
 		for i, w := range ws {
 			names[i] = w.Name
+		}
+		// A broken World's source is unknown: say it was left out.
+		if broken, err := a.eng.BrokenWorlds(); err == nil {
+			for _, b := range broken {
+				fmt.Fprintf(a.stderr, "strata: skipping broken world %s: %s\n", b.Name, b.Reason())
+			}
 		}
 		return names, nil
 	}

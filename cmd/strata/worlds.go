@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -79,6 +80,16 @@ func cmdLs(a *app, args []string) error {
 	for _, w := range ws {
 		infos = append(infos, a.eng.Info(a.ctx, w))
 	}
+	// A broken World's source is unknown, so it shows under every source
+	// until it is removed: hiding it would hide its work.
+	broken, err := a.eng.BrokenWorlds()
+	if err != nil {
+		return err
+	}
+	for _, b := range broken {
+		infos = append(infos, a.eng.BrokenInfo(b))
+	}
+	sort.SliceStable(infos, func(i, j int) bool { return infos[i].Name < infos[j].Name })
 	if *asJSON {
 		return a.printJSON(infos)
 	}
@@ -105,9 +116,19 @@ func cmdLs(a *app, args []string) error {
 		if wi.Error != "" {
 			ch = "?"
 		}
+		if wi.State == engine.StateBroken {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", wi.Name, wi.Status, "?", sess, "?", "error: "+wi.Error)
+			continue
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", wi.Name, wi.Status, ch, sess, be, wi.Source)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(broken) > 0 {
+		fmt.Fprintf(a.stderr, "%d broken World(s): strata show NAME says why; strata rm --purge NAME removes one\n", len(broken))
+	}
+	return nil
 }
 
 func cmdShow(a *app, args []string) error {
@@ -121,6 +142,10 @@ func cmdShow(a *app, args []string) error {
 		return err
 	}
 	w, err := a.eng.World(pos[0])
+	var broken *engine.BrokenWorldError
+	if errors.As(err, &broken) {
+		return a.showBroken(broken, *asJSON)
+	}
 	if err != nil {
 		return err
 	}
@@ -160,6 +185,36 @@ func cmdShow(a *app, args []string) error {
 	}
 	row("error", wi.Error)
 	return tw.Flush()
+}
+
+// showBroken is `strata show` of a broken World: what is wrong and what to
+// do. It exits 0: showing what is there succeeded.
+func (a *app) showBroken(b *engine.BrokenWorldError, asJSON bool) error {
+	wi := a.eng.BrokenInfo(b)
+	if asJSON {
+		return a.printJSON(struct {
+			engine.WorldInfo
+			File string `json:"file"`
+			Hint string `json:"hint"`
+		}{wi, b.Path, brokenHint(b.Name)})
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "name:\t%s\n", wi.Name)
+	fmt.Fprintf(tw, "status:\t%s\n", wi.Status)
+	fmt.Fprintf(tw, "error:\t%s\n", wi.Error)
+	fmt.Fprintf(tw, "file:\t%s\n", b.Path)
+	fmt.Fprintf(tw, "sessions:\t%d (%d running)\n", wi.Sessions, wi.Running)
+	fmt.Fprintf(tw, "mounted:\t%v\n", wi.Mounted)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(a.stdout, "\n"+brokenHint(b.Name))
+	return nil
+}
+
+func brokenHint(name string) string {
+	return fmt.Sprintf("no command can use this World until its world.toml is fixed or the World is removed: "+
+		"strata rm %s moves it to the trash, strata rm --purge %s deletes it with its layers, sessions and bases", name, name)
 }
 
 // sessionJSON describes a session named by provenance in `strata status --json`.
@@ -306,8 +361,13 @@ func cmdRm(a *app, args []string) error {
 	if *asJSON {
 		return a.printJSON(res)
 	}
+	if res.Broken != "" {
+		fmt.Fprintf(a.stdout, "world %s was broken (%s)\n", res.World, res.Broken)
+	}
 	if res.Purged {
 		fmt.Fprintf(a.stdout, "removed world %s for good\n", res.World)
+	} else if res.Broken != "" {
+		fmt.Fprintf(a.stdout, "moved broken world %s to the trash as %s; it is deleted for good in 7 days (strata trash lists it)\n", res.World, res.Trash)
 	} else {
 		fmt.Fprintf(a.stdout, "moved world %s to the trash for 7 days (strata restore-world %s brings it back)\n", res.World, res.World)
 	}
