@@ -20,7 +20,8 @@ type DiffOptions struct {
 	Force        bool // diff binary and huge files anyway
 }
 
-// FileChange is one path's diff.
+// FileChange is one path's diff: what the TUI renders, `strata diff`
+// prints and apply numbers hunks in (base vs World unless asked otherwise).
 type FileChange struct {
 	Change   overlay.Change     `json:"-"`
 	Path     string             `json:"path"`
@@ -34,7 +35,35 @@ type FileChange struct {
 	Binary   bool               `json:"binary,omitempty"`
 	TooLarge bool               `json:"too_large,omitempty"`
 	LateBase bool               `json:"late_base,omitempty"`
+	// BaseHash, WorldHash and SourceHash identify the base, the World's
+	// version and the source's version now (sha256 hex of the content or
+	// symlink target, HashAbsent for an absent one, "" for a directory).
+	// Pass BaseHash and WorldHash back in a Pick so apply refuses hunks
+	// picked on versions that have since moved.
+	BaseHash   string `json:"base_hash"`
+	WorldHash  string `json:"world_hash"`
+	SourceHash string `json:"source_hash"`
+	// Drift: the source now differs from the base under this path (another
+	// World applied, a person edited it): apply will 3-way merge.
+	Drift bool `json:"drift,omitempty"`
 }
+
+// HashAbsent stands for an absent version in FileChange's and Pick's hashes.
+const HashAbsent = "absent"
+
+// id is the version's hash as FileChange reports it and Pick expects it.
+func (v version) id() string {
+	if v.typ == 0 {
+		return HashAbsent
+	}
+	return v.hash()
+}
+
+// OldText and NewText are the two versions the diff was computed from (a
+// symlink's target; "" for an absent side), so a viewer can lay the same
+// diff out with another context size.
+func (fc FileChange) OldText() string { return fc.Old.text }
+func (fc FileChange) NewText() string { return fc.New.text }
 
 type diffSide struct {
 	Type   string `json:"type,omitempty"` // "" = absent
@@ -85,24 +114,27 @@ func (e *Engine) Diff(ctx context.Context, name string, o DiffOptions) ([]FileCh
 		if c.Type == overlay.TypeDir && (c.LowerType == overlay.TypeDir || c.LowerType == 0) && c.Kind != overlay.TypeChanged {
 			continue // git has no directories: their files carry the change
 		}
-		var old version
+		// The base and the source now are read for every path: the hashes
+		// and the drift mark are what apply will check and merge against.
+		// (A diff against another World compares two Worlds: a path only
+		// that World changed has no base here, and none is captured.)
+		var base, now, old version
 		late := false
-		switch {
-		case other != nil:
-			if old, err = worldSide(other.Layers(e.Paths), c.Path); err != nil {
-				return nil, err
-			}
-		case o.Against == "source":
-			if old, err = readSide(w.Source, c.Path); err != nil {
-				return nil, err
-			}
-		default:
+		if other == nil {
 			rec, data, err := e.baseOf(ctx, w, c.Path)
 			if err != nil {
 				return nil, err
 			}
-			old = baseSide(rec, data)
-			late = rec != nil && rec.Late
+			base, late = baseSide(rec, data), rec != nil && rec.Late
+			if now, err = readSide(w.Source, c.Path); err != nil {
+				return nil, fmt.Errorf("diff world %q: read the source's %s: %w", name, c.Path, err)
+			}
+			old = base
+			if o.Against == "source" {
+				old = now
+			}
+		} else if old, err = worldSide(other.Layers(e.Paths), c.Path); err != nil {
+			return nil, err
 		}
 		nw, err := worldSide(layers, c.Path)
 		if err != nil {
@@ -111,7 +143,10 @@ func (e *Engine) Diff(ctx context.Context, name string, o DiffOptions) ([]FileCh
 		if old.same(nw) {
 			continue
 		}
-		fc := FileChange{Change: c, Path: c.Path, Kind: c.Kind.String(), Old: side(old), New: side(nw), LateBase: late}
+		fc := FileChange{Change: c, Path: c.Path, Kind: c.Kind.String(), Old: side(old), New: side(nw), LateBase: late, WorldHash: nw.id()}
+		if other == nil {
+			fc.BaseHash, fc.SourceHash, fc.Drift = base.id(), now.id(), !now.same(base)
+		}
 		fc.Diff = diffview.Diff(old.text(), nw.text(), diffview.Options{Context: o.Context, Force: o.Force})
 		fc.Hunks, fc.Added, fc.Removed = len(fc.Diff.Hunks), fc.Diff.Added, fc.Diff.Removed
 		fc.Binary, fc.TooLarge = fc.Diff.Binary, fc.Diff.TooLarge
