@@ -46,6 +46,11 @@ type FileChange struct {
 	// Drift: the source now differs from the base under this path (another
 	// World applied, a person edited it): apply will 3-way merge.
 	Drift bool `json:"drift,omitempty"`
+	// HunkNumbers are, per hunk of Diff, the 1-based numbers that
+	// ApplyOptions.Picks (and `strata apply --hunks`) count it as: the hunks
+	// of the base→World diff with the default context. nil when the diff is
+	// not against the base (those hunks cannot be picked).
+	HunkNumbers [][]int `json:"-"`
 }
 
 // HashAbsent stands for an absent version in FileChange's and Pick's hashes.
@@ -150,6 +155,15 @@ func (e *Engine) Diff(ctx context.Context, name string, o DiffOptions) ([]FileCh
 		fc.Diff = diffview.Diff(old.text(), nw.text(), diffview.Options{Context: o.Context, Force: o.Force})
 		fc.Hunks, fc.Added, fc.Removed = len(fc.Diff.Hunks), fc.Diff.Added, fc.Diff.Removed
 		fc.Binary, fc.TooLarge = fc.Diff.Binary, fc.Diff.TooLarge
+		if other == nil && o.Against != "source" && !fc.Diff.Summarised() {
+			numbered := fc.Diff // apply numbers hunks in the default diff
+			if fc.Diff.Context != diffview.DefaultContext || o.Force {
+				numbered = diffview.Diff(old.text(), nw.text(), diffview.Options{})
+			}
+			if !numbered.Summarised() {
+				fc.HunkNumbers = diffview.HunkNumbers(fc.Diff, numbered)
+			}
+		}
 		out = append(out, fc)
 	}
 	return out, nil
@@ -194,7 +208,8 @@ func unionChanges(a, b *overlay.ChangeSet) *overlay.ChangeSet {
 
 // Patch renders diffs as a unified patch that `git apply` accepts in the
 // source: a/ b/ prefixes, new and deleted file modes, type changes as a
-// deletion then an addition, binary files noted.
+// deletion then an addition, binary files noted; each pickable hunk's
+// header ends with the number apply counts it as ("@@ -3,4 +3,5 @@ hunk 2").
 func Patch(fcs []FileChange) string {
 	var b strings.Builder
 	for _, fc := range fcs {
@@ -207,7 +222,11 @@ func Patch(fcs []FileChange) string {
 			b.WriteString(diffview.UnifiedPatch(diffview.PatchFile{OldPath: fc.Path, NewPath: fc.Path, NewMode: fc.New.Mode, Diff: add}))
 			continue
 		}
-		b.WriteString(diffview.UnifiedPatch(diffview.PatchFile{OldPath: fc.Path, NewPath: fc.Path, OldMode: fc.Old.Mode, NewMode: fc.New.Mode, Diff: fc.Diff}))
+		var labels []string
+		for _, nums := range fc.HunkNumbers {
+			labels = append(labels, diffview.HunkLabel(nums))
+		}
+		b.WriteString(diffview.UnifiedPatch(diffview.PatchFile{OldPath: fc.Path, NewPath: fc.Path, OldMode: fc.Old.Mode, NewMode: fc.New.Mode, Diff: fc.Diff, HunkLabels: labels}))
 	}
 	return b.String()
 }
