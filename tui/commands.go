@@ -2,10 +2,7 @@ package tui
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
 	"syscall"
@@ -197,18 +194,12 @@ func shortRef(id string) string {
 	return id
 }
 
-// maxDiffRead caps what is read of one file for the diff pane; larger
-// files are summarised by diffview anyway.
-const maxDiffRead = 16 << 20
-
-// loadDiff reads the source's and the World's version of one path.
-func loadDiff(eng *engine.Engine, world string, c overlay.Change) tea.Cmd {
+// loadDiff asks the engine for one path's diff: base vs World, as
+// `strata diff` prints it and apply counts its hunks, with the drift of the
+// source and, when it drifted, the World against the source now.
+func loadDiff(ctx context.Context, eng *engine.Engine, world string, c overlay.Change) tea.Cmd {
 	return func() tea.Msg {
 		f := panes.DiffFile{World: world, Path: c.Path}
-		w, err := eng.World(world)
-		if err != nil {
-			return diffLoadedMsg{file: f, err: err}
-		}
 		switch {
 		case c.Type == overlay.TypeDir || (c.Kind == overlay.Deleted && c.LowerType == overlay.TypeDir):
 			f.Note = fmt.Sprintf("directory %s (%s)", c.Kind, describeMarks(c))
@@ -217,26 +208,38 @@ func loadDiff(eng *engine.Engine, world string, c overlay.Change) tea.Cmd {
 			f.Note = "special file: nothing to diff"
 			return diffLoadedMsg{file: f}
 		}
-		if c.Kind != overlay.Added {
-			old, err := readCapped(filepath.Join(w.Source, filepath.FromSlash(c.Path)))
-			if err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return diffLoadedMsg{file: f, err: fmt.Errorf("read %s in the source: %w", c.Path, err)}
-			}
-			f.Old = old
+		fcs, err := eng.Diff(ctx, world, engine.DiffOptions{Paths: []string{c.Path}})
+		if err != nil {
+			return diffLoadedMsg{file: f, err: fmt.Errorf("diff %s in world %s: %w", c.Path, world, err)}
 		}
-		if c.Kind != overlay.Deleted {
-			if c.Type == overlay.TypeSymlink {
-				f.New = c.Target
-			} else {
-				b, err := w.Layers(eng.Paths).ReadFile(c.Path)
-				if err != nil {
-					return diffLoadedMsg{file: f, err: fmt.Errorf("read %s in world %s: %w", c.Path, world, err)}
-				}
-				f.New = string(b)
+		fc, ok := diffOf(fcs, c.Path)
+		if !ok {
+			f.Note = "the World's version is the same as its base: nothing to apply"
+			return diffLoadedMsg{file: f}
+		}
+		f.Old, f.New, f.Diff = fc.OldText(), fc.NewText(), fc.Diff
+		f.BaseHash, f.WorldHash, f.Drift, f.LateBase = fc.BaseHash, fc.WorldHash, fc.Drift, fc.LateBase
+		if fc.Drift {
+			sfcs, err := eng.Diff(ctx, world, engine.DiffOptions{Paths: []string{c.Path}, Against: "source"})
+			if err != nil {
+				return diffLoadedMsg{file: f, err: fmt.Errorf("diff %s in world %s against the source: %w", c.Path, world, err)}
+			}
+			f.Source = f.New // no entry: the source holds the World's version
+			if sfc, ok := diffOf(sfcs, c.Path); ok {
+				f.Source, f.SourceDiff = sfc.OldText(), sfc.Diff
 			}
 		}
 		return diffLoadedMsg{file: f}
 	}
+}
+
+func diffOf(fcs []engine.FileChange, path string) (engine.FileChange, bool) {
+	for _, fc := range fcs {
+		if fc.Path == path {
+			return fc, true
+		}
+	}
+	return engine.FileChange{}, false
 }
 
 func describeMarks(c overlay.Change) string {
@@ -247,28 +250,6 @@ func describeMarks(c overlay.Change) string {
 		return "opaque: replaced"
 	}
 	return c.Kind.String()
-}
-
-func readCapped(path string) (string, error) {
-	fi, err := os.Lstat(path)
-	if err != nil {
-		return "", err
-	}
-	if fi.Mode()&fs.ModeSymlink != 0 {
-		t, err := os.Readlink(path)
-		return t, err
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = f.Close() }() // read-only: nothing to lose
-	buf := make([]byte, min(fi.Size(), maxDiffRead))
-	n, err := f.Read(buf)
-	if err != nil && n == 0 && fi.Size() > 0 {
-		return "", err
-	}
-	return string(buf[:n]), nil
 }
 
 func createWorld(ctx context.Context, eng *engine.Engine, r createWorldReq) tea.Cmd {

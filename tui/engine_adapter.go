@@ -23,6 +23,11 @@ type applyPick struct {
 	// source still holds the version hashed TheirsHash.
 	Resolved   []byte
 	TheirsHash string
+	// BaseHash and WorldHash are the versions the pick was made on (the
+	// engine refuses it if either moved); "" = not known.
+	BaseHash, WorldHash string
+	// HunkCount is how many hunks the file's diff has (the dialog's "2 of 5").
+	HunkCount int
 }
 
 // applyOutcome is what the TUI shows of an apply.
@@ -37,7 +42,10 @@ type applyConflict = panes.ConflictFile
 func engineApply(ctx context.Context, eng *engine.Engine, world string, picks []applyPick) (applyOutcome, error) {
 	ep := make([]engine.Pick, 0, len(picks))
 	for _, p := range picks {
-		ep = append(ep, engine.Pick{Path: p.Path, Selection: p.Sel, Resolved: p.Resolved, TheirsHash: p.TheirsHash})
+		ep = append(ep, engine.Pick{
+			Path: p.Path, Selection: p.Sel, Resolved: p.Resolved, TheirsHash: p.TheirsHash,
+			BaseHash: p.BaseHash, WorldHash: p.WorldHash,
+		})
 	}
 	res, err := eng.Apply(ctx, world, engine.ApplyOptions{Picks: ep})
 	var ce *engine.ConflictError

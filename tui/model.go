@@ -50,12 +50,15 @@ var paneNames = [paneCount]string{"Worlds", "Transcript", "Changes", "Diff", "Ti
 var paneAreas = [paneCount]keymap.Area{keymap.Worlds, keymap.Transcript, keymap.Changes, keymap.Diff, keymap.Timeline}
 
 // pick is what is picked of one path: all of it, or a selection of its
-// diff (with the two versions it was computed from, to renumber hunks).
+// diff (with the two versions it was computed from, to renumber hunks, and
+// their hashes, so apply refuses the pick if either moved; "" when the path
+// was picked from the list without its diff on screen).
 type pick struct {
-	whole    bool
-	sel      *diffview.Selection
-	state    panes.PickState
-	old, new string
+	whole               bool
+	sel                 *diffview.Selection
+	state               panes.PickState
+	old, new            string
+	baseHash, worldHash string
 }
 
 // loader coalesces reloads of one kind: one in flight at a time, and at
@@ -477,7 +480,7 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 		// The file shown may have changed on disk: read it again.
 		if cmd == nil && m.diffPath != "" {
 			if c, ok := m.changes.SelectedChange(); ok && c.Path == m.diffPath {
-				cmds = append(cmds, loadDiff(m.eng, m.world, c))
+				cmds = append(cmds, loadDiff(m.ctx, m.eng, m.world, c))
 			}
 		}
 		return m, tea.Batch(cmds...)
@@ -492,7 +495,7 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return m, nil
 		}
 		m.diffPath = c.Path
-		return m, loadDiff(m.eng, m.world, c)
+		return m, loadDiff(m.ctx, m.eng, m.world, c)
 	case diffLoadedMsg:
 		if msg.file.World != m.world || msg.file.Path != m.diffPath {
 			return m, nil
@@ -502,14 +505,16 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 			msg.file.Note = msg.err.Error()
 		}
 		cur := m.diff.File()
-		if cur.World == msg.file.World && cur.Path == msg.file.Path && cur.Old == msg.file.Old && cur.New == msg.file.New && cur.Note == msg.file.Note && m.diff.FileDiff() != nil {
+		if sameDiff(cur, msg.file) && m.diff.FileDiff() != nil {
 			return m, nil // unchanged: keep the cursor and picks as they are
 		}
 		if pk := m.picks[msg.file.Path]; pk != nil {
 			if pk.sel != nil && pk.old == msg.file.Old && pk.new == msg.file.New {
 				msg.file.Sel = pk.sel
 			} else if pk.whole || pk.state == panes.PickAll {
+				// Still picked whole: of the version now on screen.
 				msg.file.PickAll = true
+				pk.baseHash, pk.worldHash = msg.file.BaseHash, msg.file.WorldHash
 			} else {
 				delete(m.picks, msg.file.Path) // the file changed under a partial pick
 			}
@@ -567,7 +572,11 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		for _, p := range msg.Paths {
 			if msg.Pick {
-				m.picks[p] = &pick{whole: true, state: panes.PickAll}
+				pk := &pick{whole: true, state: panes.PickAll}
+				if f := m.diff.File(); f.Path == p && f.World == m.world {
+					pk.baseHash, pk.worldHash = f.BaseHash, f.WorldHash // the version on screen
+				}
+				m.picks[p] = pk
 			} else {
 				delete(m.picks, p)
 			}
@@ -587,7 +596,10 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 			delete(m.picks, msg.Path)
 		} else {
 			f := m.diff.File()
-			m.picks[msg.Path] = &pick{sel: msg.Sel, state: msg.State, whole: msg.Sel == nil, old: f.Old, new: f.New}
+			m.picks[msg.Path] = &pick{
+				sel: msg.Sel, state: msg.State, whole: msg.Sel == nil, old: f.Old, new: f.New,
+				baseHash: f.BaseHash, worldHash: f.WorldHash,
+			}
 		}
 		m.changes = m.changes.SetPicks(m.pickStates())
 		return m, nil
@@ -675,6 +687,13 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 }
 
 type execDoneMsg struct{ err error }
+
+// sameDiff reports whether a reloaded diff shows what is on screen.
+func sameDiff(a, b panes.DiffFile) bool {
+	return a.World == b.World && a.Path == b.Path && a.Old == b.Old && a.New == b.New && a.Note == b.Note &&
+		a.Drift == b.Drift && a.Source == b.Source && a.LateBase == b.LateBase &&
+		a.BaseHash == b.BaseHash && a.WorldHash == b.WorldHash
+}
 
 func capLines(lines []string, n int) []string {
 	if len(lines) <= n {
@@ -935,7 +954,7 @@ func (m Model) applyPicks() []applyPick {
 	for _, p := range paths {
 		pk := m.picks[p]
 		if pk.whole || pk.sel == nil || pk.state == panes.PickAll {
-			out = append(out, applyPick{Path: p})
+			out = append(out, applyPick{Path: p, BaseHash: pk.baseHash, WorldHash: pk.worldHash})
 			continue
 		}
 		fd := diffview.Diff(pk.old, pk.new, diffview.Options{})
@@ -943,7 +962,7 @@ func (m Model) applyPicks() []applyPick {
 		if err != nil {
 			continue
 		}
-		ap := applyPick{Path: p, Sel: sel}
+		ap := applyPick{Path: p, Sel: sel, BaseHash: pk.baseHash, WorldHash: pk.worldHash, HunkCount: len(fd.Hunks)}
 		for _, h := range sel.PickedHunks() {
 			ap.Hunks = append(ap.Hunks, h+1)
 		}
