@@ -479,8 +479,10 @@ func (p Diff) View(width, height int, focused bool) string {
 	}
 	fd := p.shown()
 	if fd == nil { // the source now holds the World's version
-		return block([]string{head + st.Muted.Render(" · against the source now"), p.driftLine(),
-			"", st.Muted.Render("the source now holds exactly the World's version")}, width, height)
+		return block([]string{
+			head + st.Muted.Render(" · against the source now"), p.driftLine(),
+			"", st.Muted.Render("the source now holds exactly the World's version"),
+		}, width, height)
 	}
 	head += " " + st.Added.Render(fmt.Sprintf("+%d", fd.Added)) + " " + st.Removed.Render(fmt.Sprintf("-%d", fd.Removed))
 	if len(fd.Hunks) > 0 {
