@@ -88,7 +88,10 @@ type (
 		world, snap string
 		n           string
 	}
-	applyReq struct{ world string }
+	applyReq struct {
+		world string
+		picks []applyPick
+	}
 )
 
 func loadWorlds(ctx context.Context, eng *engine.Engine, source string) tea.Cmd {

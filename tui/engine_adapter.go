@@ -3,6 +3,8 @@ package tui
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/stratahq/strata/diffview"
 	"github.com/stratahq/strata/engine"
@@ -40,6 +42,17 @@ type applyConflict = panes.ConflictFile
 
 // engineApply publishes picks from a World to its source, all or nothing.
 func engineApply(ctx context.Context, eng *engine.Engine, world string, picks []applyPick) (applyOutcome, error) {
+	out, _, err := engineApplyWith(ctx, eng, world, picks, false)
+	return out, err
+}
+
+// enginePreview decides the picks as apply would and writes nothing: the
+// confirm dialog says what will happen from its result.
+func enginePreview(ctx context.Context, eng *engine.Engine, world string, picks []applyPick) (applyOutcome, []engine.AppliedPath, error) {
+	return engineApplyWith(ctx, eng, world, picks, true)
+}
+
+func engineApplyWith(ctx context.Context, eng *engine.Engine, world string, picks []applyPick, dry bool) (applyOutcome, []engine.AppliedPath, error) {
 	ep := make([]engine.Pick, 0, len(picks))
 	for _, p := range picks {
 		ep = append(ep, engine.Pick{
@@ -47,7 +60,7 @@ func engineApply(ctx context.Context, eng *engine.Engine, world string, picks []
 			BaseHash: p.BaseHash, WorldHash: p.WorldHash,
 		})
 	}
-	res, err := eng.Apply(ctx, world, engine.ApplyOptions{Picks: ep})
+	res, err := eng.Apply(ctx, world, engine.ApplyOptions{Picks: ep, DryRun: dry})
 	var ce *engine.ConflictError
 	if errors.As(err, &ce) {
 		var out applyOutcome
@@ -57,10 +70,10 @@ func engineApply(ctx context.Context, eng *engine.Engine, world string, picks []
 				Base: c.Base, Ours: c.Ours, Theirs: c.Theirs, Merged: c.Merged, TheirsHash: c.TheirsHash,
 			})
 		}
-		return out, err
+		return out, nil, err
 	}
 	if err != nil {
-		return applyOutcome{}, err
+		return applyOutcome{}, nil, err
 	}
 	var out applyOutcome
 	for _, p := range res.Paths {
@@ -68,5 +81,111 @@ func engineApply(ctx context.Context, eng *engine.Engine, world string, picks []
 			out.Applied = append(out.Applied, p.Path)
 		}
 	}
-	return out, nil
+	return out, res.Paths, nil
+}
+
+// applyVerbs names what apply does to a path, as the dialog says it.
+var applyVerbs = map[string]string{
+	"write": "write", "merge": "merge", "symlink": "link", "mkdir": "create", "delete": "delete", "rmdir": "delete", "nothing": "skip",
+}
+
+// applySummary says what a publication will do, one line per pick (a
+// directory counts the files under it), a title line with the totals and
+// notes on merges: "write src/a.go (2 of 5 hunks)", "delete internal/ —
+// 1,061 files".
+func applySummary(world string, picks []applyPick, paths []engine.AppliedPath) (title string, lines, notes []string) {
+	files, dirs, merged, skipped := 0, 0, 0, 0
+	for _, ap := range paths {
+		switch ap.Action {
+		case "nothing":
+			skipped++
+		case "mkdir", "rmdir":
+			dirs++
+		default:
+			files++
+			if ap.Action == "merge" {
+				merged++
+			}
+		}
+	}
+	for _, p := range picks {
+		var under []engine.AppliedPath
+		for _, ap := range paths {
+			if ap.Path == p.Path || strings.HasPrefix(ap.Path, p.Path+"/") {
+				under = append(under, ap)
+			}
+		}
+		if len(under) == 1 && under[0].Path == p.Path {
+			lines = append(lines, "  "+pathLine(p, under[0]))
+			continue
+		}
+		lines = append(lines, "  "+dirLine(p.Path, under))
+	}
+	var what []string
+	if files > 0 || dirs == 0 {
+		what = append(what, panes.Count(files, "file", "files"))
+	}
+	if dirs > 0 {
+		what = append(what, panes.Count(dirs, "directory", "directories"))
+	}
+	title = fmt.Sprintf("Publish %s from %s to its source, all or nothing:", strings.Join(what, " and "), world)
+	if merged > 0 {
+		notes = append(notes, "The source changed since the World's base: "+panes.Count(merged, "file is", "files are")+" 3-way merged.")
+	}
+	if skipped > 0 {
+		notes = append(notes, panes.Count(skipped, "path is", "paths are")+" already as picked in the source.")
+	}
+	return title, lines, notes
+}
+
+func pathLine(p applyPick, ap engine.AppliedPath) string {
+	verb := applyVerbs[ap.Action]
+	if verb == "" {
+		verb = ap.Action
+	}
+	s := verb + " " + p.Path
+	if ap.Action == "nothing" {
+		return s + " (the source already has it)"
+	}
+	if p.Sel != nil && p.HunkCount > 0 {
+		s += fmt.Sprintf(" (%d of %s)", len(p.Hunks), panes.Count(p.HunkCount, "hunk", "hunks"))
+	}
+	return s
+}
+
+// dirLine sums up a picked directory: one verb when every path under it
+// gets the same, else the count of each.
+func dirLine(dir string, under []engine.AppliedPath) string {
+	n := 0
+	byVerb := map[string]int{}
+	var order []string
+	for _, ap := range under {
+		if ap.Action == "mkdir" || ap.Action == "rmdir" {
+			continue
+		}
+		n++
+		v := applyVerbs[ap.Action]
+		if byVerb[v] == 0 {
+			order = append(order, v)
+		}
+		byVerb[v]++
+	}
+	switch {
+	case n == 0:
+		return fmt.Sprintf("%s %s/", applyVerbs[firstAction(under)], dir)
+	case len(order) == 1:
+		return fmt.Sprintf("%s %s/ — %s", order[0], dir, panes.Count(n, "file", "files"))
+	}
+	parts := make([]string, len(order))
+	for i, v := range order {
+		parts[i] = fmt.Sprintf("%s %s", v, panes.Thousands(byVerb[v]))
+	}
+	return fmt.Sprintf("%s/ — %s: %s", dir, panes.Count(n, "file", "files"), strings.Join(parts, ", "))
+}
+
+func firstAction(aps []engine.AppliedPath) string {
+	if len(aps) == 0 {
+		return "nothing"
+	}
+	return aps[0].Action
 }

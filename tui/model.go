@@ -637,6 +637,8 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m.reloadWorlds()
 	case applyDoneMsg:
 		return m.applyDone(msg)
+	case applyPreviewMsg:
+		return m.applyPreviewed(msg)
 	case writersLoadedMsg:
 		return m.writersLoaded(msg)
 	case resourcesMsg:
@@ -669,7 +671,8 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case forkReq:
 		return m, fork(m.ctx, m.eng, msg)
 	case applyReq:
-		return m, m.applyPicksCmd(msg.world, m.applyPicks())
+		// Exactly the picks the dialog described.
+		return m, m.applyPicksCmd(msg.world, msg.picks)
 	case execDoneMsg:
 		if msg.err != nil {
 			m.setResult("", msg.err)
@@ -982,27 +985,37 @@ func (m Model) confirmApply(world string) (tea.Model, tea.Cmd) {
 		m.setResult("", errors.New("nothing picked: space picks a path or a hunk"))
 		return m, nil
 	}
-	var body []string
-	for _, p := range picks {
-		if p.Sel == nil {
-			body = append(body, "  "+p.Path+" (whole)")
-			continue
-		}
-		_, lines := p.Sel.Count()
-		body = append(body, fmt.Sprintf("  %s (hunks %s, %d lines)", p.Path, joinInts(p.Hunks), lines))
+	// The dialog says what apply will do: decided by the engine, written nowhere.
+	ctx, eng := m.ctx, m.eng
+	return m, func() tea.Msg {
+		res, paths, err := enginePreview(ctx, eng, world, picks)
+		return applyPreviewMsg{world: world, picks: picks, res: res, paths: paths, err: err}
 	}
-	body = append([]string{fmt.Sprintf("Publish %d paths from %s to its source, all or nothing:", len(picks), world)}, capLines(body, 12)...)
-	d := panes.NewConfirm(m.env, "Apply to the source?", body, false, applyReq{world: world})
-	m.dialog = &d
-	return m, nil
 }
 
-func joinInts(xs []int) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = fmt.Sprint(x)
+// applyPreviewMsg is a dry run of the picks, for the confirm dialog.
+type applyPreviewMsg struct {
+	world string
+	picks []applyPick
+	res   applyOutcome
+	paths []engine.AppliedPath
+	err   error
+}
+
+func (m Model) applyPreviewed(msg applyPreviewMsg) (tea.Model, tea.Cmd) {
+	if len(msg.res.Conflicts) > 0 || msg.err != nil {
+		// Nothing was written either way: conflicts open the conflict view,
+		// a pick on versions that moved says so.
+		return m.applyDone(applyDoneMsg{world: msg.world, picks: msg.picks, res: msg.res, err: msg.err})
 	}
-	return strings.Join(s, ",")
+	title, lines, notes := applySummary(msg.world, msg.picks, msg.paths)
+	body := append([]string{title}, capLines(lines, 12)...)
+	if len(notes) > 0 {
+		body = append(append(body, ""), notes...)
+	}
+	d := panes.NewConfirm(m.env, "Apply to the source?", body, false, applyReq{world: msg.world, picks: msg.picks})
+	m.dialog = &d
+	return m, nil
 }
 
 // applyPicksCmd publishes picks from world in a Cmd.
@@ -1027,7 +1040,7 @@ func (m Model) applyDone(msg applyDoneMsg) (tea.Model, tea.Cmd) {
 		m.setResult("", fmt.Errorf("apply %s: %w", msg.world, msg.err))
 		return m, nil
 	}
-	m.setResult(fmt.Sprintf("applied %d paths from %s", len(msg.res.Applied), msg.world), nil)
+	m.setResult(fmt.Sprintf("applied %s from %s", panes.Count(len(msg.res.Applied), "path", "paths"), msg.world), nil)
 	if msg.world == m.world {
 		m.picks = map[string]*pick{}
 		m.changes = m.changes.SetPicks(nil)

@@ -1,0 +1,200 @@
+package tui
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/charmbracelet/x/exp/teatest/v2"
+
+	"github.com/stratahq/strata/diffview"
+	"github.com/stratahq/strata/engine"
+)
+
+func captureBases(t *testing.T, eng *engine.Engine, world string) {
+	t.Helper()
+	ctx := context.Background()
+	w, err := eng.World(world)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := eng.Changes(ctx, w, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.CaptureBases(ctx, w, cs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func hunkTexts(fd *diffview.FileDiff) []string {
+	var out []string
+	for _, h := range fd.Hunks {
+		var b strings.Builder
+		b.WriteString(h.Header + "\n")
+		for _, l := range h.Lines {
+			b.WriteString(string(l.Op.Marker()) + l.Text + "\n")
+		}
+		out = append(out, b.String())
+	}
+	return out
+}
+
+// TestTeaDriftedSourceReviewAndApply: the source drifts under a World (a
+// teammate edits it after the World's base was captured). The Diff pane
+// shows the same hunks as strata diff (base vs World, not the teammate's
+// line as a deletion), marks the drift, o shows the World against the
+// source now, the dialog says what will happen, and the hunk picked in the
+// pane lands as the 3-way merge.
+func TestTeaDriftedSourceReviewAndApply(t *testing.T) {
+	base := threeHunks()
+	eng, src := testEngine(t, map[string]string{"a.txt": base})
+	newWorld(t, eng, src, "w1", editThree)
+	captureBases(t, eng, "w1")
+	theirs := strings.Replace(base, "line 8\n", "teammate 8\n", 1)
+	if err := os.WriteFile(filepath.Join(src, "a.txt"), []byte(theirs), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fcs, err := eng.Diff(context.Background(), "w1", engine.DiffOptions{})
+	if err != nil || len(fcs) != 1 || !fcs[0].Drift {
+		t.Fatalf("strata diff: %v %+v", err, fcs)
+	}
+
+	m, err := New(context.Background(), eng, Options{Source: src, Exe: "/bin/false", NoColor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm := teatest.NewTestModel(t, *m, teatest.WithInitialTermSize(120, 40))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := Forward(ctx, eng, tm.GetProgram()); err != nil {
+		t.Fatal(err)
+	}
+	waitScreen := func(what ...string) {
+		t.Helper()
+		teatest.WaitFor(t, tm.Output(), func(b []byte) bool {
+			for _, w := range what {
+				if !bytes.Contains(b, []byte(w)) {
+					return false
+				}
+			}
+			return true
+		}, teatest.WithDuration(10*time.Second), teatest.WithCheckInterval(20*time.Millisecond))
+	}
+	waitScreen("a.txt")
+	tm.Send(tea.KeyPressMsg{Code: '4', Text: "4"})
+	waitScreen("line fifteen", "source changed since the World's base: apply will merge")
+	tm.Send(tea.KeyPressMsg{Code: 'o', Text: "o"})
+	waitScreen("teammate 8", "against the source now: view only")
+	tm.Send(tea.KeyPressMsg{Code: 'o', Text: "o"})
+	tm.Send(tea.KeyPressMsg{Code: 'l', Text: "l"})
+	tm.Send(tea.KeyPressMsg{Code: tea.KeySpace, Text: " "})
+	waitScreen("picked 1/3 hunks")
+	tm.Send(tea.KeyPressMsg{Code: 'a', Text: "a"})
+	waitScreen("Apply to the source?", "Publish 1 file from w1", "merge a.txt (1 of 3 hunks)", "1 file is 3-way merged")
+	tm.Send(tea.KeyPressMsg{Code: tea.KeyEnter})
+	waitScreen("applied 1 path from w1")
+	tm.Send(tea.KeyPressMsg{Code: 'q', Text: "q"})
+	final := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(Model)
+
+	got, err := os.ReadFile(filepath.Join(src, "a.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Replace(theirs, "line 15\n", "line fifteen\n", 1); string(got) != want {
+		t.Fatalf("source holds:\n%s\nwant the 3-way result:\n%s", got, want)
+	}
+	if scr := ansi.Strip(final.Render()); !strings.Contains(scr, "applied 1 path from w1") {
+		t.Errorf("final screen:\n%s", scr)
+	}
+}
+
+// The pane's hunks are the engine's, the same value strata diff prints,
+// and the picks it hands to apply carry the versions they were made on.
+func TestDiffPaneShowsTheEnginesDiffUnderDrift(t *testing.T) {
+	base := threeHunks()
+	eng, src := testEngine(t, map[string]string{"a.txt": base})
+	newWorld(t, eng, src, "w1", editThree)
+	captureBases(t, eng, "w1")
+	if err := os.WriteFile(filepath.Join(src, "a.txt"), []byte(strings.Replace(base, "line 8\n", "teammate 8\n", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fcs, err := eng.Diff(context.Background(), "w1", engine.DiffOptions{})
+	if err != nil || len(fcs) != 1 {
+		t.Fatal(err)
+	}
+	d := newDriver(t, eng, Options{Source: src, Exe: "/bin/false", NoColor: true}, 80, 24)
+	d.keys("3")
+	d.selectChange("a.txt")
+	d.keys("enter")
+	pane := d.m.diff
+	if pane.FileDiff() == nil || !reflect.DeepEqual(hunkTexts(pane.FileDiff()), hunkTexts(fcs[0].Diff)) {
+		t.Fatalf("the pane's hunks are not strata diff's:\npane %q\ncli  %q", hunkTexts(pane.FileDiff()), hunkTexts(fcs[0].Diff))
+	}
+	if scr := d.screen(); strings.Contains(scr, "teammate") || !strings.Contains(scr, "source changed since the World's base") {
+		t.Fatalf("80x24 screen:\n%s", scr)
+	}
+	d.keys("l", "space")
+	picks := d.m.applyPicks()
+	if len(picks) != 1 || picks[0].BaseHash != fcs[0].BaseHash || picks[0].WorldHash != fcs[0].WorldHash || fmt.Sprint(picks[0].Hunks) != "[2]" {
+		t.Fatalf("picks %+v, want hunk 2 with base %s world %s", picks, fcs[0].BaseHash, fcs[0].WorldHash)
+	}
+	// A session rewrites the file between the pick and the apply: refused,
+	// nothing written, and the status says which side moved.
+	runIn(t, eng, "w1", `sed -i 's/^line fifteen$/line FIFTEEN/' a.txt`)
+	before, _ := os.ReadFile(filepath.Join(src, "a.txt"))
+	d.send(applyReq{world: "w1", picks: picks})
+	after, _ := os.ReadFile(filepath.Join(src, "a.txt"))
+	if !bytes.Equal(before, after) || !strings.Contains(d.m.lastErr, "the World's file changed since the hunks were picked") {
+		t.Fatalf("stale pick: lastErr %q, source changed %v", d.m.lastErr, !bytes.Equal(before, after))
+	}
+}
+
+// The confirm dialog counts what apply will do, from a dry run on the
+// real engine: a deleted directory by its files, a file by its hunks.
+func TestApplyDialogCountsWhatItWillDo(t *testing.T) {
+	files := map[string]string{"a.txt": threeHunks()}
+	for i := 0; i < 1061; i++ {
+		files[fmt.Sprintf("internal/p%d/f%04d.go", i%7, i)] = "package p\n"
+	}
+	eng, src := testEngine(t, files)
+	newWorld(t, eng, src, "w1", editThree+" && rm -rf internal && echo new > b.txt")
+	captureBases(t, eng, "w1")
+	fcs, err := eng.Diff(context.Background(), "w1", engine.DiffOptions{Paths: []string{"a.txt"}})
+	if err != nil || len(fcs) != 1 {
+		t.Fatal(err)
+	}
+	sel := diffview.NewSelection(fcs[0].Diff, false)
+	_ = sel.ToggleHunk(0)
+	_ = sel.ToggleHunk(2)
+	picks := []applyPick{
+		{Path: "a.txt", Sel: sel, Hunks: []int{1, 3}, HunkCount: 3, BaseHash: fcs[0].BaseHash, WorldHash: fcs[0].WorldHash},
+		{Path: "b.txt"},
+		{Path: "internal"},
+	}
+	res, paths, err := enginePreview(context.Background(), eng, "w1", picks)
+	if err != nil || len(res.Conflicts) > 0 {
+		t.Fatalf("preview: %v %+v", err, res)
+	}
+	title, lines, _ := applySummary("w1", picks, paths)
+	want := []string{"  write a.txt (2 of 3 hunks)", "  write b.txt", "  delete internal/ — 1,061 files"}
+	if !reflect.DeepEqual(lines, want) || !strings.HasPrefix(title, "Publish 1,063 files and ") || !strings.Contains(title, "directories from w1 to its source, all or nothing") {
+		t.Fatalf("dialog:\n%s\n%s", title, strings.Join(lines, "\n"))
+	}
+	if _, err := os.Stat(filepath.Join(src, "internal")); err != nil {
+		t.Fatal("the preview wrote the source")
+	}
+	// Plurals: one of each.
+	title, lines, _ = applySummary("w1", picks[1:2], []engine.AppliedPath{{Path: "b.txt", Action: "write"}})
+	if title != "Publish 1 file from w1 to its source, all or nothing:" || ansi.Strip(lines[0]) != "  write b.txt" {
+		t.Fatalf("one file: %q %q", title, lines)
+	}
+}
