@@ -529,6 +529,14 @@ func (e *Engine) planApply(ctx context.Context, w *World, changes []overlay.Chan
 				mode = theirs.mode // only the source changed the mode
 			}
 			merged := version{typ: overlay.TypeFile, mode: mode, data: []byte(mr.Merged)}
+			if merged.same(theirs) {
+				// The World's side adds nothing to the source (its change is
+				// already there, or was reverted there since it was applied):
+				// say so rather than report a merge that writes nothing new.
+				ap.Action = "nothing"
+				ap.Note = "the merge is the source's version: the World adds nothing to it since its base"
+				break
+			}
 			if err := p.publish(c, base, merged, theirs, deleting, &ap, theirsOf); err != nil {
 				conflict(err.Error())
 			}

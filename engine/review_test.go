@@ -173,3 +173,38 @@ func TestApplyRefusesPickOnMovedBase(t *testing.T) {
 		t.Fatal("the base hash did not move with the publication")
 	}
 }
+
+// A teammate reverts an applied change in the source: applying the World
+// again merges to the source's own version, and says it does nothing
+// instead of reporting a merge while the source stays as it is.
+func TestApplyAfterTheSourceRevertedAnApplySaysNothing(t *testing.T) {
+	ctx := context.Background()
+	e, src := testEngine(t)
+	base := lines(1, 30, func(i int) string { return fmt.Sprint("line ", i) })
+	writeFile(t, filepath.Join(src, "f.txt"), base)
+	time.Sleep(10 * time.Millisecond)
+	merged := mountedWorld(t, e, src, "w")
+	writeFile(t, filepath.Join(merged, "f.txt"), strings.Replace(base, "line 5\n", "world 5\n", 1))
+	if _, err := e.CaptureBases(ctx, mustWorld(t, e, "w"), mustChanges(t, e, "w")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Apply(ctx, "w", ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(src, "f.txt"), base) // git checkout .
+	fcs, err := e.Diff(ctx, "w", DiffOptions{Paths: []string{"f.txt"}})
+	if err != nil || len(fcs) != 0 {
+		t.Fatalf("the World has nothing beyond its base: %v %+v", err, fcs)
+	}
+	fcs, err = e.Diff(ctx, "w", DiffOptions{Paths: []string{"f.txt"}, Against: "source"})
+	if err != nil || len(fcs) != 1 || !fcs[0].Drift {
+		t.Fatalf("against source: %v %+v", err, fcs)
+	}
+	res, err := e.Apply(ctx, "w", ApplyOptions{Picks: []Pick{{Path: "f.txt"}}})
+	if err != nil || len(res.Paths) != 1 || res.Paths[0].Action != "nothing" {
+		t.Fatalf("apply after the revert: %v %+v", err, res)
+	}
+	if got := readFile(t, filepath.Join(src, "f.txt")); got != base {
+		t.Fatalf("the source changed:\n%s", got)
+	}
+}

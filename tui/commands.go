@@ -218,6 +218,13 @@ func loadDiff(ctx context.Context, eng *engine.Engine, world string, c overlay.C
 		fc, ok := diffOf(fcs, c.Path)
 		if !ok {
 			f.Note = "the World's version is the same as its base: nothing to apply"
+			// The source may have moved off that base (a teammate reverted
+			// an applied change): say so, or the path looks in sync.
+			if sfcs, err := eng.Diff(ctx, world, engine.DiffOptions{Paths: []string{c.Path}, Against: "source"}); err == nil {
+				if sfc, ok := diffOf(sfcs, c.Path); ok && sfc.Drift {
+					f.Note += "; the source changed since (strata diff " + world + " --against source shows how)"
+				}
+			}
 			return diffLoadedMsg{file: f}
 		}
 		f.Old, f.New, f.Diff = fc.OldText(), fc.NewText(), fc.Diff

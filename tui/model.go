@@ -1040,7 +1040,11 @@ func (m Model) applyDone(msg applyDoneMsg) (tea.Model, tea.Cmd) {
 		m.setResult("", fmt.Errorf("apply %s: %w", msg.world, msg.err))
 		return m, nil
 	}
-	m.setResult(fmt.Sprintf("applied %s from %s", panes.Count(len(msg.res.Applied), "path", "paths"), msg.world), nil)
+	if len(msg.res.Applied) == 0 {
+		m.setResult("nothing applied from "+msg.world+": the source already holds every picked version", nil)
+	} else {
+		m.setResult(fmt.Sprintf("applied %s from %s", panes.Count(len(msg.res.Applied), "path", "paths"), msg.world), nil)
+	}
 	if msg.world == m.world {
 		m.picks = map[string]*pick{}
 		m.changes = m.changes.SetPicks(nil)
