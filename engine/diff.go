@@ -18,6 +18,11 @@ type DiffOptions struct {
 	AgainstWorld string   // diff against another World's version instead
 	Context      int
 	Force        bool // diff binary and huge files anyway
+	// Changes, when set, are the changes to diff as the caller already
+	// listed them (the TUI's Changes pane): the World's change set is not
+	// read again. Each is still diffed from its base, World and source
+	// versions as read now. Paths is ignored; not with AgainstWorld.
+	Changes []overlay.Change
 }
 
 // FileChange is one path's diff: what the TUI renders, `strata diff`
@@ -90,27 +95,10 @@ func (e *Engine) Diff(ctx context.Context, name string, o DiffOptions) ([]FileCh
 			return nil, err
 		}
 	}
-	cs, err := e.Changes(ctx, w, false)
-	if err != nil {
-		return nil, err
-	}
-	if other != nil {
-		ocs, err := e.Changes(ctx, other, false)
-		if err != nil {
-			return nil, err
-		}
-		cs = unionChanges(cs, ocs)
-	}
-	var picks []Pick
-	for _, p := range o.Paths {
-		rel, err := e.relToSource(w, p)
-		if err != nil {
-			return nil, err
-		}
-		picks = append(picks, Pick{Path: rel})
-	}
-	changes, _, err := selectChanges(cs, picks)
-	if err != nil {
+	var changes []overlay.Change
+	if o.Changes != nil && other == nil {
+		changes = o.Changes
+	} else if changes, err = e.changesToDiff(ctx, w, other, o.Paths); err != nil {
 		return nil, fmt.Errorf("diff world %q: %w", name, err)
 	}
 	layers := w.Layers(e.Paths)
@@ -167,6 +155,31 @@ func (e *Engine) Diff(ctx context.Context, name string, o DiffOptions) ([]FileCh
 		out = append(out, fc)
 	}
 	return out, nil
+}
+
+// changesToDiff lists the changes of w (and other) under paths.
+func (e *Engine) changesToDiff(ctx context.Context, w, other *World, paths []string) ([]overlay.Change, error) {
+	cs, err := e.Changes(ctx, w, false)
+	if err != nil {
+		return nil, err
+	}
+	if other != nil {
+		ocs, err := e.Changes(ctx, other, false)
+		if err != nil {
+			return nil, err
+		}
+		cs = unionChanges(cs, ocs)
+	}
+	var picks []Pick
+	for _, p := range paths {
+		rel, err := e.relToSource(w, p)
+		if err != nil {
+			return nil, err
+		}
+		picks = append(picks, Pick{Path: rel})
+	}
+	changes, _, err := selectChanges(cs, picks)
+	return changes, err
 }
 
 func (v version) text() string {

@@ -211,7 +211,7 @@ func loadDiff(ctx context.Context, eng *engine.Engine, world string, c overlay.C
 			f.Note = "special file: nothing to diff"
 			return diffLoadedMsg{file: f}
 		}
-		fcs, err := eng.Diff(ctx, world, engine.DiffOptions{Paths: []string{c.Path}})
+		fcs, err := eng.Diff(ctx, world, engine.DiffOptions{Changes: []overlay.Change{c}})
 		if err != nil {
 			return diffLoadedMsg{file: f, err: fmt.Errorf("diff %s in world %s: %w", c.Path, world, err)}
 		}
@@ -220,7 +220,7 @@ func loadDiff(ctx context.Context, eng *engine.Engine, world string, c overlay.C
 			f.Note = "the World's version is the same as its base: nothing to apply"
 			// The source may have moved off that base (a teammate reverted
 			// an applied change): say so, or the path looks in sync.
-			if sfcs, err := eng.Diff(ctx, world, engine.DiffOptions{Paths: []string{c.Path}, Against: "source"}); err == nil {
+			if sfcs, err := eng.Diff(ctx, world, engine.DiffOptions{Changes: []overlay.Change{c}, Against: "source"}); err == nil {
 				if sfc, ok := diffOf(sfcs, c.Path); ok && sfc.Drift {
 					f.Note += "; the source changed since (strata diff " + world + " --against source shows how)"
 				}
@@ -230,7 +230,7 @@ func loadDiff(ctx context.Context, eng *engine.Engine, world string, c overlay.C
 		f.Old, f.New, f.Diff = fc.OldText(), fc.NewText(), fc.Diff
 		f.BaseHash, f.WorldHash, f.Drift, f.LateBase = fc.BaseHash, fc.WorldHash, fc.Drift, fc.LateBase
 		if fc.Drift {
-			sfcs, err := eng.Diff(ctx, world, engine.DiffOptions{Paths: []string{c.Path}, Against: "source"})
+			sfcs, err := eng.Diff(ctx, world, engine.DiffOptions{Changes: []overlay.Change{c}, Against: "source"})
 			if err != nil {
 				return diffLoadedMsg{file: f, err: fmt.Errorf("diff %s in world %s against the source: %w", c.Path, world, err)}
 			}
