@@ -147,6 +147,17 @@ func TestDiffPaneShowsTheEnginesDiffUnderDrift(t *testing.T) {
 	if len(picks) != 1 || picks[0].BaseHash != fcs[0].BaseHash || picks[0].WorldHash != fcs[0].WorldHash || fmt.Sprint(picks[0].Hunks) != "[2]" {
 		t.Fatalf("picks %+v, want hunk 2 with base %s world %s", picks, fcs[0].BaseHash, fcs[0].WorldHash)
 	}
+	// The dialog, at 80x24, says what will happen.
+	d.keys("a")
+	if scr := d.screen(); d.m.dialog == nil || !strings.Contains(scr, "merge a.txt (1 of 3 hunks)") || !strings.Contains(scr, "Publish 1 file from w1") {
+		t.Fatalf("80x24 dialog:\n%s", scr)
+	}
+	for i, l := range strings.Split(d.screen(), "\n") {
+		if ansiWidth(l) > 80 || i >= 24 {
+			t.Fatalf("the screen overflows 80x24 at line %d: %q", i, l)
+		}
+	}
+	d.keys("esc")
 	// A session rewrites the file between the pick and the apply: refused,
 	// nothing written, and the status says which side moved.
 	runIn(t, eng, "w1", `sed -i 's/^line fifteen$/line FIFTEEN/' a.txt`)
