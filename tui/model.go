@@ -516,7 +516,10 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 				msg.file.PickAll = true
 				pk.baseHash, pk.worldHash = msg.file.BaseHash, msg.file.WorldHash
 			} else {
-				delete(m.picks, msg.file.Path) // the file changed under a partial pick
+				// The file changed under a partial pick: its hunks mean
+				// other lines now, so the pick goes, and the person is told.
+				delete(m.picks, msg.file.Path)
+				m.setResult(msg.file.Path+" changed since its hunks were picked: the picks were dropped; review the diff and pick again", nil)
 			}
 		}
 		m.diff = m.diff.SetFile(msg.file)

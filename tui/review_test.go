@@ -167,6 +167,12 @@ func TestDiffPaneShowsTheEnginesDiffUnderDrift(t *testing.T) {
 	if !bytes.Equal(before, after) || !strings.Contains(d.m.lastErr, "the World's file changed since the hunks were picked") {
 		t.Fatalf("stale pick: lastErr %q, source changed %v", d.m.lastErr, !bytes.Equal(before, after))
 	}
+	// Once the pane sees the new version, the stale pick is dropped and the
+	// person is told.
+	d.keys("ctrl+r")
+	if len(d.m.applyPicks()) != 0 || !strings.Contains(d.m.info, "a.txt changed since its hunks were picked") {
+		t.Fatalf("after the reload: picks %+v, info %q", d.m.applyPicks(), d.m.info)
+	}
 }
 
 // The confirm dialog counts what apply will do, from a dry run on the
