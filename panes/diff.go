@@ -198,6 +198,7 @@ func (p Diff) relayout() Diff {
 		Wrap:            p.wrap,
 		ShowLineNumbers: true,
 		Selection:       sel,
+		HunkLabels:      p.hunkLabels(),
 	})
 	p.cur = clamp(p.cur, 0, len(p.rows)-1)
 	return p
@@ -210,6 +211,23 @@ func (p Diff) firstHunkRow() int {
 		}
 	}
 	return 0
+}
+
+// hunkLabels name each hunk of the base diff as apply counts it (in the
+// engine's diff with the default context), as `strata diff` prints them.
+func (p Diff) hunkLabels() []string {
+	if p.vsSource || p.fd == nil || p.fd.Summarised() {
+		return nil
+	}
+	numbered := p.file.Diff
+	if numbered == nil {
+		numbered = diffview.Diff(p.file.Old, p.file.New, diffview.Options{})
+	}
+	var out []string
+	for _, nums := range diffview.HunkNumbers(p.fd, numbered) {
+		out = append(out, diffview.HunkLabel(nums))
+	}
+	return out
 }
 
 // headerLines is 2 when a warning line follows the title line.

@@ -139,6 +139,21 @@ func TestDiffPaneShowsTheEnginesDiffUnderDrift(t *testing.T) {
 	if pane.FileDiff() == nil || !reflect.DeepEqual(hunkTexts(pane.FileDiff()), hunkTexts(fcs[0].Diff)) {
 		t.Fatalf("the pane's hunks are not strata diff's:\npane %q\ncli  %q", hunkTexts(pane.FileDiff()), hunkTexts(fcs[0].Diff))
 	}
+	// The hunk header rows read as strata diff prints them: "@@ ... @@ hunk N".
+	var paneHeaders, cliHeaders []string
+	for _, l := range strings.Split(ansi.Strip(pane.SetSize(120, 200).View(120, 200, false)), "\n") {
+		if i := strings.Index(l, "@@ "); i >= 0 {
+			paneHeaders = append(paneHeaders, strings.TrimSpace(l[i:]))
+		}
+	}
+	for _, l := range strings.Split(engine.Patch(fcs), "\n") {
+		if strings.HasPrefix(l, "@@ ") {
+			cliHeaders = append(cliHeaders, l)
+		}
+	}
+	if len(cliHeaders) != 3 || !reflect.DeepEqual(paneHeaders, cliHeaders) {
+		t.Fatalf("hunk headers: pane %q, strata diff %q", paneHeaders, cliHeaders)
+	}
 	if scr := d.screen(); strings.Contains(scr, "teammate") || !strings.Contains(scr, "source changed since the World's base") {
 		t.Fatalf("80x24 screen:\n%s", scr)
 	}
