@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/stratahq/strata/diffview"
@@ -89,11 +90,11 @@ var applyVerbs = map[string]string{
 	"write": "write", "merge": "merge", "symlink": "link", "mkdir": "create", "delete": "delete", "rmdir": "delete", "nothing": "skip",
 }
 
-// applySummary says what a publication will do, one line per pick (a
-// directory counts the files under it), a title line with the totals and
-// notes on merges: "write src/a.go (2 of 5 hunks)", "delete internal/ —
-// 1,061 files".
-func applySummary(world string, picks []applyPick, paths []engine.AppliedPath) (title string, lines, notes []string) {
+// applySummary says what a publication will do: a title line with the
+// totals, one line per path or per directory whose every change is picked
+// whole (changed lists the World's changed paths), and notes on merges:
+// "write src/a.go (2 of 5 hunks)", "delete internal/ — 1,061 files".
+func applySummary(world string, picks []applyPick, paths []engine.AppliedPath, changed []string) (title string, lines, notes []string) {
 	files, dirs, merged, skipped := 0, 0, 0, 0
 	for _, ap := range paths {
 		switch ap.Action {
@@ -108,19 +109,7 @@ func applySummary(world string, picks []applyPick, paths []engine.AppliedPath) (
 			}
 		}
 	}
-	for _, p := range picks {
-		var under []engine.AppliedPath
-		for _, ap := range paths {
-			if ap.Path == p.Path || strings.HasPrefix(ap.Path, p.Path+"/") {
-				under = append(under, ap)
-			}
-		}
-		if len(under) == 1 && under[0].Path == p.Path {
-			lines = append(lines, "  "+pathLine(p, under[0]))
-			continue
-		}
-		lines = append(lines, "  "+dirLine(p.Path, under))
-	}
+	lines = summaryLines(picks, paths, changed)
 	var what []string
 	if files > 0 || dirs == 0 {
 		what = append(what, panes.Count(files, "file", "files"))
@@ -136,6 +125,99 @@ func applySummary(world string, picks []applyPick, paths []engine.AppliedPath) (
 		notes = append(notes, panes.Count(skipped, "path is", "paths are")+" already as picked in the source.")
 	}
 	return title, lines, notes
+}
+
+// summaryLines groups the paths of a publication: a path picked by hunks
+// is its own line; paths picked whole go under their topmost directory
+// whose every change is picked whole (the person picked the directory),
+// else under their parent directory when it has several of them, saying
+// how many paths there stay in the World.
+func summaryLines(picks []applyPick, paths []engine.AppliedPath, changed []string) []string {
+	partial := map[string]applyPick{}
+	for _, p := range picks {
+		if p.Sel != nil {
+			partial[p.Path] = p
+		}
+	}
+	whole := map[string]bool{}
+	for _, ap := range paths {
+		if _, ok := partial[ap.Path]; !ok {
+			whole[ap.Path] = true
+		}
+	}
+	// below and pickedBelow count the changes strictly under a directory.
+	isChanged := map[string]bool{}
+	below, pickedBelow := map[string]int{}, map[string]int{}
+	for _, c := range append(append([]string(nil), changed...), keys(whole)...) {
+		if isChanged[c] {
+			continue
+		}
+		isChanged[c] = true
+		for i := range c {
+			if c[i] == '/' {
+				below[c[:i]]++
+				if whole[c] {
+					pickedBelow[c[:i]]++
+				}
+			}
+		}
+	}
+	full := func(d string) bool {
+		return below[d] >= 2 && pickedBelow[d] == below[d] && (!isChanged[d] || whole[d])
+	}
+	group := func(path string) string {
+		for i := range path {
+			if path[i] == '/' && full(path[:i]) {
+				return path[:i]
+			}
+		}
+		if full(path) {
+			return path
+		}
+		if i := strings.LastIndexByte(path, '/'); i > 0 && pickedBelow[path[:i]] >= 2 {
+			return path[:i]
+		}
+		return path
+	}
+	var order []string
+	byKey := map[string][]engine.AppliedPath{}
+	for _, ap := range paths {
+		k := ap.Path
+		if whole[ap.Path] {
+			k = group(ap.Path)
+		}
+		if _, ok := byKey[k]; !ok {
+			order = append(order, k)
+		}
+		byKey[k] = append(byKey[k], ap)
+	}
+	sort.Strings(order)
+	var lines []string
+	for _, k := range order {
+		aps := byKey[k]
+		if len(aps) == 1 && aps[0].Path == k {
+			p, ok := partial[k]
+			if !ok {
+				p = applyPick{Path: k}
+			}
+			lines = append(lines, "  "+pathLine(p, aps[0]))
+			continue
+		}
+		line := "  " + dirLine(k, aps)
+		if left := below[k] - pickedBelow[k]; left > 0 {
+			line += fmt.Sprintf(" (%s not picked stay%s in the World)", panes.Count(left, "path", "paths"), map[bool]string{true: "s"}[left == 1])
+		}
+		lines = append(lines, line)
+	}
+	return lines
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
 }
 
 func pathLine(p applyPick, ap engine.AppliedPath) string {

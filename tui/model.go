@@ -956,9 +956,17 @@ func (m Model) applyPicks() []applyPick {
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
+	changed := make([]string, 0, len(m.changes.All()))
+	for _, c := range m.changes.All() {
+		changed = append(changed, c.Path)
+	}
+	sort.Strings(changed)
 	var out []applyPick
 	for _, p := range paths {
 		pk := m.picks[p]
+		if partlyPicked(p, changed, func(c string) bool { return m.picks[c] != nil }) {
+			continue // the picked paths below it go on their own
+		}
 		if pk.whole || pk.sel == nil || pk.state == panes.PickAll {
 			out = append(out, applyPick{Path: p, BaseHash: pk.baseHash, WorldHash: pk.worldHash})
 			continue
@@ -977,6 +985,19 @@ func (m Model) applyPicks() []applyPick {
 		}
 	}
 	return out
+}
+
+// partlyPicked reports whether a change below dir (sorted lists the
+// World's changed paths) is not picked. To the engine a directory's pick
+// means everything below it, so the TUI sends a directory's own pick only
+// when that is what the person picked, lest an unpicked file land.
+func partlyPicked(dir string, sorted []string, picked func(string) bool) bool {
+	for i := sort.SearchStrings(sorted, dir+"/"); i < len(sorted) && strings.HasPrefix(sorted[i], dir+"/"); i++ {
+		if !picked(sorted[i]) {
+			return true
+		}
+	}
+	return false
 }
 
 func (m Model) confirmApply(world string) (tea.Model, tea.Cmd) {
@@ -1011,7 +1032,13 @@ func (m Model) applyPreviewed(msg applyPreviewMsg) (tea.Model, tea.Cmd) {
 		// a pick on versions that moved says so.
 		return m.applyDone(applyDoneMsg{world: msg.world, picks: msg.picks, res: msg.res, err: msg.err})
 	}
-	title, lines, notes := applySummary(msg.world, msg.picks, msg.paths)
+	var changed []string // to name a directory whose every change is picked
+	if m.changes.World == msg.world {
+		for _, c := range m.changes.All() {
+			changed = append(changed, c.Path)
+		}
+	}
+	title, lines, notes := applySummary(msg.world, msg.picks, msg.paths, changed)
 	body := append([]string{title}, capLines(lines, 12)...)
 	if len(notes) > 0 {
 		body = append(append(body, ""), notes...)

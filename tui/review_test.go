@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/stratahq/strata/diffview"
 	"github.com/stratahq/strata/engine"
+	"github.com/stratahq/strata/panes"
 )
 
 func captureBases(t *testing.T, eng *engine.Engine, world string) {
@@ -216,17 +218,96 @@ func TestApplyDialogCountsWhatItWillDo(t *testing.T) {
 	if err != nil || len(res.Conflicts) > 0 {
 		t.Fatalf("preview: %v %+v", err, res)
 	}
-	title, lines, _ := applySummary("w1", picks, paths)
+	w, _ := eng.World("w1")
+	cs, err := eng.Changes(context.Background(), w, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changed []string
+	for _, c := range cs.Changes {
+		changed = append(changed, c.Path)
+	}
+	title, lines, _ := applySummary("w1", picks, paths, changed)
 	want := []string{"  write a.txt (2 of 3 hunks)", "  write b.txt", "  delete internal/ — 1,061 files"}
 	if !reflect.DeepEqual(lines, want) || !strings.HasPrefix(title, "Publish 1,063 files and ") || !strings.Contains(title, "directories from w1 to its source, all or nothing") {
 		t.Fatalf("dialog:\n%s\n%s", title, strings.Join(lines, "\n"))
+	}
+	// The Changes pane picks a directory as every path under it: the
+	// dialog still names the directory. One path left out: no grouping.
+	var each []applyPick
+	for _, c := range changed {
+		if strings.HasPrefix(c, "internal/") || c == "internal" {
+			each = append(each, applyPick{Path: c})
+		}
+	}
+	_, paths, err = enginePreview(context.Background(), eng, "w1", each)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, lines, _ = applySummary("w1", each, paths, changed); !reflect.DeepEqual(lines, []string{"  delete internal/ — 1,061 files"}) {
+		t.Fatalf("per-path picks of a directory: %q", lines)
+	}
+	// One file not picked: the directories above it are not sent as picks
+	// (to the engine a directory means everything below), so it stays.
+	sort.Strings(changed)
+	unpicked := "internal/p3/f0003.go"
+	var most []applyPick
+	for _, p := range each {
+		if p.Path != unpicked && !partlyPicked(p.Path, changed, func(c string) bool { return c != unpicked }) {
+			most = append(most, p)
+		}
+	}
+	_, paths, err = enginePreview(context.Background(), eng, "w1", most)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ap := range paths {
+		if ap.Path == unpicked || ap.Path == "internal" || ap.Path == "internal/p3" {
+			t.Fatalf("the preview would publish %s (%s), which is not picked", ap.Path, ap.Action)
+		}
+	}
+	if _, lines, _ = applySummary("w1", most, paths, changed); len(lines) != 7 || lines[0] != "  delete internal/p0/ — 152 files" || lines[3] != "  delete internal/p3/ — 151 files (1 path not picked stays in the World)" {
+		t.Fatalf("a directory with one path not picked: %q", lines)
 	}
 	if _, err := os.Stat(filepath.Join(src, "internal")); err != nil {
 		t.Fatal("the preview wrote the source")
 	}
 	// Plurals: one of each.
-	title, lines, _ = applySummary("w1", picks[1:2], []engine.AppliedPath{{Path: "b.txt", Action: "write"}})
+	title, lines, _ = applySummary("w1", picks[1:2], []engine.AppliedPath{{Path: "b.txt", Action: "write"}}, changed)
 	if title != "Publish 1 file from w1 to its source, all or nothing:" || ansi.Strip(lines[0]) != "  write b.txt" {
 		t.Fatalf("one file: %q %q", title, lines)
+	}
+}
+
+// A directory picked from the list, then one file under it unpicked: the
+// engine reads a directory pick as everything below it, so the TUI must
+// not send it, or the unpicked file lands too.
+func TestUnpickedFileUnderPickedDirectoryStays(t *testing.T) {
+	eng, src := testEngine(t, map[string]string{"gen/a.txt": "a\n", "gen/b.txt": "b\n", "gen/c.txt": "c\n", "keep.txt": "k\n"})
+	newWorld(t, eng, src, "w1", "rm -rf gen")
+	d := newDriver(t, eng, Options{Source: src, Exe: "/bin/false", NoColor: true}, 120, 40)
+	var all []string
+	for _, c := range d.m.changes.All() {
+		all = append(all, c.Path)
+	}
+	if len(all) != 4 {
+		t.Fatalf("changes %v", all)
+	}
+	d.send(panes.PickPathsMsg{World: "w1", Paths: all, Pick: true})
+	d.send(panes.PickPathsMsg{World: "w1", Paths: []string{"gen/b.txt"}, Pick: false})
+	picks := d.m.applyPicks()
+	for _, p := range picks {
+		if p.Path == "gen" || p.Path == "gen/b.txt" {
+			t.Fatalf("picks %+v send %s", picks, p.Path)
+		}
+	}
+	d.send(applyReq{world: "w1", picks: picks})
+	if d.m.lastErr != "" {
+		t.Fatal(d.m.lastErr)
+	}
+	for name, want := range map[string]bool{"gen/a.txt": false, "gen/b.txt": true, "gen/c.txt": false} {
+		if _, err := os.Stat(filepath.Join(src, name)); (err == nil) != want {
+			t.Errorf("%s exists: %v, want %v", name, err == nil, want)
+		}
 	}
 }
