@@ -243,6 +243,31 @@ func loadDiff(ctx context.Context, eng *engine.Engine, world string, c overlay.C
 	}
 }
 
+// pickVersionsMsg carries the base and World hashes of paths picked whole
+// from the list, so apply refuses them if the World writes them after.
+type pickVersionsMsg struct {
+	world    string
+	versions map[string][2]string
+}
+
+func loadPickVersions(ctx context.Context, eng *engine.Engine, world string, cs []overlay.Change) tea.Cmd {
+	return func() tea.Msg {
+		fcs, err := eng.Diff(ctx, world, engine.DiffOptions{Changes: cs})
+		if err != nil {
+			// Unbound picks are still applied, just not checked.
+			if eng.Log != nil {
+				eng.Log.Warn("versions of picked paths", "world", world, "err", err)
+			}
+			return nil
+		}
+		m := pickVersionsMsg{world: world, versions: map[string][2]string{}}
+		for _, fc := range fcs {
+			m.versions[fc.Path] = [2]string{fc.BaseHash, fc.WorldHash}
+		}
+		return m
+	}
+}
+
 func diffOf(fcs []engine.FileChange, path string) (engine.FileChange, bool) {
 	for _, fc := range fcs {
 		if fc.Path == path {

@@ -16,6 +16,7 @@ import (
 	"github.com/stratahq/strata/diffview"
 	"github.com/stratahq/strata/engine"
 	"github.com/stratahq/strata/keymap"
+	"github.com/stratahq/strata/overlay"
 	"github.com/stratahq/strata/panes"
 	"github.com/stratahq/strata/themes"
 )
@@ -573,11 +574,18 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if msg.World != m.world {
 			return m, nil
 		}
+		var unbound []overlay.Change // picked paths whose versions are fetched
+		byPath := map[string]overlay.Change{}
+		for _, c := range m.changes.All() {
+			byPath[c.Path] = c
+		}
 		for _, p := range msg.Paths {
 			if msg.Pick {
 				pk := &pick{whole: true, state: panes.PickAll}
-				if f := m.diff.File(); f.Path == p && f.World == m.world {
+				if f := m.diff.File(); f.Path == p && f.World == m.world && f.Note == "" {
 					pk.baseHash, pk.worldHash = f.BaseHash, f.WorldHash // the version on screen
+				} else if c, ok := byPath[p]; ok && c.Type != overlay.TypeDir {
+					unbound = append(unbound, c)
 				}
 				m.picks[p] = pk
 			} else {
@@ -590,6 +598,21 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 			}
 		}
 		m.changes = m.changes.SetPicks(m.pickStates())
+		if len(unbound) > 0 {
+			return m, loadPickVersions(m.ctx, m.eng, m.world, unbound)
+		}
+		return m, nil
+	case pickVersionsMsg:
+		// Bind whole picks to the versions they were picked at, unless
+		// re-picked or bound meanwhile.
+		if msg.world != m.world {
+			return m, nil
+		}
+		for path, v := range msg.versions {
+			if pk := m.picks[path]; pk != nil && pk.whole && pk.sel == nil && pk.baseHash == "" && pk.worldHash == "" {
+				pk.baseHash, pk.worldHash = v[0], v[1]
+			}
+		}
 		return m, nil
 	case panes.DiffPicksMsg:
 		if msg.World != m.world {

@@ -3,6 +3,8 @@ package tui
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -310,4 +312,30 @@ func TestUnpickedFileUnderPickedDirectoryStays(t *testing.T) {
 			t.Errorf("%s exists: %v, want %v", name, err == nil, want)
 		}
 	}
+}
+
+// A file picked whole from the list, never opened, is bound to the version
+// it was picked at: a session writing it afterwards makes apply refuse.
+func TestListPickIsBoundToItsVersion(t *testing.T) {
+	eng, src := testEngine(t, map[string]string{"x.txt": "x\n", "y.txt": "y\n"})
+	newWorld(t, eng, src, "w1", "echo x2 > x.txt; echo y2 > y.txt")
+	d := newDriver(t, eng, Options{Source: src, Exe: "/bin/false", NoColor: true}, 120, 40)
+	if f := d.m.diff.File(); f.Path == "y.txt" {
+		t.Fatal("the fixture wants y.txt not on screen")
+	}
+	d.send(panes.PickPathsMsg{World: "w1", Paths: []string{"y.txt"}, Pick: true})
+	pk := d.m.picks["y.txt"]
+	if pk == nil || pk.baseHash != sha256hex("y\n") || pk.worldHash != sha256hex("y2\n") {
+		t.Fatalf("pick %+v not bound to base and World", pk)
+	}
+	runIn(t, eng, "w1", "echo not-reviewed > y.txt")
+	d.send(applyReq{world: "w1", picks: d.m.applyPicks()})
+	if got, _ := os.ReadFile(filepath.Join(src, "y.txt")); string(got) != "y\n" || !strings.Contains(d.m.lastErr, "y.txt: the World's file changed since it was picked") {
+		t.Fatalf("source y.txt %q, status %q", got, d.m.lastErr)
+	}
+}
+
+func sha256hex(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
 }
