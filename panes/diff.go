@@ -60,6 +60,9 @@ type Diff struct {
 	// shows it instead of fd. It is a view: picks are made on fd.
 	sfd      *diffview.FileDiff
 	vsSource bool
+	// numbered is the diff hunks are numbered in (the engine's, with the
+	// default context), for the "hunk N" labels.
+	numbered *diffview.FileDiff
 	// whole is the pick of a file that has no hunks to pick (summarised).
 	whole bool
 
@@ -87,6 +90,14 @@ func (p Diff) SetFile(f DiffFile) Diff {
 	p.file = f
 	p.loaded = true
 	p.fd, p.sfd = p.diffs(f, p.context)
+	switch {
+	case f.Diff != nil:
+		p.numbered = f.Diff
+	case p.context == diffview.DefaultContext:
+		p.numbered = p.fd
+	default:
+		p.numbered = diffview.Diff(f.Old, f.New, diffview.Options{})
+	}
 	if !same || !f.Drift {
 		p.vsSource = false
 	}
@@ -141,7 +152,7 @@ func (p Diff) VsSource() bool { return p.vsSource }
 func (p Diff) Clear() Diff {
 	p.loaded = false
 	p.file = DiffFile{}
-	p.fd, p.sel, p.rows, p.sfd, p.vsSource = nil, nil, nil, nil, false
+	p.fd, p.sel, p.rows, p.sfd, p.vsSource, p.numbered = nil, nil, nil, nil, false, nil
 	return p
 }
 
@@ -216,15 +227,11 @@ func (p Diff) firstHunkRow() int {
 // hunkLabels name each hunk of the base diff as apply counts it (in the
 // engine's diff with the default context), as `strata diff` prints them.
 func (p Diff) hunkLabels() []string {
-	if p.vsSource || p.fd == nil || p.fd.Summarised() {
+	if p.vsSource || p.fd == nil || p.fd.Summarised() || p.numbered == nil || p.numbered.Summarised() {
 		return nil
 	}
-	numbered := p.file.Diff
-	if numbered == nil {
-		numbered = diffview.Diff(p.file.Old, p.file.New, diffview.Options{})
-	}
 	var out []string
-	for _, nums := range diffview.HunkNumbers(p.fd, numbered) {
+	for _, nums := range diffview.HunkNumbers(p.fd, p.numbered) {
 		out = append(out, diffview.HunkLabel(nums))
 	}
 	return out

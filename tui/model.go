@@ -59,6 +59,7 @@ type pick struct {
 	sel                 *diffview.Selection
 	state               panes.PickState
 	old, new            string
+	fd                  *diffview.FileDiff // the engine's diff of old and new (hunk numbering)
 	baseHash, worldHash string
 }
 
@@ -623,7 +624,7 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 		} else {
 			f := m.diff.File()
 			m.picks[msg.Path] = &pick{
-				sel: msg.Sel, state: msg.State, whole: msg.Sel == nil, old: f.Old, new: f.New,
+				sel: msg.Sel, state: msg.State, whole: msg.Sel == nil, old: f.Old, new: f.New, fd: f.Diff,
 				baseHash: f.BaseHash, worldHash: f.WorldHash,
 			}
 		}
@@ -994,7 +995,10 @@ func (m Model) applyPicks() []applyPick {
 			out = append(out, applyPick{Path: p, BaseHash: pk.baseHash, WorldHash: pk.worldHash})
 			continue
 		}
-		fd := diffview.Diff(pk.old, pk.new, diffview.Options{})
+		fd := pk.fd // hunks are numbered in the engine's diff, as apply counts them
+		if fd == nil {
+			fd = diffview.Diff(pk.old, pk.new, diffview.Options{})
+		}
 		sel, err := pk.sel.Retarget(fd)
 		if err != nil {
 			continue
