@@ -195,6 +195,21 @@ func cmdApply(a *app, args []string) error {
 		}
 		return &exitError{code: 1}
 	}
+	var stale *engine.StalePickError
+	if errors.As(err, &stale) && *asJSON {
+		type staleJSON struct {
+			Path string `json:"path"`
+			Side string `json:"side"` // "world" or "base": which version moved
+			Want string `json:"want"`
+			Got  string `json:"got"`
+		}
+		_ = a.printJSON(struct {
+			World     string    `json:"world"`
+			Applied   bool      `json:"applied"`
+			StalePick staleJSON `json:"stale_pick"`
+		}{w.Name, false, staleJSON{stale.Path, stale.Side, stale.Want, stale.Got}})
+		return &exitError{code: 1, err: err}
+	}
 	if err != nil {
 		return err
 	}

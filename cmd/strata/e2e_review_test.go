@@ -99,6 +99,17 @@ func TestE2EDiffUnderDriftAndBoundPicks(t *testing.T) {
 	if got := e.readSource("nums.txt"); got != theirs {
 		t.Fatalf("a refused pick wrote the source:\n%s", got)
 	}
+	out, _, code = e.run(append(pick, "--json")...)
+	var sj struct {
+		Applied   bool `json:"applied"`
+		StalePick struct {
+			Path, Side, Want, Got string
+		} `json:"stale_pick"`
+	}
+	must(t, json.Unmarshal([]byte(out), &sj))
+	if code != 1 || sj.Applied || sj.StalePick.Path != "nums.txt" || sj.StalePick.Side != "world" || sj.StalePick.Want != fj[0].WorldHash || len(sj.StalePick.Got) != 64 {
+		t.Fatalf("--json of a refused pick: exit %d %s", code, out)
+	}
 	e.fails(2, "want PATH=HASH", "apply", "w", "--hunks", "nums.txt=2", "--expect-world", "nums.txt=zz")
 	e.fails(2, "the path is not picked", "apply", "w", "a.txt", "--expect-world", "nums.txt="+fj[0].WorldHash)
 	// Reviewed again, the pick lands as the 3-way merge.
