@@ -121,6 +121,9 @@ type LayoutOptions struct {
 	Selection *Selection
 	// Title, when set, is shown as a file header row first.
 	Title string
+	// HunkLabels, when set, follow each hunk's "@@ ... @@" header (the
+	// numbers apply counts the hunk as, like `strata diff` prints them).
+	HunkLabels []string
 	// Marks for the pick column; defaults "✓", "~" and " ". Each must be
 	// one cell wide.
 	PickedMark, PartialMark, UnpickedMark string
@@ -276,7 +279,11 @@ func (l *layouter) hunkHeader(i int) Row {
 		picked = state == PickedAll
 		cells = append(cells, cell{l.marks[state], 1, RolePickMark}, cell{" ", 1, RoleHunkHeader})
 	}
-	cells = append(cells, textCells(h.Header, RoleHunkHeader, RoleHunkHeader, nil, l.tabWidth)...)
+	header := h.Header
+	if i < len(l.opts.HunkLabels) && l.opts.HunkLabels[i] != "" {
+		header += " " + l.opts.HunkLabels[i]
+	}
+	cells = append(cells, textCells(header, RoleHunkHeader, RoleHunkHeader, nil, l.tabWidth)...)
 	return Row{Kind: RowHunkHeader, Segments: l.fit(l.opts.Width, RoleHunkHeader, cells), Hunk: i, Line: -1, PairLine: -1, Picked: picked}
 }
 

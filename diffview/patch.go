@@ -43,6 +43,10 @@ type PatchFile struct {
 	// anything but empty files: diff with Options.Force for patches of large
 	// text files.
 	Diff *FileDiff
+	// HunkLabels, when set, follow each hunk's "@@ ... @@" header (git's
+	// section-heading slot, which git apply and patch ignore): `strata diff`
+	// writes the numbers `strata apply --hunks` takes there.
+	HunkLabels []string
 }
 
 // UnifiedPatch writes p in git's extended unified format, which
@@ -93,6 +97,10 @@ func UnifiedPatch(p PatchFile) string {
 	for hi := range fd.Hunks {
 		h := &fd.Hunks[hi]
 		b.WriteString(h.Header)
+		if hi < len(p.HunkLabels) && p.HunkLabels[hi] != "" {
+			b.WriteByte(' ')
+			b.WriteString(p.HunkLabels[hi])
+		}
 		b.WriteByte('\n')
 		for k := range h.Lines {
 			l := &h.Lines[k]

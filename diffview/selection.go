@@ -188,6 +188,69 @@ func (s *Selection) ToggleHunk(i int) error {
 	return nil
 }
 
+// HunkNumbers maps the hunks of shown to the hunks of numbered, a diff of
+// the same two versions with another context size (the one hunk numbers
+// are counted in): for each hunk of shown, the 1-based numbers of the
+// hunks of numbered whose changes it holds, ascending.
+func HunkNumbers(shown, numbered *FileDiff) [][]int {
+	type key struct {
+		op Op
+		no int
+	}
+	of := map[key]int{}
+	for h := range numbered.Hunks {
+		for _, l := range numbered.Hunks[h].Lines {
+			switch l.Op {
+			case Delete:
+				of[key{Delete, l.OldNo}] = h + 1
+			case Insert:
+				of[key{Insert, l.NewNo}] = h + 1
+			}
+		}
+	}
+	out := make([][]int, len(shown.Hunks))
+	for h := range shown.Hunks {
+		var nums []int
+		for _, l := range shown.Hunks[h].Lines {
+			var n int
+			switch l.Op {
+			case Delete:
+				n = of[key{Delete, l.OldNo}]
+			case Insert:
+				n = of[key{Insert, l.NewNo}]
+			}
+			if n > 0 && (len(nums) == 0 || nums[len(nums)-1] < n) {
+				nums = append(nums, n)
+			}
+		}
+		out[h] = nums
+	}
+	return out
+}
+
+// HunkLabel names hunk numbers as a person types them: "hunk 2",
+// "hunks 2-3", "hunks 2,4"; "" for none.
+func HunkLabel(nums []int) string {
+	switch {
+	case len(nums) == 0:
+		return ""
+	case len(nums) == 1:
+		return fmt.Sprintf("hunk %d", nums[0])
+	}
+	consecutive := true
+	for i := 1; i < len(nums); i++ {
+		consecutive = consecutive && nums[i] == nums[i-1]+1
+	}
+	if consecutive {
+		return fmt.Sprintf("hunks %d-%d", nums[0], nums[len(nums)-1])
+	}
+	s := make([]string, len(nums))
+	for i, n := range nums {
+		s[i] = strconv.Itoa(n)
+	}
+	return "hunks " + strings.Join(s, ",")
+}
+
 // PickHunkNumbers picks the hunks with the given 1-based numbers (as typed
 // after --hunks PATH=); an out-of-range number is a *RangeError with
 // OneBased set and nothing is changed.

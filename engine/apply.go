@@ -31,6 +31,51 @@ type Pick struct {
 	// resolution was made against (TheirsHash, sha256 hex; "" = absent).
 	Resolved   []byte
 	TheirsHash string
+	// BaseHash and WorldHash bind the pick to the versions it was made on
+	// (FileChange.BaseHash/WorldHash: sha256 hex, HashAbsent; "" = not
+	// checked). Hunk numbers and line selections mean something only in the
+	// diff of those two versions: if either moved, apply refuses the pick
+	// (*StalePickError) instead of publishing other lines than were reviewed.
+	BaseHash, WorldHash string
+}
+
+// ErrStalePick is matched by errors.Is for a *StalePickError.
+var ErrStalePick = errors.New("picked on versions that have since changed")
+
+// StalePickError rejects a publication whose pick was made on a base or a
+// World version that is no longer there; nothing was written.
+type StalePickError struct {
+	Path string
+	// Side is "world" (the World's file was written since) or "base" (a
+	// publication from this World moved its base, so hunks renumber).
+	Side      string
+	Want, Got string // the hashes picked on and found
+	hunks     bool
+}
+
+func (e *StalePickError) Error() string {
+	what := "it was picked"
+	if e.hunks {
+		what = "the hunks were picked"
+	}
+	if e.Side == "base" {
+		return fmt.Sprintf("%s: the base changed since %s (part of this World's change was applied meanwhile, so the diff and its hunk numbers moved); review the diff again", e.Path, what)
+	}
+	return fmt.Sprintf("%s: the World's file changed since %s (a session may still be writing it); review the diff again", e.Path, what)
+}
+
+func (e *StalePickError) Is(target error) bool { return target == ErrStalePick }
+
+// checkVersions refuses a pick bound to versions that moved.
+func (pk Pick) checkVersions(rel string, base, ours version) error {
+	hunks := len(pk.Hunks) > 0 || pk.Selection != nil
+	if pk.WorldHash != "" && ours.id() != pk.WorldHash {
+		return &StalePickError{Path: rel, Side: "world", Want: pk.WorldHash, Got: ours.id(), hunks: hunks}
+	}
+	if pk.BaseHash != "" && base.id() != pk.BaseHash {
+		return &StalePickError{Path: rel, Side: "base", Want: pk.BaseHash, Got: base.id(), hunks: hunks}
+	}
+	return nil
 }
 
 // ApplyOptions are the flags of `strata apply`.
@@ -404,6 +449,9 @@ func (e *Engine) planApply(ctx context.Context, w *World, changes []overlay.Chan
 			return nil, fmt.Errorf("read the source's %s: %w", c.Path, err)
 		}
 		pk := picks[c.Path]
+		if err := pk.checkVersions(c.Path, base, ours); err != nil {
+			return nil, err
+		}
 		if pk.Resolved != nil {
 			if theirs.hash() != pk.TheirsHash {
 				p.conflicts = append(p.conflicts, Conflict{Path: c.Path, Reason: "the source changed again after the conflict was resolved; resolve it once more"})
@@ -485,6 +533,14 @@ func (e *Engine) planApply(ctx context.Context, w *World, changes []overlay.Chan
 				mode = theirs.mode // only the source changed the mode
 			}
 			merged := version{typ: overlay.TypeFile, mode: mode, data: []byte(mr.Merged)}
+			if merged.same(theirs) {
+				// The World's side adds nothing to the source (its change is
+				// already there, or was reverted there since it was applied):
+				// say so rather than report a merge that writes nothing new.
+				ap.Action = "nothing"
+				ap.Note = "the merge is the source's version: the World adds nothing to it since its base"
+				break
+			}
 			if err := p.publish(c, base, merged, theirs, deleting, &ap, theirsOf); err != nil {
 				conflict(err.Error())
 			}

@@ -18,9 +18,15 @@ type DiffOptions struct {
 	AgainstWorld string   // diff against another World's version instead
 	Context      int
 	Force        bool // diff binary and huge files anyway
+	// Changes, when set, are the changes to diff as the caller already
+	// listed them (the TUI's Changes pane): the World's change set is not
+	// read again. Each is still diffed from its base, World and source
+	// versions as read now. Paths is ignored; not with AgainstWorld.
+	Changes []overlay.Change
 }
 
-// FileChange is one path's diff.
+// FileChange is one path's diff: what the TUI renders, `strata diff`
+// prints and apply numbers hunks in (base vs World unless asked otherwise).
 type FileChange struct {
 	Change   overlay.Change     `json:"-"`
 	Path     string             `json:"path"`
@@ -34,7 +40,40 @@ type FileChange struct {
 	Binary   bool               `json:"binary,omitempty"`
 	TooLarge bool               `json:"too_large,omitempty"`
 	LateBase bool               `json:"late_base,omitempty"`
+	// BaseHash, WorldHash and SourceHash identify the base, the World's
+	// version and the source's version now (sha256 hex of the content or
+	// symlink target, HashAbsent for an absent one, "" for a directory).
+	// Pass BaseHash and WorldHash back in a Pick so apply refuses hunks
+	// picked on versions that have since moved.
+	BaseHash   string `json:"base_hash"`
+	WorldHash  string `json:"world_hash"`
+	SourceHash string `json:"source_hash"`
+	// Drift: the source now differs from the base under this path (another
+	// World applied, a person edited it): apply will 3-way merge.
+	Drift bool `json:"drift,omitempty"`
+	// HunkNumbers are, per hunk of Diff, the 1-based numbers that
+	// ApplyOptions.Picks (and `strata apply --hunks`) count it as: the hunks
+	// of the base→World diff with the default context. nil when the diff is
+	// not against the base (those hunks cannot be picked).
+	HunkNumbers [][]int `json:"-"`
 }
+
+// HashAbsent stands for an absent version in FileChange's and Pick's hashes.
+const HashAbsent = "absent"
+
+// id is the version's hash as FileChange reports it and Pick expects it.
+func (v version) id() string {
+	if v.typ == 0 {
+		return HashAbsent
+	}
+	return v.hash()
+}
+
+// OldText and NewText are the two versions the diff was computed from (a
+// symlink's target; "" for an absent side), so a viewer can lay the same
+// diff out with another context size.
+func (fc FileChange) OldText() string { return fc.Old.text }
+func (fc FileChange) NewText() string { return fc.New.text }
 
 type diffSide struct {
 	Type   string `json:"type,omitempty"` // "" = absent
@@ -56,6 +95,70 @@ func (e *Engine) Diff(ctx context.Context, name string, o DiffOptions) ([]FileCh
 			return nil, err
 		}
 	}
+	var changes []overlay.Change
+	if o.Changes != nil && other == nil {
+		changes = o.Changes
+	} else if changes, err = e.changesToDiff(ctx, w, other, o.Paths); err != nil {
+		return nil, fmt.Errorf("diff world %q: %w", name, err)
+	}
+	layers := w.Layers(e.Paths)
+	var out []FileChange
+	for _, c := range changes {
+		if c.Type == overlay.TypeDir && (c.LowerType == overlay.TypeDir || c.LowerType == 0) && c.Kind != overlay.TypeChanged {
+			continue // git has no directories: their files carry the change
+		}
+		// The base and the source now are read for every path: the hashes
+		// and the drift mark are what apply will check and merge against.
+		// (A diff against another World compares two Worlds: a path only
+		// that World changed has no base here, and none is captured.)
+		var base, now, old version
+		late := false
+		if other == nil {
+			rec, data, err := e.baseOf(ctx, w, c.Path)
+			if err != nil {
+				return nil, err
+			}
+			base, late = baseSide(rec, data), rec != nil && rec.Late
+			if now, err = readSide(w.Source, c.Path); err != nil {
+				return nil, fmt.Errorf("diff world %q: read the source's %s: %w", name, c.Path, err)
+			}
+			old = base
+			if o.Against == "source" {
+				old = now
+			}
+		} else if old, err = worldSide(other.Layers(e.Paths), c.Path); err != nil {
+			return nil, err
+		}
+		nw, err := worldSide(layers, c.Path)
+		if err != nil {
+			return nil, err
+		}
+		if old.same(nw) {
+			continue
+		}
+		fc := FileChange{Change: c, Path: c.Path, Kind: c.Kind.String(), Old: side(old), New: side(nw), LateBase: late, WorldHash: nw.id()}
+		if other == nil {
+			fc.BaseHash, fc.SourceHash, fc.Drift = base.id(), now.id(), !now.same(base)
+		}
+		fc.Diff = diffview.Diff(old.text(), nw.text(), diffview.Options{Context: o.Context, Force: o.Force})
+		fc.Hunks, fc.Added, fc.Removed = len(fc.Diff.Hunks), fc.Diff.Added, fc.Diff.Removed
+		fc.Binary, fc.TooLarge = fc.Diff.Binary, fc.Diff.TooLarge
+		if other == nil && o.Against != "source" && !fc.Diff.Summarised() {
+			numbered := fc.Diff // apply numbers hunks in the default diff
+			if fc.Diff.Context != diffview.DefaultContext || o.Force {
+				numbered = diffview.Diff(old.text(), nw.text(), diffview.Options{})
+			}
+			if !numbered.Summarised() {
+				fc.HunkNumbers = diffview.HunkNumbers(fc.Diff, numbered)
+			}
+		}
+		out = append(out, fc)
+	}
+	return out, nil
+}
+
+// changesToDiff lists the changes of w (and other) under paths.
+func (e *Engine) changesToDiff(ctx context.Context, w, other *World, paths []string) ([]overlay.Change, error) {
 	cs, err := e.Changes(ctx, w, false)
 	if err != nil {
 		return nil, err
@@ -68,7 +171,7 @@ func (e *Engine) Diff(ctx context.Context, name string, o DiffOptions) ([]FileCh
 		cs = unionChanges(cs, ocs)
 	}
 	var picks []Pick
-	for _, p := range o.Paths {
+	for _, p := range paths {
 		rel, err := e.relToSource(w, p)
 		if err != nil {
 			return nil, err
@@ -76,48 +179,7 @@ func (e *Engine) Diff(ctx context.Context, name string, o DiffOptions) ([]FileCh
 		picks = append(picks, Pick{Path: rel})
 	}
 	changes, _, err := selectChanges(cs, picks)
-	if err != nil {
-		return nil, fmt.Errorf("diff world %q: %w", name, err)
-	}
-	layers := w.Layers(e.Paths)
-	var out []FileChange
-	for _, c := range changes {
-		if c.Type == overlay.TypeDir && (c.LowerType == overlay.TypeDir || c.LowerType == 0) && c.Kind != overlay.TypeChanged {
-			continue // git has no directories: their files carry the change
-		}
-		var old version
-		late := false
-		switch {
-		case other != nil:
-			if old, err = worldSide(other.Layers(e.Paths), c.Path); err != nil {
-				return nil, err
-			}
-		case o.Against == "source":
-			if old, err = readSide(w.Source, c.Path); err != nil {
-				return nil, err
-			}
-		default:
-			rec, data, err := e.baseOf(ctx, w, c.Path)
-			if err != nil {
-				return nil, err
-			}
-			old = baseSide(rec, data)
-			late = rec != nil && rec.Late
-		}
-		nw, err := worldSide(layers, c.Path)
-		if err != nil {
-			return nil, err
-		}
-		if old.same(nw) {
-			continue
-		}
-		fc := FileChange{Change: c, Path: c.Path, Kind: c.Kind.String(), Old: side(old), New: side(nw), LateBase: late}
-		fc.Diff = diffview.Diff(old.text(), nw.text(), diffview.Options{Context: o.Context, Force: o.Force})
-		fc.Hunks, fc.Added, fc.Removed = len(fc.Diff.Hunks), fc.Diff.Added, fc.Diff.Removed
-		fc.Binary, fc.TooLarge = fc.Diff.Binary, fc.Diff.TooLarge
-		out = append(out, fc)
-	}
-	return out, nil
+	return changes, err
 }
 
 func (v version) text() string {
@@ -159,7 +221,8 @@ func unionChanges(a, b *overlay.ChangeSet) *overlay.ChangeSet {
 
 // Patch renders diffs as a unified patch that `git apply` accepts in the
 // source: a/ b/ prefixes, new and deleted file modes, type changes as a
-// deletion then an addition, binary files noted.
+// deletion then an addition, binary files noted; each pickable hunk's
+// header ends with the number apply counts it as ("@@ -3,4 +3,5 @@ hunk 2").
 func Patch(fcs []FileChange) string {
 	var b strings.Builder
 	for _, fc := range fcs {
@@ -172,7 +235,11 @@ func Patch(fcs []FileChange) string {
 			b.WriteString(diffview.UnifiedPatch(diffview.PatchFile{OldPath: fc.Path, NewPath: fc.Path, NewMode: fc.New.Mode, Diff: add}))
 			continue
 		}
-		b.WriteString(diffview.UnifiedPatch(diffview.PatchFile{OldPath: fc.Path, NewPath: fc.Path, OldMode: fc.Old.Mode, NewMode: fc.New.Mode, Diff: fc.Diff}))
+		var labels []string
+		for _, nums := range fc.HunkNumbers {
+			labels = append(labels, diffview.HunkLabel(nums))
+		}
+		b.WriteString(diffview.UnifiedPatch(diffview.PatchFile{OldPath: fc.Path, NewPath: fc.Path, OldMode: fc.Old.Mode, NewMode: fc.New.Mode, Diff: fc.Diff, HunkLabels: labels}))
 	}
 	return b.String()
 }

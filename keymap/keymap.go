@@ -109,6 +109,7 @@ const (
 	DiffNextFile    = "diff.next-file"
 	DiffPrevFile    = "diff.prev-file"
 	DiffBack        = "diff.back"
+	DiffVsSource    = "diff.vs-source"
 
 	TimelineUp       = "timeline.up"
 	TimelineDown     = "timeline.down"
@@ -245,6 +246,7 @@ func defaults() []def {
 		{DiffNextFile, k("]"), "next file", false},
 		{DiffPrevFile, k("["), "previous file", false},
 		{DiffBack, k("esc"), "back to changes", false},
+		{DiffVsSource, k("o"), "World vs the source now / vs its base", false},
 
 		{TimelineUp, k("up", "k"), "newer snapshot", false},
 		{TimelineDown, k("down", "j"), "older snapshot", false},

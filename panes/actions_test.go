@@ -400,6 +400,30 @@ var paneActionTests = map[string]func(t *testing.T){
 			t.Errorf("picked %d hunks %d lines", h, l)
 		}
 	},
+	keymap.DiffVsSource: func(t *testing.T) {
+		// Without drift there is no other view.
+		if p, _ := diffFixture(t).Update(firstKey(t, keymap.DiffVsSource)); p.VsSource() {
+			t.Error("toggled to the source view without drift")
+		}
+		p := NewDiff(testEnv(t, "dark")).SetSize(80, 20).SetFile(fixtureDrift())
+		if v := p.View(80, 20, true); !strings.Contains(v, "source changed since the World's base: apply will merge") || strings.Contains(v, "teammate") {
+			t.Fatalf("base view:\n%s", v)
+		}
+		p, _ = p.Update(firstKey(t, keymap.DiffVsSource))
+		if v := p.View(80, 20, true); !p.VsSource() || !strings.Contains(v, "teammate") || !strings.Contains(v, "view only") {
+			t.Fatalf("source view:\n%s", v)
+		}
+		// Nothing is picked in the source view; back on the base, picks work.
+		p, _ = p.Do(keymap.DiffNextHunk)
+		if _, cmd := p.Do(keymap.DiffPick); cmd != nil {
+			t.Error("picked in the source view")
+		}
+		p, _ = p.Update(firstKey(t, keymap.DiffVsSource))
+		p, cmd := p.Do(keymap.DiffPick)
+		if p.VsSource() || cmd == nil || run(cmd).(DiffPicksMsg).State != PickPartial {
+			t.Error("no pick back on the base diff")
+		}
+	},
 	keymap.DiffSideBySide: func(t *testing.T) {
 		p, _ := diffFixture(t).Update(firstKey(t, keymap.DiffSideBySide))
 		if !p.SideBySide() || !strings.Contains(p.View(80, 20, true), "│") {

@@ -1,6 +1,7 @@
 package panes
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/charmbracelet/x/ansi"
@@ -232,4 +233,32 @@ func selectRow(st *themes.Styles, line string, width int, focused bool) string {
 		s = st.Selected
 	}
 	return s.Render(fit(ansi.Strip(line), width))
+}
+
+// Count says how many of a thing, with the right plural and thousands
+// separated: Count(1, "file", "files") is "1 file", 1061 "1,061 files".
+func Count(n int, one, many string) string {
+	w := one
+	if n != 1 {
+		w = many
+	}
+	return Thousands(n) + " " + w
+}
+
+// Thousands writes n with a comma every three digits.
+func Thousands(n int) string {
+	s := strconv.Itoa(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
 }

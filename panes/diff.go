@@ -11,10 +11,28 @@ import (
 	"github.com/stratahq/strata/keymap"
 )
 
-// DiffFile is one path's two versions, as the root read them.
+// DiffFile is one path's diff as the engine computed it: Old is the base
+// (what the World's change started from), New the World's version.
 type DiffFile struct {
 	World, Path string
 	Old, New    string
+	// Diff is the engine's diff of Old and New with the default context;
+	// the pane shows it as is, so its hunks are the ones `strata diff`
+	// prints and apply counts. Another context size lays out a diff of the
+	// same two texts. nil: the pane diffs Old and New itself.
+	Diff *diffview.FileDiff
+	// Drift: the source now differs from the base (apply will merge).
+	// SourceDiff is the engine's diff of the source now against New, for
+	// the vs-source view; nil with Drift set means the source now holds
+	// New. Source is the source's text.
+	Drift      bool
+	Source     string
+	SourceDiff *diffview.FileDiff
+	// LateBase: the source changed before the base was captured.
+	LateBase bool
+	// BaseHash and WorldHash identify Old and New; picks carry them so
+	// apply refuses them if either moved.
+	BaseHash, WorldHash string
 	// Note replaces the diff for what has no text to show (a directory, a
 	// whiteout of a directory, an error reading a side).
 	Note string
@@ -38,6 +56,13 @@ type Diff struct {
 	file DiffFile
 	fd   *diffview.FileDiff
 	sel  *diffview.Selection
+	// sfd is the World against the source now (file.Drift only); vsSource
+	// shows it instead of fd. It is a view: picks are made on fd.
+	sfd      *diffview.FileDiff
+	vsSource bool
+	// numbered is the diff hunks are numbered in (the engine's, with the
+	// default context), for the "hunk N" labels.
+	numbered *diffview.FileDiff
 	// whole is the pick of a file that has no hunks to pick (summarised).
 	whole bool
 
@@ -64,7 +89,18 @@ func (p Diff) SetFile(f DiffFile) Diff {
 	same := p.loaded && f.World == p.file.World && f.Path == p.file.Path
 	p.file = f
 	p.loaded = true
-	p.fd = diffview.Diff(f.Old, f.New, diffview.Options{Context: contextOption(p.context)})
+	p.fd, p.sfd = p.diffs(f, p.context)
+	switch {
+	case f.Diff != nil:
+		p.numbered = f.Diff
+	case p.context == diffview.DefaultContext:
+		p.numbered = p.fd
+	default:
+		p.numbered = diffview.Diff(f.Old, f.New, diffview.Options{})
+	}
+	if !same || !f.Drift {
+		p.vsSource = false
+	}
 	p.whole = f.PickAll
 	switch {
 	case p.fd.Summarised() || f.Note != "":
@@ -88,11 +124,35 @@ func (p Diff) SetFile(f DiffFile) Diff {
 	return p
 }
 
+// diffs are the base and the source diffs of f with c context lines: the
+// engine's own at the default context.
+func (p Diff) diffs(f DiffFile, c int) (fd, sfd *diffview.FileDiff) {
+	fd, sfd = f.Diff, f.SourceDiff
+	if fd == nil || c != diffview.DefaultContext {
+		fd = diffview.Diff(f.Old, f.New, diffview.Options{Context: contextOption(c)})
+	}
+	if f.SourceDiff != nil && c != diffview.DefaultContext {
+		sfd = diffview.Diff(f.Source, f.New, diffview.Options{Context: contextOption(c)})
+	}
+	return fd, sfd
+}
+
+// shown is the diff on screen.
+func (p Diff) shown() *diffview.FileDiff {
+	if p.vsSource {
+		return p.sfd
+	}
+	return p.fd
+}
+
+// VsSource reports whether the World is shown against the source now.
+func (p Diff) VsSource() bool { return p.vsSource }
+
 // Clear shows nothing.
 func (p Diff) Clear() Diff {
 	p.loaded = false
 	p.file = DiffFile{}
-	p.fd, p.sel, p.rows = nil, nil, nil
+	p.fd, p.sel, p.rows, p.sfd, p.vsSource, p.numbered = nil, nil, nil, nil, false, nil
 	return p
 }
 
@@ -135,16 +195,21 @@ func (p Diff) SetSize(w, h int) Diff {
 }
 
 func (p Diff) relayout() Diff {
-	if p.fd == nil {
+	fd, sel := p.shown(), p.sel
+	if p.vsSource {
+		sel = nil
+	}
+	if fd == nil {
 		p.rows = nil
 		return p
 	}
-	p.rows = diffview.Layout(p.fd, diffview.LayoutOptions{
+	p.rows = diffview.Layout(fd, diffview.LayoutOptions{
 		Width:           max(p.width-1, 4), // one cell for the cursor gutter
 		SideBySide:      p.sideBySide,
 		Wrap:            p.wrap,
 		ShowLineNumbers: true,
-		Selection:       p.sel,
+		Selection:       sel,
+		HunkLabels:      p.hunkLabels(),
 	})
 	p.cur = clamp(p.cur, 0, len(p.rows)-1)
 	return p
@@ -159,7 +224,28 @@ func (p Diff) firstHunkRow() int {
 	return 0
 }
 
-func (p Diff) body() int { return max(p.height-1, 1) }
+// hunkLabels name each hunk of the base diff as apply counts it (in the
+// engine's diff with the default context), as `strata diff` prints them.
+func (p Diff) hunkLabels() []string {
+	if p.vsSource || p.fd == nil || p.fd.Summarised() || p.numbered == nil || p.numbered.Summarised() {
+		return nil
+	}
+	var out []string
+	for _, nums := range diffview.HunkNumbers(p.fd, p.numbered) {
+		out = append(out, diffview.HunkLabel(nums))
+	}
+	return out
+}
+
+// headerLines is 2 when a warning line follows the title line.
+func (p Diff) headerLines() int {
+	if p.loaded && p.file.Note == "" && (p.file.Drift || p.file.LateBase) {
+		return 2
+	}
+	return 1
+}
+
+func (p Diff) body() int { return max(p.height-p.headerLines(), 1) }
 
 // Update handles keys while focused.
 func (p Diff) Update(msg tea.Msg) (Diff, tea.Cmd) {
@@ -192,7 +278,18 @@ func (p Diff) Do(a string) (Diff, tea.Cmd) {
 		p.cur = p.hunkRow(a == keymap.DiffNextHunk)
 	case keymap.DiffPick:
 		return p.pick()
+	case keymap.DiffVsSource:
+		if !p.loaded || !p.file.Drift || p.file.Note != "" {
+			return p, nil
+		}
+		p.vsSource = !p.vsSource
+		p.anchor = -1
+		p = p.relayout()
+		p.cur, p.offset = p.firstHunkRow(), 0
 	case keymap.DiffRange:
+		if p.vsSource {
+			return p, nil
+		}
 		if p.anchor >= 0 {
 			p.anchor = -1
 		} else if p.cur < n && p.rows[p.cur].Kind == diffview.RowLine {
@@ -228,7 +325,8 @@ func (p Diff) setContext(c int) Diff {
 		return p
 	}
 	p.context = c
-	fd := diffview.Diff(p.file.Old, p.file.New, diffview.Options{Context: contextOption(c)})
+	fd, sfd := p.diffs(p.file, c)
+	p.sfd = sfd
 	if p.sel != nil {
 		if s, err := p.sel.Retarget(fd); err == nil {
 			p.sel = s
@@ -289,8 +387,8 @@ func (p Diff) hunkRow(next bool) int {
 // pick toggles the range being selected, else the hunk under the cursor;
 // a summarised file toggles as a whole.
 func (p Diff) pick() (Diff, tea.Cmd) {
-	if !p.loaded {
-		return p, nil
+	if !p.loaded || p.vsSource {
+		return p, nil // the source view is for reading: picks are made on the base diff
 	}
 	if p.sel == nil {
 		p.whole = !p.whole
@@ -377,7 +475,7 @@ func (p Diff) scrollToCursor() Diff {
 
 // Click puts the cursor on the row at y.
 func (p Diff) Click(y int) (Diff, tea.Cmd) {
-	i := p.offset + y - 1
+	i := p.offset + y - p.headerLines()
 	if i >= 0 && i < len(p.rows) {
 		p.cur = i
 	}
@@ -404,12 +502,20 @@ func (p Diff) View(width, height int, focused bool) string {
 	if p.file.Note != "" {
 		return block([]string{head, "", st.Muted.Render(p.file.Note)}, width, height)
 	}
-	fd := p.fd
+	fd := p.shown()
+	if fd == nil { // the source now holds the World's version
+		return block([]string{
+			head + st.Muted.Render(" · against the source now"), p.driftLine(),
+			"", st.Muted.Render("the source now holds exactly the World's version"),
+		}, width, height)
+	}
 	head += " " + st.Added.Render(fmt.Sprintf("+%d", fd.Added)) + " " + st.Removed.Render(fmt.Sprintf("-%d", fd.Removed))
 	if len(fd.Hunks) > 0 {
 		head += st.Muted.Render(fmt.Sprintf(" · hunk %d/%d", p.CurrentHunk()+1, len(fd.Hunks)))
 	}
 	switch {
+	case p.vsSource:
+		head += st.Warning.Render(" · against the source now: view only")
 	case p.sel != nil:
 		if h, l := p.sel.Count(); l > 0 {
 			head += st.Picked.Render(fmt.Sprintf(" · picked %d/%d hunks, %d lines", h, len(fd.Hunks), l))
@@ -426,7 +532,10 @@ func (p Diff) View(width, height int, focused bool) string {
 		head += st.Warning.Render(" · range: move, " + p.env.Keys.Binding(keymap.DiffPick).Help().Key + " picks")
 	}
 	lines := []string{head}
-	body := height - 1
+	if p.headerLines() == 2 {
+		lines = append(lines, p.driftLine())
+	}
+	body := height - len(lines)
 	off := p.offset
 	if p.cur < off || p.cur >= off+body { // the size changed since the last move
 		off = clamp(p.cur-body/2, 0, max(len(p.rows)-body, 0))
@@ -455,6 +564,19 @@ func (p Diff) View(width, height int, focused bool) string {
 		lines = append(lines, b.String())
 	}
 	return block(lines, width, height)
+}
+
+// driftLine warns that the source moved under the path since the base.
+func (p Diff) driftLine() string {
+	st := p.env.Styles
+	key := p.env.Keys.Binding(keymap.DiffVsSource).Help().Key
+	switch {
+	case p.file.LateBase:
+		return st.Warning.Render("▲ the source changed before the World's base was captured: apply will ask to merge by hand")
+	case p.vsSource:
+		return st.Warning.Render("▲ source changed since the World's base: apply will merge") + st.Muted.Render(" · "+key+": vs base")
+	}
+	return st.Warning.Render("▲ source changed since the World's base: apply will merge") + st.Muted.Render(" · "+key+": vs source now")
 }
 
 func (p Diff) roleStyle(role diffview.Role, r diffview.Row, curHunk int) lipgloss.Style {

@@ -182,3 +182,16 @@ func fixtureCompare(env *Env) Compare {
 	}}
 	return NewCompare(env, []string{"try-1", "try-2", "try-3"}, "/src/app", paths, fo)
 }
+
+// fixtureDrift is fixtureOldNew's file after a teammate edited line 10 of
+// the source: the base diff, and the World against the source now, as the
+// engine hands them over.
+func fixtureDrift() DiffFile {
+	old, nw := fixtureOldNew()
+	src := strings.Replace(old, "line 10 of the file\n", "a teammate's line 10\n", 1)
+	return DiffFile{
+		World: "refactor-auth", Path: "internal/auth/token.go", Old: old, New: nw,
+		Diff: diffview.Diff(old, nw, diffview.Options{}), Drift: true, Source: src,
+		SourceDiff: diffview.Diff(src, nw, diffview.Options{}), BaseHash: "b0", WorldHash: "w0",
+	}
+}

@@ -86,6 +86,15 @@ func renderPane(t *testing.T, env *Env, pane string, w, h int) string {
 		p, _ = p.Do(keymap.DiffRange)
 		p, _ = p.Do(keymap.DiffDown)
 		return p.View(w, h, true)
+	case "diff-drift":
+		p := NewDiff(env).SetSize(w, h).SetFile(fixtureDrift())
+		p, _ = p.Do(keymap.DiffNextHunk)
+		p, _ = p.Do(keymap.DiffPick)
+		return p.View(w, h, true)
+	case "diff-vs-source":
+		p := NewDiff(env).SetSize(w, h).SetFile(fixtureDrift())
+		p, _ = p.Do(keymap.DiffVsSource)
+		return p.View(w, h, true)
 	case "diff-binary":
 		p := NewDiff(env).SetSize(w, h)
 		p = p.SetFile(DiffFile{World: "w", Path: "logo.png", Old: "\x89PNG\x00\x01", New: "\x89PNG\x00\x02\x03"})
@@ -141,7 +150,7 @@ func renderPane(t *testing.T, env *Env, pane string, w, h int) string {
 func TestGolden(t *testing.T) {
 	panes := []string{
 		"worlds", "worlds-empty", "transcript", "transcript-search", "transcript-pty", "changes", "changes-tree",
-		"diff", "diff-side-by-side", "diff-binary", "timeline", "conflicts", "conflicts-edited", "compare", "worlds-resources", "help", "palette", "confirm-remove", "new-world",
+		"diff", "diff-side-by-side", "diff-drift", "diff-vs-source", "diff-binary", "timeline", "conflicts", "conflicts-edited", "compare", "worlds-resources", "help", "palette", "confirm-remove", "new-world",
 	}
 	for _, pane := range panes {
 		for _, sz := range sizes {

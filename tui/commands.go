@@ -2,10 +2,7 @@ package tui
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
 	"syscall"
@@ -91,7 +88,10 @@ type (
 		world, snap string
 		n           string
 	}
-	applyReq struct{ world string }
+	applyReq struct {
+		world string
+		picks []applyPick
+	}
 )
 
 func loadWorlds(ctx context.Context, eng *engine.Engine, source string) tea.Cmd {
@@ -212,18 +212,12 @@ func shortRef(id string) string {
 	return id
 }
 
-// maxDiffRead caps what is read of one file for the diff pane; larger
-// files are summarised by diffview anyway.
-const maxDiffRead = 16 << 20
-
-// loadDiff reads the source's and the World's version of one path.
-func loadDiff(eng *engine.Engine, world string, c overlay.Change) tea.Cmd {
+// loadDiff asks the engine for one path's diff: base vs World, as
+// `strata diff` prints it and apply counts its hunks, with the drift of the
+// source and, when it drifted, the World against the source now.
+func loadDiff(ctx context.Context, eng *engine.Engine, world string, c overlay.Change) tea.Cmd {
 	return func() tea.Msg {
 		f := panes.DiffFile{World: world, Path: c.Path}
-		w, err := eng.World(world)
-		if err != nil {
-			return diffLoadedMsg{file: f, err: err}
-		}
 		switch {
 		case c.Type == overlay.TypeDir || (c.Kind == overlay.Deleted && c.LowerType == overlay.TypeDir):
 			f.Note = fmt.Sprintf("directory %s (%s)", c.Kind, describeMarks(c))
@@ -232,26 +226,70 @@ func loadDiff(eng *engine.Engine, world string, c overlay.Change) tea.Cmd {
 			f.Note = "special file: nothing to diff"
 			return diffLoadedMsg{file: f}
 		}
-		if c.Kind != overlay.Added {
-			old, err := readCapped(filepath.Join(w.Source, filepath.FromSlash(c.Path)))
-			if err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return diffLoadedMsg{file: f, err: fmt.Errorf("read %s in the source: %w", c.Path, err)}
-			}
-			f.Old = old
+		fcs, err := eng.Diff(ctx, world, engine.DiffOptions{Changes: []overlay.Change{c}})
+		if err != nil {
+			return diffLoadedMsg{file: f, err: fmt.Errorf("diff %s in world %s: %w", c.Path, world, err)}
 		}
-		if c.Kind != overlay.Deleted {
-			if c.Type == overlay.TypeSymlink {
-				f.New = c.Target
-			} else {
-				b, err := w.Layers(eng.Paths).ReadFile(c.Path)
-				if err != nil {
-					return diffLoadedMsg{file: f, err: fmt.Errorf("read %s in world %s: %w", c.Path, world, err)}
+		fc, ok := diffOf(fcs, c.Path)
+		if !ok {
+			f.Note = "the World's version is the same as its base: nothing to apply"
+			// The source may have moved off that base (a teammate reverted
+			// an applied change): say so, or the path looks in sync.
+			if sfcs, err := eng.Diff(ctx, world, engine.DiffOptions{Changes: []overlay.Change{c}, Against: "source"}); err == nil {
+				if sfc, ok := diffOf(sfcs, c.Path); ok && sfc.Drift {
+					f.Note += "; the source changed since (strata diff " + world + " --against source shows how)"
 				}
-				f.New = string(b)
+			}
+			return diffLoadedMsg{file: f}
+		}
+		f.Old, f.New, f.Diff = fc.OldText(), fc.NewText(), fc.Diff
+		f.BaseHash, f.WorldHash, f.Drift, f.LateBase = fc.BaseHash, fc.WorldHash, fc.Drift, fc.LateBase
+		if fc.Drift {
+			sfcs, err := eng.Diff(ctx, world, engine.DiffOptions{Changes: []overlay.Change{c}, Against: "source"})
+			if err != nil {
+				return diffLoadedMsg{file: f, err: fmt.Errorf("diff %s in world %s against the source: %w", c.Path, world, err)}
+			}
+			f.Source = f.New // no entry: the source holds the World's version
+			if sfc, ok := diffOf(sfcs, c.Path); ok {
+				f.Source, f.SourceDiff = sfc.OldText(), sfc.Diff
 			}
 		}
 		return diffLoadedMsg{file: f}
 	}
+}
+
+// pickVersionsMsg carries the base and World hashes of paths picked whole
+// from the list, so apply refuses them if the World writes them after.
+type pickVersionsMsg struct {
+	world    string
+	versions map[string][2]string
+}
+
+func loadPickVersions(ctx context.Context, eng *engine.Engine, world string, cs []overlay.Change) tea.Cmd {
+	return func() tea.Msg {
+		fcs, err := eng.Diff(ctx, world, engine.DiffOptions{Changes: cs})
+		if err != nil {
+			// Unbound picks are still applied, just not checked.
+			if eng.Log != nil {
+				eng.Log.Warn("versions of picked paths", "world", world, "err", err)
+			}
+			return nil
+		}
+		m := pickVersionsMsg{world: world, versions: map[string][2]string{}}
+		for _, fc := range fcs {
+			m.versions[fc.Path] = [2]string{fc.BaseHash, fc.WorldHash}
+		}
+		return m
+	}
+}
+
+func diffOf(fcs []engine.FileChange, path string) (engine.FileChange, bool) {
+	for _, fc := range fcs {
+		if fc.Path == path {
+			return fc, true
+		}
+	}
+	return engine.FileChange{}, false
 }
 
 func describeMarks(c overlay.Change) string {
@@ -262,28 +300,6 @@ func describeMarks(c overlay.Change) string {
 		return "opaque: replaced"
 	}
 	return c.Kind.String()
-}
-
-func readCapped(path string) (string, error) {
-	fi, err := os.Lstat(path)
-	if err != nil {
-		return "", err
-	}
-	if fi.Mode()&fs.ModeSymlink != 0 {
-		t, err := os.Readlink(path)
-		return t, err
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = f.Close() }() // read-only: nothing to lose
-	buf := make([]byte, min(fi.Size(), maxDiffRead))
-	n, err := f.Read(buf)
-	if err != nil && n == 0 && fi.Size() > 0 {
-		return "", err
-	}
-	return string(buf[:n]), nil
 }
 
 func createWorld(ctx context.Context, eng *engine.Engine, r createWorldReq) tea.Cmd {

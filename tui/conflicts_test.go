@@ -84,7 +84,7 @@ func TestConflictResolvePerRegion(t *testing.T) {
 	if got := readSource(t, src); got != want {
 		t.Fatalf("source after resolving:\n%s\nwant:\n%s", got, want)
 	}
-	if !strings.Contains(d.m.info, "applied 1 paths from w1") {
+	if !strings.Contains(d.m.info, "applied 1 path from w1") {
 		t.Errorf("status: %q", d.m.info)
 	}
 }

@@ -127,7 +127,7 @@ func e2eSession(t *testing.T, bin string, w, h int) {
 	x.keys("a")
 	x.waitFor("Apply to the source?")
 	x.keys("Enter")
-	x.waitFor("applied 1 paths")
+	x.waitFor("applied 1 path")
 	got, _ := os.ReadFile(filepath.Join(src, "a.txt"))
 	if want := strings.Replace(base, "line 15\n", "line fifteen\n", 1); string(got) != want {
 		t.Fatalf("source after apply:\n%s", got)

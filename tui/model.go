@@ -16,6 +16,7 @@ import (
 	"github.com/stratahq/strata/diffview"
 	"github.com/stratahq/strata/engine"
 	"github.com/stratahq/strata/keymap"
+	"github.com/stratahq/strata/overlay"
 	"github.com/stratahq/strata/panes"
 	"github.com/stratahq/strata/themes"
 )
@@ -50,12 +51,16 @@ var paneNames = [paneCount]string{"Worlds", "Transcript", "Changes", "Diff", "Ti
 var paneAreas = [paneCount]keymap.Area{keymap.Worlds, keymap.Transcript, keymap.Changes, keymap.Diff, keymap.Timeline}
 
 // pick is what is picked of one path: all of it, or a selection of its
-// diff (with the two versions it was computed from, to renumber hunks).
+// diff (with the two versions it was computed from, to renumber hunks, and
+// their hashes, so apply refuses the pick if either moved; "" when the path
+// was picked from the list without its diff on screen).
 type pick struct {
-	whole    bool
-	sel      *diffview.Selection
-	state    panes.PickState
-	old, new string
+	whole               bool
+	sel                 *diffview.Selection
+	state               panes.PickState
+	old, new            string
+	fd                  *diffview.FileDiff // the engine's diff of old and new (hunk numbering)
+	baseHash, worldHash string
 }
 
 // loader coalesces reloads of one kind: one in flight at a time, and at
@@ -477,7 +482,7 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 		// The file shown may have changed on disk: read it again.
 		if cmd == nil && m.diffPath != "" {
 			if c, ok := m.changes.SelectedChange(); ok && c.Path == m.diffPath {
-				cmds = append(cmds, loadDiff(m.eng, m.world, c))
+				cmds = append(cmds, loadDiff(m.ctx, m.eng, m.world, c))
 			}
 		}
 		return m, tea.Batch(cmds...)
@@ -492,7 +497,7 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return m, nil
 		}
 		m.diffPath = c.Path
-		return m, loadDiff(m.eng, m.world, c)
+		return m, loadDiff(m.ctx, m.eng, m.world, c)
 	case diffLoadedMsg:
 		if msg.file.World != m.world || msg.file.Path != m.diffPath {
 			return m, nil
@@ -502,16 +507,21 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 			msg.file.Note = msg.err.Error()
 		}
 		cur := m.diff.File()
-		if cur.World == msg.file.World && cur.Path == msg.file.Path && cur.Old == msg.file.Old && cur.New == msg.file.New && cur.Note == msg.file.Note && m.diff.FileDiff() != nil {
+		if sameDiff(cur, msg.file) && m.diff.FileDiff() != nil {
 			return m, nil // unchanged: keep the cursor and picks as they are
 		}
 		if pk := m.picks[msg.file.Path]; pk != nil {
 			if pk.sel != nil && pk.old == msg.file.Old && pk.new == msg.file.New {
 				msg.file.Sel = pk.sel
 			} else if pk.whole || pk.state == panes.PickAll {
+				// Still picked whole: of the version now on screen.
 				msg.file.PickAll = true
+				pk.baseHash, pk.worldHash = msg.file.BaseHash, msg.file.WorldHash
 			} else {
-				delete(m.picks, msg.file.Path) // the file changed under a partial pick
+				// The file changed under a partial pick: its hunks mean
+				// other lines now, so the pick goes, and the person is told.
+				delete(m.picks, msg.file.Path)
+				m.setResult(msg.file.Path+" changed since its hunks were picked: the picks were dropped; review the diff and pick again", nil)
 			}
 		}
 		m.diff = m.diff.SetFile(msg.file)
@@ -565,9 +575,20 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if msg.World != m.world {
 			return m, nil
 		}
+		var unbound []overlay.Change // picked paths whose versions are fetched
+		byPath := map[string]overlay.Change{}
+		for _, c := range m.changes.All() {
+			byPath[c.Path] = c
+		}
 		for _, p := range msg.Paths {
 			if msg.Pick {
-				m.picks[p] = &pick{whole: true, state: panes.PickAll}
+				pk := &pick{whole: true, state: panes.PickAll}
+				if f := m.diff.File(); f.Path == p && f.World == m.world && f.Note == "" {
+					pk.baseHash, pk.worldHash = f.BaseHash, f.WorldHash // the version on screen
+				} else if c, ok := byPath[p]; ok && c.Type != overlay.TypeDir {
+					unbound = append(unbound, c)
+				}
+				m.picks[p] = pk
 			} else {
 				delete(m.picks, p)
 			}
@@ -578,6 +599,21 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 			}
 		}
 		m.changes = m.changes.SetPicks(m.pickStates())
+		if len(unbound) > 0 {
+			return m, loadPickVersions(m.ctx, m.eng, m.world, unbound)
+		}
+		return m, nil
+	case pickVersionsMsg:
+		// Bind whole picks to the versions they were picked at, unless
+		// re-picked or bound meanwhile.
+		if msg.world != m.world {
+			return m, nil
+		}
+		for path, v := range msg.versions {
+			if pk := m.picks[path]; pk != nil && pk.whole && pk.sel == nil && pk.baseHash == "" && pk.worldHash == "" {
+				pk.baseHash, pk.worldHash = v[0], v[1]
+			}
+		}
 		return m, nil
 	case panes.DiffPicksMsg:
 		if msg.World != m.world {
@@ -587,7 +623,10 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 			delete(m.picks, msg.Path)
 		} else {
 			f := m.diff.File()
-			m.picks[msg.Path] = &pick{sel: msg.Sel, state: msg.State, whole: msg.Sel == nil, old: f.Old, new: f.New}
+			m.picks[msg.Path] = &pick{
+				sel: msg.Sel, state: msg.State, whole: msg.Sel == nil, old: f.Old, new: f.New, fd: f.Diff,
+				baseHash: f.BaseHash, worldHash: f.WorldHash,
+			}
 		}
 		m.changes = m.changes.SetPicks(m.pickStates())
 		return m, nil
@@ -625,6 +664,8 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m.reloadWorlds()
 	case applyDoneMsg:
 		return m.applyDone(msg)
+	case applyPreviewMsg:
+		return m.applyPreviewed(msg)
 	case writersLoadedMsg:
 		return m.writersLoaded(msg)
 	case resourcesMsg:
@@ -657,7 +698,8 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case forkReq:
 		return m, fork(m.ctx, m.eng, msg)
 	case applyReq:
-		return m, m.applyPicksCmd(msg.world, m.applyPicks())
+		// Exactly the picks the dialog described.
+		return m, m.applyPicksCmd(msg.world, msg.picks)
 	case execDoneMsg:
 		if msg.err != nil {
 			m.setResult("", msg.err)
@@ -675,6 +717,13 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 }
 
 type execDoneMsg struct{ err error }
+
+// sameDiff reports whether a reloaded diff shows what is on screen.
+func sameDiff(a, b panes.DiffFile) bool {
+	return a.World == b.World && a.Path == b.Path && a.Old == b.Old && a.New == b.New && a.Note == b.Note &&
+		a.Drift == b.Drift && a.Source == b.Source && a.LateBase == b.LateBase &&
+		a.BaseHash == b.BaseHash && a.WorldHash == b.WorldHash
+}
 
 func capLines(lines []string, n int) []string {
 	if len(lines) <= n {
@@ -936,19 +985,30 @@ func (m Model) applyPicks() []applyPick {
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
+	changed := make([]string, 0, len(m.changes.All()))
+	for _, c := range m.changes.All() {
+		changed = append(changed, c.Path)
+	}
+	sort.Strings(changed)
 	var out []applyPick
 	for _, p := range paths {
 		pk := m.picks[p]
+		if partlyPicked(p, changed, func(c string) bool { return m.picks[c] != nil }) {
+			continue // the picked paths below it go on their own
+		}
 		if pk.whole || pk.sel == nil || pk.state == panes.PickAll {
-			out = append(out, applyPick{Path: p})
+			out = append(out, applyPick{Path: p, BaseHash: pk.baseHash, WorldHash: pk.worldHash})
 			continue
 		}
-		fd := diffview.Diff(pk.old, pk.new, diffview.Options{})
+		fd := pk.fd // hunks are numbered in the engine's diff, as apply counts them
+		if fd == nil {
+			fd = diffview.Diff(pk.old, pk.new, diffview.Options{})
+		}
 		sel, err := pk.sel.Retarget(fd)
 		if err != nil {
 			continue
 		}
-		ap := applyPick{Path: p, Sel: sel}
+		ap := applyPick{Path: p, Sel: sel, BaseHash: pk.baseHash, WorldHash: pk.worldHash, HunkCount: len(fd.Hunks)}
 		for _, h := range sel.PickedHunks() {
 			ap.Hunks = append(ap.Hunks, h+1)
 		}
@@ -957,6 +1017,19 @@ func (m Model) applyPicks() []applyPick {
 		}
 	}
 	return out
+}
+
+// partlyPicked reports whether a change below dir (sorted lists the
+// World's changed paths) is not picked. To the engine a directory's pick
+// means everything below it, so the TUI sends a directory's own pick only
+// when that is what the person picked, lest an unpicked file land.
+func partlyPicked(dir string, sorted []string, picked func(string) bool) bool {
+	for i := sort.SearchStrings(sorted, dir+"/"); i < len(sorted) && strings.HasPrefix(sorted[i], dir+"/"); i++ {
+		if !picked(sorted[i]) {
+			return true
+		}
+	}
+	return false
 }
 
 func (m Model) confirmApply(world string) (tea.Model, tea.Cmd) {
@@ -968,27 +1041,43 @@ func (m Model) confirmApply(world string) (tea.Model, tea.Cmd) {
 		m.setResult("", errors.New("nothing picked: space picks a path or a hunk"))
 		return m, nil
 	}
-	var body []string
-	for _, p := range picks {
-		if p.Sel == nil {
-			body = append(body, "  "+p.Path+" (whole)")
-			continue
-		}
-		_, lines := p.Sel.Count()
-		body = append(body, fmt.Sprintf("  %s (hunks %s, %d lines)", p.Path, joinInts(p.Hunks), lines))
+	// The dialog says what apply will do: decided by the engine, written nowhere.
+	ctx, eng := m.ctx, m.eng
+	return m, func() tea.Msg {
+		res, paths, err := enginePreview(ctx, eng, world, picks)
+		return applyPreviewMsg{world: world, picks: picks, res: res, paths: paths, err: err}
 	}
-	body = append([]string{fmt.Sprintf("Publish %d paths from %s to its source, all or nothing:", len(picks), world)}, capLines(body, 12)...)
-	d := panes.NewConfirm(m.env, "Apply to the source?", body, false, applyReq{world: world})
-	m.dialog = &d
-	return m, nil
 }
 
-func joinInts(xs []int) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = fmt.Sprint(x)
+// applyPreviewMsg is a dry run of the picks, for the confirm dialog.
+type applyPreviewMsg struct {
+	world string
+	picks []applyPick
+	res   applyOutcome
+	paths []engine.AppliedPath
+	err   error
+}
+
+func (m Model) applyPreviewed(msg applyPreviewMsg) (tea.Model, tea.Cmd) {
+	if len(msg.res.Conflicts) > 0 || msg.err != nil {
+		// Nothing was written either way: conflicts open the conflict view,
+		// a pick on versions that moved says so.
+		return m.applyDone(applyDoneMsg{world: msg.world, picks: msg.picks, res: msg.res, err: msg.err})
 	}
-	return strings.Join(s, ",")
+	var changed []string // to name a directory whose every change is picked
+	if m.changes.World == msg.world {
+		for _, c := range m.changes.All() {
+			changed = append(changed, c.Path)
+		}
+	}
+	title, lines, notes := applySummary(msg.world, msg.picks, msg.paths, changed)
+	body := append([]string{title}, capLines(lines, 12)...)
+	if len(notes) > 0 {
+		body = append(append(body, ""), notes...)
+	}
+	d := panes.NewConfirm(m.env, "Apply to the source?", body, false, applyReq{world: msg.world, picks: msg.picks})
+	m.dialog = &d
+	return m, nil
 }
 
 // applyPicksCmd publishes picks from world in a Cmd.
@@ -1013,7 +1102,11 @@ func (m Model) applyDone(msg applyDoneMsg) (tea.Model, tea.Cmd) {
 		m.setResult("", fmt.Errorf("apply %s: %w", msg.world, msg.err))
 		return m, nil
 	}
-	m.setResult(fmt.Sprintf("applied %d paths from %s", len(msg.res.Applied), msg.world), nil)
+	if len(msg.res.Applied) == 0 {
+		m.setResult("nothing applied from "+msg.world+": the source already holds every picked version", nil)
+	} else {
+		m.setResult(fmt.Sprintf("applied %s from %s", panes.Count(len(msg.res.Applied), "path", "paths"), msg.world), nil)
+	}
 	if msg.world == m.world {
 		m.picks = map[string]*pick{}
 		m.changes = m.changes.SetPicks(nil)

@@ -185,7 +185,7 @@ func TestFlow(t *testing.T) {
 		t.Fatalf("changes pane does not show the partial pick")
 	}
 	d.keys("a")
-	if d.m.dialog == nil || !strings.Contains(d.screen(), "a.txt (hunks 2, 2 lines)") {
+	if d.m.dialog == nil || !strings.Contains(d.screen(), "write a.txt (1 of 3 hunks)") {
 		t.Fatalf("no apply dialog:\n%s", d.screen())
 	}
 	d.keys("enter")

@@ -48,7 +48,7 @@ func TestTeaPickOneHunkOfThree(t *testing.T) {
 	tm.Send(tea.KeyPressMsg{Code: 'a', Text: "a"})
 	waitScreen("Apply to the source?")
 	tm.Send(tea.KeyPressMsg{Code: tea.KeyEnter})
-	waitScreen("applied 1 paths")
+	waitScreen("applied 1 path")
 	tm.Send(tea.KeyPressMsg{Code: 'q', Text: "q"})
 	final := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(Model)
 
@@ -61,7 +61,7 @@ func TestTeaPickOneHunkOfThree(t *testing.T) {
 	}
 	// The settled view: the World still holds the two hunks not applied.
 	scr := ansi.Strip(final.Render())
-	if !strings.Contains(scr, "applied 1 paths from w1") {
+	if !strings.Contains(scr, "applied 1 path from w1") {
 		t.Errorf("final screen:\n%s", scr)
 	}
 	if fd := final.diff.FileDiff(); fd == nil || len(fd.Hunks) != 2 {

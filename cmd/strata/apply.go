@@ -14,7 +14,7 @@ import (
 func init() {
 	commands = append(commands,
 		command{name: "diff", args: "NAME [PATH...] [--stat] [--json] [--against base|source] [--against-world W] [-U N]", summary: "show a World's changes as a unified diff (git apply accepts it)", run: cmdDiff},
-		command{name: "apply", args: "NAME [PATH...] [--hunks PATH=1,3]... [--dry-run] [--json] [--drop-applied] [--to-branch B]", summary: "publish picked paths and hunks to the source atomically", run: cmdApply},
+		command{name: "apply", args: "NAME [PATH...] [--hunks PATH=1,3]... [--expect-base PATH=HASH]... [--expect-world PATH=HASH]... [--dry-run] [--json] [--drop-applied] [--to-branch B]", summary: "publish picked paths and hunks to the source atomically", run: cmdApply},
 		command{name: "history", args: "[--json] [--world NAME]", summary: "list publications to sources", run: cmdHistory},
 	)
 }
@@ -47,9 +47,12 @@ func cmdDiff(a *app, args []string) error {
 	}
 	if *asJSON {
 		type hunkJSON struct {
-			Number int      `json:"number"`
-			Header string   `json:"header"`
-			Lines  []string `json:"lines"`
+			Number int    `json:"number"`
+			Header string `json:"header"`
+			// PickNumbers: what `strata apply --hunks` calls this hunk
+			// (differs from number with -U other than 3).
+			PickNumbers []int    `json:"pick_numbers,omitempty"`
+			Lines       []string `json:"lines"`
 		}
 		type fileJSON struct {
 			engine.FileChange
@@ -60,6 +63,9 @@ func cmdDiff(a *app, args []string) error {
 			fj := fileJSON{FileChange: fc, HunkList: []hunkJSON{}}
 			for i, h := range fc.Diff.Hunks {
 				hj := hunkJSON{Number: i + 1, Header: h.Header}
+				if i < len(fc.HunkNumbers) {
+					hj.PickNumbers = fc.HunkNumbers[i]
+				}
 				for _, l := range h.Lines {
 					hj.Lines = append(hj.Lines, opPrefix(l.Op)+l.Text)
 				}
@@ -91,6 +97,13 @@ func cmdDiff(a *app, args []string) error {
 		if fc.LateBase {
 			fmt.Fprintf(a.stderr, "strata: %s: the source changed after the World copied it up; this diff's base may include that edit\n", fc.Path)
 		}
+		if fc.Drift && *againstWorld == "" {
+			if *against == "source" {
+				fmt.Fprintf(a.stderr, "strata: %s: the source changed since the World's base: this is the World against the source now; apply merges the diff against the base (strata diff %s %s)\n", quotePath(fc.Path), pos[0], quotePath(fc.Path))
+			} else {
+				fmt.Fprintf(a.stderr, "strata: %s: the source changed since the World's base: apply will merge (strata diff %s --against source %s shows the World against the source now)\n", quotePath(fc.Path), pos[0], quotePath(fc.Path))
+			}
+		}
 	}
 	_, err = fmt.Fprint(a.stdout, engine.Patch(fcs))
 	return err
@@ -107,7 +120,7 @@ func opPrefix(op diffview.Op) string {
 }
 
 func cmdApply(a *app, args []string) error {
-	fs := a.flags("apply", "NAME [PATH...] [--hunks PATH=1,3]... [--dry-run] [--json] [--drop-applied] [--to-branch B]")
+	fs := a.flags("apply", "NAME [PATH...] [--hunks PATH=1,3]... [--expect-base PATH=HASH]... [--expect-world PATH=HASH]... [--dry-run] [--json] [--drop-applied] [--to-branch B]")
 	dry := fs.Bool("dry-run", false, "decide everything and report, write nothing")
 	asJSON := fs.Bool("json", false, "print JSON")
 	drop := fs.Bool("drop-applied", false, "afterwards remove applied paths from the World so it reads them from the source")
@@ -115,6 +128,9 @@ func cmdApply(a *app, args []string) error {
 	msg := fs.String("m", "", "commit message for --to-branch")
 	var hunks multiFlag
 	fs.Var(&hunks, "hunks", "PATH=1,3,5-7: only these hunks of PATH (numbers as strata diff shows them); repeatable")
+	var expectBase, expectWorld multiFlag
+	fs.Var(&expectBase, "expect-base", "PATH=HASH: refuse PATH unless its base is still the one diffed (base_hash of strata diff --json); repeatable")
+	fs.Var(&expectWorld, "expect-world", "PATH=HASH: refuse PATH unless the World's file is still the one diffed (world_hash of strata diff --json); repeatable")
 	pos, _, err := parse(fs, args)
 	if err != nil {
 		return usagef("%v", err)
@@ -153,6 +169,12 @@ func cmdApply(a *app, args []string) error {
 			picks = append(picks, engine.Pick{Path: rel})
 		}
 	}
+	if err := expectVersions(w, picks, expectBase, "--expect-base", func(p *engine.Pick, h string) { p.BaseHash = h }); err != nil {
+		return err
+	}
+	if err := expectVersions(w, picks, expectWorld, "--expect-world", func(p *engine.Pick, h string) { p.WorldHash = h }); err != nil {
+		return err
+	}
 	res, err := a.eng.Apply(a.ctx, w.Name, engine.ApplyOptions{Picks: picks, DryRun: *dry, DropApplied: *drop, ToBranch: *branch, Message: *msg})
 	var ce *engine.ConflictError
 	if errors.As(err, &ce) {
@@ -172,6 +194,21 @@ func cmdApply(a *app, args []string) error {
 			}
 		}
 		return &exitError{code: 1}
+	}
+	var stale *engine.StalePickError
+	if errors.As(err, &stale) && *asJSON {
+		type staleJSON struct {
+			Path string `json:"path"`
+			Side string `json:"side"` // "world" or "base": which version moved
+			Want string `json:"want"`
+			Got  string `json:"got"`
+		}
+		_ = a.printJSON(struct {
+			World     string    `json:"world"`
+			Applied   bool      `json:"applied"`
+			StalePick staleJSON `json:"stale_pick"`
+		}{w.Name, false, staleJSON{stale.Path, stale.Side, stale.Want, stale.Got}})
+		return &exitError{code: 1, err: err}
 	}
 	if err != nil {
 		return err
@@ -200,6 +237,47 @@ func cmdApply(a *app, args []string) error {
 		fmt.Fprintf(a.stdout, "dropped %d applied path(s) from the World\n", len(res.Dropped))
 	}
 	return nil
+}
+
+// expectVersions binds picked paths to the hashes of the versions they were
+// reviewed on (PATH=HASH, as strata diff --json reports them).
+func expectVersions(w *engine.World, picks []engine.Pick, flags []string, name string, set func(*engine.Pick, string)) error {
+	for _, f := range flags {
+		p, h, ok := strings.Cut(f, "=")
+		if !ok || p == "" || !validHash(h) {
+			return usagef("%s %q: want PATH=HASH, a sha256 in hex (or %q) as strata diff --json prints it", name, f, engine.HashAbsent)
+		}
+		rel, err := relPath(w, p)
+		if err != nil {
+			return err
+		}
+		found := false
+		for i := range picks {
+			if picks[i].Path == rel {
+				set(&picks[i], strings.ToLower(h))
+				found = true
+			}
+		}
+		if !found {
+			return usagef("%s %s: the path is not picked; name it (or --hunks %s=N) too", name, p, p)
+		}
+	}
+	return nil
+}
+
+func validHash(h string) bool {
+	if h == engine.HashAbsent {
+		return true
+	}
+	if len(h) != 64 {
+		return false
+	}
+	for _, c := range strings.ToLower(h) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 func short(s string) string {
