@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	tea "charm.land/bubbletea/v2"
+	tea "github.com/stratahq/strata/third_party/bubbletea"
 	"github.com/charmbracelet/x/ansi"
-	"github.com/charmbracelet/x/exp/teatest/v2"
+	"github.com/stratahq/strata/third_party/teatest"
 
 	"github.com/stratahq/strata/diffview"
 	"github.com/stratahq/strata/engine"
