@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	tea "github.com/stratahq/strata/third_party/bubbletea"
 	"github.com/charmbracelet/x/ansi"
+	tea "github.com/stratahq/strata/third_party/bubbletea"
 	"github.com/stratahq/strata/third_party/teatest"
 
 	"github.com/stratahq/strata/diffview"
