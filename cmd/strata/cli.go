@@ -130,7 +130,6 @@ func dispatch(a *app, args []string) error {
 	return usagef("unknown command %q (strata help lists them)", args[0])
 }
 
-
 // helpGroups orders `strata help` by what a person is doing; a command not
 // listed here (a new one) still shows, under "More".
 var helpGroups = []struct {
