@@ -12,9 +12,11 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stratahq/strata/diffview"
 	"github.com/stratahq/strata/overlay"
@@ -62,6 +64,9 @@ type ApplyResult struct {
 	Commit   string        `json:"commit,omitempty"`
 	Dropped  []string      `json:"dropped,omitempty"`
 	Duration string        `json:"duration"`
+	// Warnings: what went wrong outside this World without stopping the
+	// publication (another World's bases that could not be recorded).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Conflict is one path that cannot be published as picked.
@@ -135,10 +140,12 @@ func (v version) same(o version) bool {
 	return v.sameContent(o) && (v.typ == 0 || v.typ == overlay.TypeSymlink || v.mode == o.mode)
 }
 
-// readSide reads rel under root without following symlinks in any component.
+// readSide reads rel under root without following symlinks in any
+// component. A path under a symlink is absent: the source holds nothing
+// there beneath its root, and what the link points at is never read.
 func readSide(root, rel string) (version, error) {
 	st, err := overlay.LstatBeneath(root, rel)
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, overlay.ErrUnsafePath) {
 		return version{}, nil
 	}
 	if err != nil {
@@ -270,10 +277,11 @@ func (e *Engine) Apply(ctx context.Context, name string, o ApplyOptions) (*Apply
 	}
 	// Every World over this source gets its bases captured before the
 	// source changes, so their later applies merge instead of overwriting.
-	if err := e.captureAllBases(ctx, w, cs); err != nil {
+	warnings, err := e.captureAllBases(ctx, w, cs)
+	if err != nil {
 		return nil, fmt.Errorf("apply world %q: capture bases: %w", name, err)
 	}
-	res := &ApplyResult{World: name, Source: w.Source, DryRun: o.DryRun}
+	res := &ApplyResult{World: name, Source: w.Source, DryRun: o.DryRun, Warnings: warnings}
 	if o.ToBranch != "" {
 		return e.applyToBranch(ctx, w, changes, picks, o, res, start)
 	}
@@ -349,27 +357,86 @@ func conflictPaths(cs []Conflict) []string {
 }
 
 // captureAllBases captures missing bases of every World over w's source;
-// cs is w's change set, already read by the caller.
-func (e *Engine) captureAllBases(ctx context.Context, w *World, cs *overlay.ChangeSet) error {
+// cs is w's change set, already read by the caller. Each other World is
+// captured on its own: what fails there never fails w's apply. It is
+// returned as a warning (and logged), and the affected paths, or the whole
+// World when its changes cannot even be listed, are marked so that World's
+// own apply of them asks for a merge by hand instead of overwriting.
+func (e *Engine) captureAllBases(ctx context.Context, w *World, cs *overlay.ChangeSet) ([]string, error) {
 	ws, err := e.Worlds()
 	if err != nil {
-		return err
+		return nil, err
 	}
+	if _, err := e.CaptureBases(ctx, w, cs); err != nil {
+		return nil, err
+	}
+	var warnings []string
 	for _, other := range ws {
-		if other.Source != w.Source {
+		if other.Source != w.Source || other.Name == w.Name {
 			continue
 		}
-		ocs := cs
-		if other.Name != w.Name {
-			if ocs, err = e.Changes(ctx, other, false); err != nil {
-				return err
+		if err := ctx.Err(); err != nil {
+			return warnings, err
+		}
+		warnings = append(warnings, e.captureOtherBases(ctx, w.Name, other)...)
+	}
+	return warnings, nil
+}
+
+// captureOtherBases captures the bases of other before by's publication and
+// turns each failure into a warning and a mark in other's base index.
+func (e *Engine) captureOtherBases(ctx context.Context, by string, other *World) []string {
+	idx := e.bases(other.Name)
+	var warnings, paths []string
+	fail := func(path string, cause error) {
+		paths = append(paths, path)
+		if path == "" {
+			warnings = append(warnings, fmt.Sprintf("world %q: its changes could not be listed, so their bases were not recorded before this publication (%v); "+
+				"its apply of any path changed before now will ask for a merge by hand", other.Name, cause))
+		} else {
+			warnings = append(warnings, fmt.Sprintf("world %q: the base of %s could not be recorded before this publication (%v); "+
+				"its apply of that path will ask for a merge by hand", other.Name, quoteIfOdd(path), cause))
+		}
+		e.Log.Warn("capture base of another world", "world", other.Name, "by", by, "path", path, "err", cause)
+	}
+	ocs, err := e.Changes(ctx, other, false)
+	if err == nil {
+		var failed map[string]error
+		if _, failed, err = e.captureBasesEach(ctx, other, ocs); err == nil {
+			for _, c := range ocs.Changes {
+				cause := failed[c.Path]
+				if cause == nil {
+					continue
+				}
+				if merr := idx.MarkUnknown(c.Path, cause); merr != nil {
+					// The path cannot even be marked: mark the whole World.
+					if merr := idx.MarkIncomplete(fmt.Errorf("base of %s: %w", c.Path, cause)); merr != nil {
+						cause = fmt.Errorf("%w; marking it failed too: %w", cause, merr)
+					}
+				}
+				fail(c.Path, cause)
 			}
 		}
-		if _, err := e.CaptureBases(ctx, other, ocs); err != nil {
-			return err
-		}
 	}
-	return nil
+	if err != nil {
+		if merr := idx.MarkIncomplete(err); merr != nil {
+			err = fmt.Errorf("%w; marking the World failed too: %w", err, merr)
+		}
+		fail("", err)
+	}
+	if len(paths) > 0 {
+		e.activity(ctx, Event{Type: EventBaseCaptureFailed, World: other.Name, Detail: map[string]any{"by": by, "paths": paths, "warnings": warnings}})
+	}
+	return warnings
+}
+
+// quoteIfOdd quotes a path for a message when it holds bytes a terminal
+// would not show faithfully.
+func quoteIfOdd(p string) string {
+	if !utf8.ValidString(p) || strings.ContainsFunc(p, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '"' }) {
+		return strconv.Quote(p)
+	}
+	return p
 }
 
 // planApply decides every picked path; theirs reads the target's version.
@@ -456,6 +523,8 @@ func (e *Engine) planApply(ctx context.Context, w *World, changes []overlay.Chan
 		case theirs.same(ours):
 			ap.Action = "nothing"
 			ap.Note = "the source already has this version"
+		case rec != nil && rec.Late && rec.CaptureError != "":
+			conflict("the base of this path could not be recorded before the source changed (" + rec.CaptureError + "), so strata will not overwrite the source: merge it by hand")
 		case rec != nil && rec.Late:
 			conflict("the source was modified after the World copied this path up, so its base is unknown; strata will not overwrite that edit: merge it by hand")
 		case theirs.same(base) || (theirs.sameContent(base) && ours.typ == 0):

@@ -37,6 +37,7 @@ type RemoveResult struct {
 	Changes int    `json:"changes"`
 	Unsaved int    `json:"unsaved"`
 	Killed  int    `json:"killed_sessions"`
+	Warning string `json:"warning,omitempty"`
 }
 
 // Remove deletes a World, by default refusing when that would lose work.
@@ -51,14 +52,21 @@ func (e *Engine) Remove(ctx context.Context, name string, o RemoveOptions) (*Rem
 	if len(running) > 0 && !o.Kill {
 		return nil, fmt.Errorf("remove world %q: %w (%d: %s); stop them with strata kill, or pass --kill", name, ErrSessionsRunning, len(running), strings.Join(running, ", "))
 	}
+	// A World whose changes cannot be read (damaged upper, odd content)
+	// can still go with --force or --purge: refusing would leave it forever.
+	unsaved := 0
 	cs, err := e.Changes(ctx, w, false)
-	if err != nil {
-		return nil, fmt.Errorf("remove world %q: %w", name, err)
+	if err == nil {
+		res.Changes = len(cs.Changes)
+		unsaved, err = e.unsavedChanges(ctx, w, cs)
 	}
-	res.Changes = len(cs.Changes)
-	unsaved, err := e.unsavedChanges(ctx, w, cs)
 	if err != nil {
-		return nil, fmt.Errorf("remove world %q: %w", name, err)
+		if !o.Force && !o.Purge {
+			return nil, fmt.Errorf("remove world %q: its changes cannot be read, so strata cannot tell whether work would be lost: %w; "+
+				"pass --force to move it to the trash for 7 days, or --purge to delete it", name, err)
+		}
+		e.Log.Warn("remove a world whose changes cannot be read", "world", name, "err", err)
+		res.Warning = fmt.Sprintf("its changes could not be read (%v); removed anyway (--force/--purge)", err)
 	}
 	res.Unsaved = unsaved
 	if unsaved > 0 && !o.Force && !o.Purge {

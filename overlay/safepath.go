@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -80,6 +81,10 @@ func openBeneathFd(dirfd int, rel string, flags int) (int, error) {
 			if errors.Is(err, unix.ENOSYS) {
 				openat2Missing.Store(true)
 				break
+			}
+			if errors.Is(err, unix.ENAMETOOLONG) && len(rel) >= unix.PathMax {
+				// Deeper than PATH_MAX: one component at a time has no such limit.
+				return openComponentsFd(dirfd, rel, flags)
 			}
 			if errors.Is(err, unix.ENOTDIR) && isSymlinkBeneath(dirfd, rel) {
 				// O_DIRECTORY|O_NOFOLLOW on a final symlink answers ENOTDIR; it is a link.
@@ -225,6 +230,30 @@ func LstatBeneath(root, rel string) (fs.FileInfo, error) {
 		return nil, &fs.PathError{Op: "lstat beneath", Path: rel, Err: err}
 	}
 	return info, nil
+}
+
+// BirthTimeBeneath is rel's creation time under root (statx btime), when
+// the file system records it; rel is reached the way LstatBeneath does, so
+// it may be deeper than PATH_MAX.
+func BirthTimeBeneath(root, rel string) (time.Time, bool) {
+	if ValidateRelPath(rel) != nil {
+		return time.Time{}, false
+	}
+	rootFd, err := openRootFd(root)
+	if err != nil {
+		return time.Time{}, false
+	}
+	defer closeFd(rootFd)
+	fd, err := openBeneathFd(rootFd, rel, unix.O_PATH)
+	if err != nil {
+		return time.Time{}, false
+	}
+	defer closeFd(fd)
+	var sx unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BTIME, &sx); err != nil || sx.Mask&unix.STATX_BTIME == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(sx.Btime.Sec, int64(sx.Btime.Nsec)), true
 }
 
 // ReadlinkBeneath reads the symlink rel under root, its parent directories

@@ -154,6 +154,10 @@ func cmdApply(a *app, args []string) error {
 		}
 	}
 	res, err := a.eng.Apply(a.ctx, w.Name, engine.ApplyOptions{Picks: picks, DryRun: *dry, DropApplied: *drop, ToBranch: *branch, Message: *msg})
+	var warnings []string
+	if res != nil {
+		warnings = res.Warnings
+	}
 	var ce *engine.ConflictError
 	if errors.As(err, &ce) {
 		if *asJSON {
@@ -161,9 +165,11 @@ func cmdApply(a *app, args []string) error {
 				World     string            `json:"world"`
 				Applied   bool              `json:"applied"`
 				Conflicts []engine.Conflict `json:"conflicts"`
-			}{w.Name, false, ce.Conflicts})
+				Warnings  []string          `json:"warnings,omitempty"`
+			}{w.Name, false, ce.Conflicts, warnings})
 			return &exitError{code: 1}
 		}
+		printWarnings(a, warnings)
 		fmt.Fprintf(a.stderr, "strata: apply %s: %d conflict(s); nothing was written:\n", w.Name, len(ce.Conflicts))
 		for _, c := range ce.Conflicts {
 			fmt.Fprintf(a.stderr, "  %s: %s\n", quotePath(c.Path), c.Reason)
@@ -179,6 +185,7 @@ func cmdApply(a *app, args []string) error {
 	if *asJSON {
 		return a.printJSON(res)
 	}
+	printWarnings(a, warnings)
 	verb := "applied"
 	if res.DryRun {
 		verb = "would apply"
@@ -200,6 +207,14 @@ func cmdApply(a *app, args []string) error {
 		fmt.Fprintf(a.stdout, "dropped %d applied path(s) from the World\n", len(res.Dropped))
 	}
 	return nil
+}
+
+// printWarnings tells the person, on stderr, what went wrong elsewhere
+// without stopping the command.
+func printWarnings(a *app, warnings []string) {
+	for _, w := range warnings {
+		fmt.Fprintf(a.stderr, "strata: warning: %s\n", w)
+	}
 }
 
 func short(s string) string {

@@ -306,6 +306,9 @@ func cmdRm(a *app, args []string) error {
 	if *asJSON {
 		return a.printJSON(res)
 	}
+	if res.Warning != "" {
+		printWarnings(a, []string{res.Warning})
+	}
 	if res.Purged {
 		fmt.Fprintf(a.stdout, "removed world %s for good\n", res.World)
 	} else {
