@@ -389,15 +389,16 @@ func (e *Engine) captureOtherBases(ctx context.Context, by string, other *World)
 	idx := e.bases(other.Name)
 	var warnings, paths []string
 	fail := func(path string, cause error) {
+		e.Log.Warn("capture base of another world", "world", other.Name, "by", by, "path", path, "err", cause)
+		cause = errors.New(elide(cause.Error(), 300))
 		paths = append(paths, path)
 		if path == "" {
 			warnings = append(warnings, fmt.Sprintf("world %q: its changes could not be listed, so their bases were not recorded before this publication (%v); "+
 				"its apply of any path changed before now will ask for a merge by hand", other.Name, cause))
 		} else {
 			warnings = append(warnings, fmt.Sprintf("world %q: the base of %s could not be recorded before this publication (%v); "+
-				"its apply of that path will ask for a merge by hand", other.Name, quoteIfOdd(path), cause))
+				"its apply of that path will ask for a merge by hand", other.Name, quoteIfOdd(elide(path, 200)), cause))
 		}
-		e.Log.Warn("capture base of another world", "world", other.Name, "by", by, "path", path, "err", cause)
 	}
 	ocs, err := e.Changes(ctx, other, false)
 	if err == nil {
@@ -408,7 +409,7 @@ func (e *Engine) captureOtherBases(ctx context.Context, by string, other *World)
 				if cause == nil {
 					continue
 				}
-				if merr := idx.MarkUnknown(c.Path, cause); merr != nil {
+				if merr := idx.MarkUnknown(c.Path, errors.New(elide(cause.Error(), 300))); merr != nil {
 					// The path cannot even be marked: mark the whole World.
 					if merr := idx.MarkIncomplete(fmt.Errorf("base of %s: %w", c.Path, cause)); merr != nil {
 						cause = fmt.Errorf("%w; marking it failed too: %w", cause, merr)
@@ -419,7 +420,7 @@ func (e *Engine) captureOtherBases(ctx context.Context, by string, other *World)
 		}
 	}
 	if err != nil {
-		if merr := idx.MarkIncomplete(err); merr != nil {
+		if merr := idx.MarkIncomplete(errors.New(elide(err.Error(), 300))); merr != nil {
 			err = fmt.Errorf("%w; marking the World failed too: %w", err, merr)
 		}
 		fail("", err)
@@ -428,6 +429,15 @@ func (e *Engine) captureOtherBases(ctx context.Context, by string, other *World)
 		e.activity(ctx, Event{Type: EventBaseCaptureFailed, World: other.Name, Detail: map[string]any{"by": by, "paths": paths, "warnings": warnings}})
 	}
 	return warnings
+}
+
+// elide shortens s to about n bytes, keeping its start and end (a deep
+// path in an error would otherwise fill the screen).
+func elide(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n/2], "") + "…" + strings.ToValidUTF8(s[len(s)-n/2:], "")
 }
 
 // quoteIfOdd quotes a path for a message when it holds bytes a terminal
@@ -523,6 +533,11 @@ func (e *Engine) planApply(ctx context.Context, w *World, changes []overlay.Chan
 		case theirs.same(ours):
 			ap.Action = "nothing"
 			ap.Note = "the source already has this version"
+		case rec != nil && rec.Late && rec.CaptureError != "" && ours.typ == overlay.TypeDir && (theirs.typ == 0 || theirs.typ == overlay.TypeDir):
+			// An unknown base cannot hide an edit a directory would overwrite.
+			if err := p.publish(c, base, ours, theirs, deleting, &ap, theirsOf); err != nil {
+				conflict(err.Error())
+			}
 		case rec != nil && rec.Late && rec.CaptureError != "":
 			conflict("the base of this path could not be recorded before the source changed (" + rec.CaptureError + "), so strata will not overwrite the source: merge it by hand")
 		case rec != nil && rec.Late:
