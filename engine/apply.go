@@ -47,10 +47,33 @@ type ApplyOptions struct {
 
 // AppliedPath is one path of a publication.
 type AppliedPath struct {
-	Path   string `json:"path"`
-	Action string `json:"action"` // write, merge, symlink, mkdir, delete, rmdir, nothing
-	Hunks  []int  `json:"hunks,omitempty"`
-	Note   string `json:"note,omitempty"`
+	Path string `json:"path"`
+	// PathBytes is only set in JSON, for a path that is not valid UTF-8
+	// (overlay.JSONPath); in memory Path holds the exact bytes.
+	PathBytes []byte `json:"path_bytes,omitempty"`
+	Action    string `json:"action"` // write, merge, symlink, mkdir, delete, rmdir, nothing
+	Hunks     []int  `json:"hunks,omitempty"`
+	Note      string `json:"note,omitempty"`
+}
+
+// MarshalJSON writes the path byte for byte (overlay.JSONPath).
+func (a AppliedPath) MarshalJSON() ([]byte, error) {
+	type plain AppliedPath
+	v := plain(a)
+	v.Path, v.PathBytes = overlay.JSONPath(a.Path)
+	return json.Marshal(v)
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote (history.jsonl).
+func (a *AppliedPath) UnmarshalJSON(data []byte) error {
+	type plain AppliedPath
+	var v plain
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	*a = AppliedPath(v)
+	a.Path, a.PathBytes = overlay.PathFromJSON(v.Path, v.PathBytes), nil
+	return nil
 }
 
 // ApplyResult says what an apply did (or, with DryRun, would do).
@@ -71,7 +94,9 @@ type ApplyResult struct {
 
 // Conflict is one path that cannot be published as picked.
 type Conflict struct {
-	Path    string              `json:"path"`
+	Path string `json:"path"`
+	// PathBytes: as in AppliedPath, only in JSON.
+	PathBytes []byte `json:"path_bytes,omitempty"`
 	Reason  string              `json:"reason"`
 	Regions []diffview.Conflict `json:"regions,omitempty"`
 	Base    string              `json:"base,omitempty"`
@@ -81,6 +106,26 @@ type Conflict struct {
 	// TheirsHash identifies the source version the conflict was found
 	// against; pass it back in Pick.TheirsHash with a resolution.
 	TheirsHash string `json:"theirs_hash,omitempty"`
+}
+
+// MarshalJSON writes the path byte for byte (overlay.JSONPath).
+func (c Conflict) MarshalJSON() ([]byte, error) {
+	type plain Conflict
+	v := plain(c)
+	v.Path, v.PathBytes = overlay.JSONPath(c.Path)
+	return json.Marshal(v)
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (c *Conflict) UnmarshalJSON(data []byte) error {
+	type plain Conflict
+	var v plain
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	*c = Conflict(v)
+	c.Path, c.PathBytes = overlay.PathFromJSON(v.Path, v.PathBytes), nil
+	return nil
 }
 
 // ConflictError rejects a whole publication: nothing was written.
@@ -96,7 +141,7 @@ func (e *ConflictError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "apply world %q: %d conflict(s), nothing was written:", e.World, len(e.Conflicts))
 	for _, c := range e.Conflicts {
-		fmt.Fprintf(&b, "\n  %s: %s", c.Path, c.Reason)
+		fmt.Fprintf(&b, "\n  %s: %s", overlay.QuotePath(c.Path), c.Reason)
 	}
 	return b.String()
 }

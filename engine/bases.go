@@ -87,7 +87,12 @@ func (b BaseIndex) Get(path string) (*BaseRecord, error) {
 		return nil, fmt.Errorf("base record %s: %w", b.file(path), err)
 	}
 	if r.Path != path {
-		return nil, nil // a hash collision is treated as "no base"
+		if r.Path != strings.ToValidUTF8(path, "\ufffd") {
+			return nil, nil // a hash collision is treated as "no base"
+		}
+		// Written before path_bytes existed, with the bytes that are not
+		// UTF-8 replaced; its file name is the hash of this exact path.
+		r.Path = path
 	}
 	return &r, nil
 }

@@ -22,18 +22,21 @@ type DiffOptions struct {
 
 // FileChange is one path's diff.
 type FileChange struct {
-	Change   overlay.Change     `json:"-"`
-	Path     string             `json:"path"`
-	Kind     string             `json:"kind"`
-	Old      diffSide           `json:"old"`
-	New      diffSide           `json:"new"`
-	Diff     *diffview.FileDiff `json:"-"`
-	Hunks    int                `json:"hunks"`
-	Added    int                `json:"added"`
-	Removed  int                `json:"removed"`
-	Binary   bool               `json:"binary,omitempty"`
-	TooLarge bool               `json:"too_large,omitempty"`
-	LateBase bool               `json:"late_base,omitempty"`
+	Change overlay.Change `json:"-"`
+	Path   string         `json:"path"`
+	// PathBytes: only set for JSON output, for a path that is not valid
+	// UTF-8 (overlay.JSONPath); in memory Path holds the exact bytes.
+	PathBytes []byte             `json:"path_bytes,omitempty"`
+	Kind      string             `json:"kind"`
+	Old       diffSide           `json:"old"`
+	New       diffSide           `json:"new"`
+	Diff      *diffview.FileDiff `json:"-"`
+	Hunks     int                `json:"hunks"`
+	Added     int                `json:"added"`
+	Removed   int                `json:"removed"`
+	Binary    bool               `json:"binary,omitempty"`
+	TooLarge  bool               `json:"too_large,omitempty"`
+	LateBase  bool               `json:"late_base,omitempty"`
 }
 
 type diffSide struct {

@@ -3,12 +3,14 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/stratahq/strata/diffview"
 	"github.com/stratahq/strata/engine"
+	"github.com/stratahq/strata/overlay"
 )
 
 func init() {
@@ -41,7 +43,11 @@ func cmdDiff(a *app, args []string) error {
 	if c == 0 {
 		c = -1 // diffview: negative means no context
 	}
-	fcs, err := a.eng.Diff(a.ctx, pos[0], engine.DiffOptions{Paths: pos[1:], Against: *against, AgainstWorld: *againstWorld, Context: c, Force: *force})
+	paths := make([]string, 0, len(pos)-1)
+	for _, p := range pos[1:] {
+		paths = append(paths, pathArg(p))
+	}
+	fcs, err := a.eng.Diff(a.ctx, pos[0], engine.DiffOptions{Paths: paths, Against: *against, AgainstWorld: *againstWorld, Context: c, Force: *force})
 	if err != nil {
 		return err
 	}
@@ -58,6 +64,7 @@ func cmdDiff(a *app, args []string) error {
 		out := make([]fileJSON, 0, len(fcs))
 		for _, fc := range fcs {
 			fj := fileJSON{FileChange: fc, HunkList: []hunkJSON{}}
+			fj.Path, fj.PathBytes = overlay.JSONPath(fc.Path)
 			for i, h := range fc.Diff.Hunks {
 				hj := hunkJSON{Number: i + 1, Header: h.Header}
 				for _, l := range h.Lines {
@@ -224,7 +231,21 @@ func short(s string) string {
 	return s
 }
 
+// pathArg reads a PATH argument: the quoted form strata prints for odd
+// names ("a\xff", see overlay.QuotePath) is unquoted, anything else is
+// the path itself, byte for byte.
+func pathArg(p string) string {
+	if _, err := os.Lstat(p); err == nil {
+		return p // a real name that merely looks quoted
+	}
+	if u, ok := overlay.UnquotePath(p); ok {
+		return u
+	}
+	return p
+}
+
 func relPath(w *engine.World, p string) (string, error) {
+	p = pathArg(p)
 	if strings.HasPrefix(p, "/") {
 		if !strings.HasPrefix(p, w.Source+"/") {
 			return "", usagef("%s is outside the source %s", p, w.Source)
