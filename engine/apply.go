@@ -96,13 +96,13 @@ type ApplyResult struct {
 type Conflict struct {
 	Path string `json:"path"`
 	// PathBytes: as in AppliedPath, only in JSON.
-	PathBytes []byte `json:"path_bytes,omitempty"`
-	Reason  string              `json:"reason"`
-	Regions []diffview.Conflict `json:"regions,omitempty"`
-	Base    string              `json:"base,omitempty"`
-	Ours    string              `json:"ours,omitempty"`
-	Theirs  string              `json:"theirs,omitempty"`
-	Merged  string              `json:"merged,omitempty"` // with conflict markers
+	PathBytes []byte              `json:"path_bytes,omitempty"`
+	Reason    string              `json:"reason"`
+	Regions   []diffview.Conflict `json:"regions,omitempty"`
+	Base      string              `json:"base,omitempty"`
+	Ours      string              `json:"ours,omitempty"`
+	Theirs    string              `json:"theirs,omitempty"`
+	Merged    string              `json:"merged,omitempty"` // with conflict markers
 	// TheirsHash identifies the source version the conflict was found
 	// against; pass it back in Pick.TheirsHash with a resolution.
 	TheirsHash string `json:"theirs_hash,omitempty"`

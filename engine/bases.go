@@ -29,8 +29,9 @@ type BaseRecord struct {
 	Absent      bool             `json:"absent,omitempty"` // the source had no such path
 	Type        overlay.FileType `json:"type,omitempty"`
 	Mode        uint32           `json:"mode,omitempty"`
-	Object      overlay.ObjectID `json:"object,omitempty"` // file content
-	Target      string           `json:"target,omitempty"` // symlink target
+	Object      overlay.ObjectID `json:"object,omitempty"`       // file content
+	Target      string           `json:"target,omitempty"`       // symlink target
+	TargetBytes []byte           `json:"target_bytes,omitempty"` // as PathBytes, for Target
 	CapturedAt  time.Time        `json:"captured_at"`
 	SourceMTime time.Time        `json:"source_mtime,omitempty"`
 	// Late: the source was modified after the World copied the path up, so
@@ -45,9 +46,12 @@ type BaseRecord struct {
 
 // encodeBaseRecord is a record's JSON, its path kept byte for byte.
 func encodeBaseRecord(r BaseRecord) ([]byte, error) {
-	r.PathBytes = nil
+	r.PathBytes, r.TargetBytes = nil, nil
 	if !utf8.ValidString(r.Path) {
 		r.PathBytes = []byte(r.Path)
+	}
+	if !utf8.ValidString(r.Target) {
+		r.TargetBytes = []byte(r.Target)
 	}
 	return json.Marshal(r)
 }
@@ -59,6 +63,9 @@ func decodeBaseRecord(data []byte) (BaseRecord, error) {
 	}
 	if r.PathBytes != nil {
 		r.Path, r.PathBytes = string(r.PathBytes), nil
+	}
+	if r.TargetBytes != nil {
+		r.Target, r.TargetBytes = string(r.TargetBytes), nil
 	}
 	return r, nil
 }

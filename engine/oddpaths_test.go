@@ -123,3 +123,30 @@ func TestRemoveUnreadableWorld(t *testing.T) {
 		t.Fatalf("world dir still there: %v", err)
 	}
 }
+
+// Base records keep a path's and a link target's exact bytes: a\xff and
+// a\xfe are two records, each read back under its own name.
+func TestBaseRecordsKeepNonUTF8Bytes(t *testing.T) {
+	idx := BaseIndex{Dir: t.TempDir()}
+	for _, r := range []BaseRecord{
+		{Path: "a\xff", Type: 1, Object: "obj-ff"},
+		{Path: "a\xfe", Type: 1, Object: "obj-fe"},
+		{Path: "l\xff", Target: "t\xfe"},
+	} {
+		if ok, err := idx.Add(r); !ok || err != nil {
+			t.Fatalf("add %q: %v %v", r.Path, ok, err)
+		}
+	}
+	for path, obj := range map[string]string{"a\xff": "obj-ff", "a\xfe": "obj-fe"} {
+		r, err := idx.Get(path)
+		if err != nil || r == nil || r.Path != path || string(r.Object) != obj {
+			t.Fatalf("get %q: %+v %v", path, r, err)
+		}
+	}
+	if r, err := idx.Get("l\xff"); err != nil || r == nil || r.Target != "t\xfe" {
+		t.Fatalf("symlink record: %+v %v", r, err)
+	}
+	if r, err := idx.Get("a\ufffd"); err != nil || r != nil {
+		t.Fatalf("a\\ufffd has a record: %+v %v", r, err)
+	}
+}

@@ -180,10 +180,10 @@ type changeJSON struct {
 	Size        int64  `json:"size"`
 	Target      string `json:"target,omitempty"`
 	TargetBytes []byte `json:"target_bytes,omitempty"`
-	Whiteout  bool   `json:"whiteout,omitempty"`
-	Opaque    bool   `json:"opaque,omitempty"`
-	Ignored   bool   `json:"ignored,omitempty"`
-	Note      string `json:"note,omitempty"`
+	Whiteout    bool   `json:"whiteout,omitempty"`
+	Opaque      bool   `json:"opaque,omitempty"`
+	Ignored     bool   `json:"ignored,omitempty"`
+	Note        string `json:"note,omitempty"`
 	// Provenance: the sessions that wrote the path, oldest first.
 	Provenance []engine.PathWrite `json:"provenance"`
 }
