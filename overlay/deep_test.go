@@ -98,4 +98,20 @@ func TestDeeperThanPathMax(t *testing.T) {
 	if got, err := store.ReadAll(e.Object); err != nil || string(got) != "deep\n" {
 		t.Fatalf("captured leaf: %q %v", got, err)
 	}
+
+	// Restoring the snapshot rebuilds the whole deep tree.
+	restored := filepath.Join(base, "restored")
+	if err := RestoreUpper(context.Background(), store, m, restored, DialectKernel); err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	if data, _, err := ReadFileBeneath(restored, leaf); err != nil || string(data) != "deep\n" {
+		t.Fatalf("restored leaf: %q %v", data, err)
+	}
+	// And restoring one path of it into a live upper too.
+	if err := RestorePaths(context.Background(), store, m, upper, DialectKernel, []string{leaf}); err != nil {
+		t.Fatalf("restore path: %v", err)
+	}
+	if data, _, err := ReadFileBeneath(upper, leaf); err != nil || string(data) != "deep\n" {
+		t.Fatalf("leaf restored in place: %q %v", data, err)
+	}
 }
