@@ -146,8 +146,23 @@ func TestE2EDeeperThanPathMax(t *testing.T) {
 	if d := e.ok("diff", "deep"); !strings.Contains(d, "+deep\n") {
 		t.Fatalf("diff of the deep World lacks the leaf's line (%d bytes)", len(d))
 	}
-	if out := e.ok("snap", "deep"); !strings.Contains(out, "1 files, 300 dirs") {
-		t.Fatalf("snap: %s", out)
+	var snap struct {
+		ID    string `json:"id"`
+		Files int    `json:"files"`
+		Dirs  int    `json:"dirs"`
+	}
+	must(t, json.Unmarshal([]byte(e.ok("snap", "deep", "--json")), &snap))
+	if snap.Files != 1 || snap.Dirs != deepLevels {
+		t.Fatalf("snap: %+v", snap)
+	}
+	// Lose the tree, roll back: it is all there again.
+	e.ok("exec", "deep", "--", "rm", "-rf", deepName)
+	if n := len(e.status("deep").Changes); n != 0 {
+		t.Fatalf("after rm -rf the World still has %d changes", n)
+	}
+	e.ok("rollback", "deep", snap.ID)
+	if n := len(e.status("deep").Changes); n != deepLevels+1 {
+		t.Fatalf("after rollback the World has %d changes, want %d", n, deepLevels+1)
 	}
 	// Another World's apply is not blocked by the deep one.
 	e.ok("new", "a")
@@ -170,8 +185,9 @@ func TestE2ENonUTF8NamesAreBytes(t *testing.T) {
 	e.nonUTF8World("bytes")
 	var st struct {
 		Changes []struct {
-			Path      string `json:"path"`
-			PathBytes []byte `json:"path_bytes"`
+			Path       string            `json:"path"`
+			PathBytes  []byte            `json:"path_bytes"`
+			Provenance []json.RawMessage `json:"provenance"`
 		} `json:"changes"`
 	}
 	must(t, json.Unmarshal([]byte(e.ok("status", "bytes", "--json")), &st))
@@ -185,6 +201,9 @@ func TestE2ENonUTF8NamesAreBytes(t *testing.T) {
 			exact = string(c.PathBytes)
 		}
 		seen[exact] = c.Path
+		if len(c.Provenance) != 1 {
+			t.Fatalf("%q: provenance %s, want the one session that wrote it", exact, c.Provenance)
+		}
 	}
 	if seen["a\xff"] != `"a\xff"` || seen["a\xfe"] != `"a\xfe"` {
 		t.Fatalf("status --json names: %q, want a\\xff and a\\xfe, each with its quoted form", seen)
