@@ -92,6 +92,20 @@ type ApplyResult struct {
 	Warnings []string `json:"warnings,omitempty"`
 }
 
+// MarshalJSON writes each dropped path that is not valid UTF-8 in its
+// quoted form (overlay.QuotePath), which keeps every byte.
+func (r ApplyResult) MarshalJSON() ([]byte, error) {
+	type plain ApplyResult
+	v := plain(r)
+	if r.Dropped != nil {
+		v.Dropped = make([]string, len(r.Dropped))
+		for i, p := range r.Dropped {
+			v.Dropped[i], _ = overlay.JSONPath(p)
+		}
+	}
+	return json.Marshal(v)
+}
+
 // Conflict is one path that cannot be published as picked.
 type Conflict struct {
 	Path string `json:"path"`

@@ -28,19 +28,23 @@ func deepRel() string {
 	return strings.Join(parts, "/")
 }
 
-// oddEnv is newEnv plus a source symlink link -> dir.
+// oddEnv is newEnv plus a source symlink link -> dir, and out -> a
+// directory outside the source tree.
 func oddEnv(t *testing.T) *env {
 	e := newEnv(t)
 	must(t, os.MkdirAll(filepath.Join(e.source, "dir"), 0o755))
 	writeTestFile(t, filepath.Join(e.source, "dir", "x"), "x in dir\n")
 	must(t, os.Symlink("dir", filepath.Join(e.source, "link")))
+	outside := filepath.Join(filepath.Dir(e.source), "outside")
+	must(t, os.MkdirAll(outside, 0o755))
+	must(t, os.Symlink(outside, filepath.Join(e.source, "out")))
 	return e
 }
 
 // symlinkToDirWorld replaces the source's link -> dir with a directory.
 func (e *env) symlinkToDirWorld(name string) {
 	e.ok("new", name)
-	e.ok("exec", name, "--", "sh", "-c", "rm link && mkdir link && echo mine > link/f")
+	e.ok("exec", name, "--", "sh", "-c", "rm link && mkdir link && echo mine > link/f && rm out && mkdir out && echo mine > out/f")
 }
 
 // deepWorld builds the deep tree inside the World one relative step at a
@@ -86,9 +90,12 @@ func TestE2EOddWorldsDoNotBlockAnotherApply(t *testing.T) {
 	if got := e.readSource("a.txt"); got != "hello\nfrom-a\n" {
 		t.Fatalf("source a.txt = %q", got)
 	}
-	// Nothing went through the source symlink.
+	// Nothing went through the source symlinks.
 	if _, err := os.Lstat(filepath.Join(e.source, "dir", "f")); err == nil {
 		t.Fatal("dir/f appeared in the source: something followed link")
+	}
+	if ents, _ := os.ReadDir(filepath.Join(filepath.Dir(e.source), "outside")); len(ents) != 0 {
+		t.Fatal("something was written outside the source through out")
 	}
 	// Each odd World can still be removed.
 	for _, w := range []string{"sym", "deep", "bytes"} {
@@ -106,7 +113,7 @@ func TestE2ESymlinkReplacedByDirectory(t *testing.T) {
 	for _, c := range e.status("sym").Changes {
 		got[c.Path] = c.Kind + "/" + c.Type
 	}
-	if got["link"] != "type_changed/dir" || got["link/f"] != "added/file" || len(got) != 2 {
+	if got["link"] != "type_changed/dir" || got["link/f"] != "added/file" || got["out"] != "type_changed/dir" || got["out/f"] != "added/file" || len(got) != 4 {
 		t.Fatalf("status = %v", got)
 	}
 	if d := e.ok("diff", "sym"); !strings.Contains(d, "+++ b/link/f") || !strings.Contains(d, "+mine") {
@@ -131,6 +138,15 @@ func TestE2ESymlinkReplacedByDirectory(t *testing.T) {
 	}
 	if got := e.readSource("dir/x"); got != "x in dir\n" {
 		t.Fatalf("the link's target changed: dir/x = %q", got)
+	}
+	if st, err := os.Lstat(filepath.Join(e.source, "out")); err != nil || !st.IsDir() {
+		t.Fatalf("source out after apply: %v %v, want a directory", st, err)
+	}
+	if got := e.readSource("out/f"); got != "mine\n" {
+		t.Fatalf("source out/f = %q", got)
+	}
+	if ents, err := os.ReadDir(filepath.Join(filepath.Dir(e.source), "outside")); err != nil || len(ents) != 0 {
+		t.Fatalf("the directory outside the source was written through the old link: %v %v", ents, err)
 	}
 	e.ok("rm", "sym")
 }
@@ -230,7 +246,15 @@ func TestE2ENonUTF8NamesAreBytes(t *testing.T) {
 	must(t, json.Unmarshal([]byte(e.ok("snap", "bytes", "--json")), &snap))
 	e.ok("exec", "bytes", "--", "sh", "-c", `rm "$(printf 'a\376')"`)
 	e.ok("rollback", "bytes", snap.ID)
-	e.ok("apply", "bytes")
+	var dropped struct {
+		Dropped []string `json:"dropped"`
+	}
+	must(t, json.Unmarshal([]byte(e.ok("apply", "bytes", "--drop-applied", "--json")), &dropped))
+	// a\xff was published already (the source holds it): only a\xfe is
+	// written and dropped, named in its quoted form.
+	if len(dropped.Dropped) != 1 || dropped.Dropped[0] != `"a\xfe"` {
+		t.Fatalf("dropped = %q, want [\"a\\xfe\"]", dropped.Dropped)
+	}
 	if got := e.readSource("a\xfe"); got != "fe\n" {
 		t.Fatalf("source a\\xfe after rollback and apply = %q", got)
 	}
