@@ -266,3 +266,37 @@ func TestE2ENonUTF8NamesAreBytes(t *testing.T) {
 		}
 	}
 }
+
+// A World whose changes cannot be read at all (its upper damaged) is a
+// warning in another World's apply, an event in the activity log, and can
+// still be removed with --purge.
+func TestE2EBrokenWorldIsAWarning(t *testing.T) {
+	e := newEnv(t)
+	e.ok("new", "broken")
+	e.ok("exec", "broken", "--", "sh", "-c", "echo mine > a.txt")
+	_ = exec.Command("umount", filepath.Join(e.home, "worlds", "broken", "merged")).Run()
+	upper := filepath.Join(e.home, "worlds", "broken", "upper")
+	must(t, os.RemoveAll(upper))
+	writeTestFile(t, upper, "not a directory")
+
+	e.ok("new", "a")
+	e.ok("exec", "a", "--", "sh", "-c", "echo from-a > keep.txt")
+	out, errs, code := e.run("apply", "a")
+	if code != 0 || !strings.Contains(errs, `strata: warning: world "broken"`) || !strings.Contains(out, "keep.txt") {
+		t.Fatalf("apply a: exit %d\nstdout %s\nstderr %s", code, out, errs)
+	}
+	if got := e.readSource("keep.txt"); got != "from-a\n" {
+		t.Fatalf("source keep.txt = %q", got)
+	}
+	e.ok("exec", "a", "--", "sh", "-c", "echo again > keep.txt")
+	var res applyJSON
+	must(t, json.Unmarshal([]byte(e.ok("apply", "a", "--json")), &res))
+	if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], `"broken"`) {
+		t.Fatalf("apply --json warnings = %q", res.Warnings)
+	}
+	if ev := e.ok("events", "--json", "--world", "broken"); !strings.Contains(ev, `"base.capture_failed"`) {
+		t.Fatalf("events of broken:\n%s", ev)
+	}
+	e.fails(1, "--purge", "rm", "broken")
+	e.ok("rm", "broken", "--purge")
+}
