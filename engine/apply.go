@@ -12,11 +12,9 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/stratahq/strata/diffview"
 	"github.com/stratahq/strata/overlay"
@@ -456,7 +454,7 @@ func (e *Engine) captureOtherBases(ctx context.Context, by string, other *World)
 				"its apply of any path changed before now will ask for a merge by hand", other.Name, cause))
 		} else {
 			warnings = append(warnings, fmt.Sprintf("world %q: the base of %s could not be recorded before this publication (%v); "+
-				"its apply of that path will ask for a merge by hand", other.Name, quoteIfOdd(elide(path, 200)), cause))
+				"its apply of that path will ask for a merge by hand", other.Name, elide(overlay.QuotePath(path), 200), cause))
 		}
 	}
 	ocs, err := e.Changes(ctx, other, false)
@@ -470,7 +468,7 @@ func (e *Engine) captureOtherBases(ctx context.Context, by string, other *World)
 				}
 				if merr := idx.MarkUnknown(c.Path, errors.New(elide(cause.Error(), 300))); merr != nil {
 					// The path cannot even be marked: mark the whole World.
-					if merr := idx.MarkIncomplete(fmt.Errorf("base of %s: %w", c.Path, cause)); merr != nil {
+					if merr := idx.MarkIncomplete(errors.New(elide(fmt.Sprintf("base of %s: %v", overlay.QuotePath(c.Path), cause), 300))); merr != nil {
 						cause = fmt.Errorf("%w; marking it failed too: %w", cause, merr)
 					}
 				}
@@ -497,15 +495,6 @@ func elide(s string, n int) string {
 		return s
 	}
 	return strings.ToValidUTF8(s[:n/2], "") + "…" + strings.ToValidUTF8(s[len(s)-n/2:], "")
-}
-
-// quoteIfOdd quotes a path for a message when it holds bytes a terminal
-// would not show faithfully.
-func quoteIfOdd(p string) string {
-	if !utf8.ValidString(p) || strings.ContainsFunc(p, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '"' }) {
-		return strconv.Quote(p)
-	}
-	return p
 }
 
 // planApply decides every picked path; theirs reads the target's version.

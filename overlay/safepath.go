@@ -83,8 +83,9 @@ func openBeneathFd(dirfd int, rel string, flags int) (int, error) {
 				openat2Missing.Store(true)
 				break
 			}
-			if errors.Is(err, unix.ENAMETOOLONG) && len(rel) >= unix.PathMax {
-				// Deeper than PATH_MAX: one component at a time has no such limit.
+			if errors.Is(err, unix.ENAMETOOLONG) {
+				// Deeper than PATH_MAX: one component at a time has no such
+				// limit (a single name too long fails there the same way).
 				return openComponentsFd(dirfd, rel, flags)
 			}
 			if errors.Is(err, unix.ENOTDIR) && isSymlinkBeneath(dirfd, rel) {
