@@ -37,6 +37,9 @@ type FileChange struct {
 	Binary    bool               `json:"binary,omitempty"`
 	TooLarge  bool               `json:"too_large,omitempty"`
 	LateBase  bool               `json:"late_base,omitempty"`
+	// BaseUnknown says why the base could not be recorded (BaseRecord.
+	// CaptureError); the diff then shows the path as if new.
+	BaseUnknown string `json:"base_unknown,omitempty"`
 }
 
 type diffSide struct {
@@ -89,7 +92,7 @@ func (e *Engine) Diff(ctx context.Context, name string, o DiffOptions) ([]FileCh
 			continue // git has no directories: their files carry the change
 		}
 		var old version
-		late := false
+		late, baseErr := false, ""
 		switch {
 		case other != nil:
 			if old, err = worldSide(other.Layers(e.Paths), c.Path); err != nil {
@@ -106,6 +109,9 @@ func (e *Engine) Diff(ctx context.Context, name string, o DiffOptions) ([]FileCh
 			}
 			old = baseSide(rec, data)
 			late = rec != nil && rec.Late
+			if rec != nil {
+				baseErr = rec.CaptureError
+			}
 		}
 		nw, err := worldSide(layers, c.Path)
 		if err != nil {
@@ -114,7 +120,7 @@ func (e *Engine) Diff(ctx context.Context, name string, o DiffOptions) ([]FileCh
 		if old.same(nw) {
 			continue
 		}
-		fc := FileChange{Change: c, Path: c.Path, Kind: c.Kind.String(), Old: side(old), New: side(nw), LateBase: late}
+		fc := FileChange{Change: c, Path: c.Path, Kind: c.Kind.String(), Old: side(old), New: side(nw), LateBase: late, BaseUnknown: baseErr}
 		fc.Diff = diffview.Diff(old.text(), nw.text(), diffview.Options{Context: o.Context, Force: o.Force})
 		fc.Hunks, fc.Added, fc.Removed = len(fc.Diff.Hunks), fc.Diff.Added, fc.Diff.Removed
 		fc.Binary, fc.TooLarge = fc.Diff.Binary, fc.Diff.TooLarge

@@ -73,7 +73,11 @@ func TestApplyOtherWorldCaptureFailureIsAWarning(t *testing.T) {
 		t.Fatalf("activity log: base.capture_failed for %v, want b and c", failed)
 	}
 
-	// b's apply of the path whose base is unknown asks for a merge.
+	// b's diff says its base is unknown; its apply asks for a merge.
+	fcs, err := e.Diff(ctx, "b", DiffOptions{})
+	if err != nil || len(fcs) != 1 || fcs[0].BaseUnknown == "" {
+		t.Fatalf("b's diff: %v %+v, want d0/f0.txt with base_unknown", err, fcs)
+	}
 	_, err = e.Apply(ctx, "b", ApplyOptions{})
 	var ce *ConflictError
 	if !errors.As(err, &ce) || len(ce.Conflicts) != 1 || ce.Conflicts[0].Path != "d0/f0.txt" || !strings.Contains(ce.Conflicts[0].Reason, "could not be recorded") {

@@ -95,8 +95,11 @@ func cmdDiff(a *app, args []string) error {
 		return nil
 	}
 	for _, fc := range fcs {
-		if fc.LateBase {
-			fmt.Fprintf(a.stderr, "strata: %s: the source changed after the World copied it up; this diff's base may include that edit\n", fc.Path)
+		switch {
+		case fc.BaseUnknown != "":
+			fmt.Fprintf(a.stderr, "strata: %s: its base could not be recorded before the source changed (%s); the diff shows it as new, and apply will ask for a merge by hand\n", quotePath(fc.Path), fc.BaseUnknown)
+		case fc.LateBase:
+			fmt.Fprintf(a.stderr, "strata: %s: the source changed after the World copied it up; this diff's base may include that edit\n", quotePath(fc.Path))
 		}
 	}
 	_, err = fmt.Fprint(a.stdout, engine.Patch(fcs))
