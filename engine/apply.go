@@ -90,10 +90,33 @@ type ApplyOptions struct {
 
 // AppliedPath is one path of a publication.
 type AppliedPath struct {
-	Path   string `json:"path"`
-	Action string `json:"action"` // write, merge, symlink, mkdir, delete, rmdir, nothing
-	Hunks  []int  `json:"hunks,omitempty"`
-	Note   string `json:"note,omitempty"`
+	Path string `json:"path"`
+	// PathBytes is only set in JSON, for a path that is not valid UTF-8
+	// (overlay.JSONPath); in memory Path holds the exact bytes.
+	PathBytes []byte `json:"path_bytes,omitempty"`
+	Action    string `json:"action"` // write, merge, symlink, mkdir, delete, rmdir, nothing
+	Hunks     []int  `json:"hunks,omitempty"`
+	Note      string `json:"note,omitempty"`
+}
+
+// MarshalJSON writes the path byte for byte (overlay.JSONPath).
+func (a AppliedPath) MarshalJSON() ([]byte, error) {
+	type plain AppliedPath
+	v := plain(a)
+	v.Path, v.PathBytes = overlay.JSONPath(a.Path)
+	return json.Marshal(v)
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote (history.jsonl).
+func (a *AppliedPath) UnmarshalJSON(data []byte) error {
+	type plain AppliedPath
+	var v plain
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	*a = AppliedPath(v)
+	a.Path, a.PathBytes = overlay.PathFromJSON(v.Path, v.PathBytes), nil
+	return nil
 }
 
 // ApplyResult says what an apply did (or, with DryRun, would do).
@@ -107,20 +130,59 @@ type ApplyResult struct {
 	Commit   string        `json:"commit,omitempty"`
 	Dropped  []string      `json:"dropped,omitempty"`
 	Duration string        `json:"duration"`
+	// Warnings: what went wrong outside this World without stopping the
+	// publication (another World's bases that could not be recorded).
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// MarshalJSON writes each dropped path that is not valid UTF-8 in its
+// quoted form (overlay.QuotePath), which keeps every byte.
+func (r ApplyResult) MarshalJSON() ([]byte, error) {
+	type plain ApplyResult
+	v := plain(r)
+	if r.Dropped != nil {
+		v.Dropped = make([]string, len(r.Dropped))
+		for i, p := range r.Dropped {
+			v.Dropped[i], _ = overlay.JSONPath(p)
+		}
+	}
+	return json.Marshal(v)
 }
 
 // Conflict is one path that cannot be published as picked.
 type Conflict struct {
-	Path    string              `json:"path"`
-	Reason  string              `json:"reason"`
-	Regions []diffview.Conflict `json:"regions,omitempty"`
-	Base    string              `json:"base,omitempty"`
-	Ours    string              `json:"ours,omitempty"`
-	Theirs  string              `json:"theirs,omitempty"`
-	Merged  string              `json:"merged,omitempty"` // with conflict markers
+	Path string `json:"path"`
+	// PathBytes: as in AppliedPath, only in JSON.
+	PathBytes []byte              `json:"path_bytes,omitempty"`
+	Reason    string              `json:"reason"`
+	Regions   []diffview.Conflict `json:"regions,omitempty"`
+	Base      string              `json:"base,omitempty"`
+	Ours      string              `json:"ours,omitempty"`
+	Theirs    string              `json:"theirs,omitempty"`
+	Merged    string              `json:"merged,omitempty"` // with conflict markers
 	// TheirsHash identifies the source version the conflict was found
 	// against; pass it back in Pick.TheirsHash with a resolution.
 	TheirsHash string `json:"theirs_hash,omitempty"`
+}
+
+// MarshalJSON writes the path byte for byte (overlay.JSONPath).
+func (c Conflict) MarshalJSON() ([]byte, error) {
+	type plain Conflict
+	v := plain(c)
+	v.Path, v.PathBytes = overlay.JSONPath(c.Path)
+	return json.Marshal(v)
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (c *Conflict) UnmarshalJSON(data []byte) error {
+	type plain Conflict
+	var v plain
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	*c = Conflict(v)
+	c.Path, c.PathBytes = overlay.PathFromJSON(v.Path, v.PathBytes), nil
+	return nil
 }
 
 // ConflictError rejects a whole publication: nothing was written.
@@ -136,7 +198,7 @@ func (e *ConflictError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "apply world %q: %d conflict(s), nothing was written:", e.World, len(e.Conflicts))
 	for _, c := range e.Conflicts {
-		fmt.Fprintf(&b, "\n  %s: %s", c.Path, c.Reason)
+		fmt.Fprintf(&b, "\n  %s: %s", overlay.QuotePath(c.Path), c.Reason)
 	}
 	return b.String()
 }
@@ -180,10 +242,12 @@ func (v version) same(o version) bool {
 	return v.sameContent(o) && (v.typ == 0 || v.typ == overlay.TypeSymlink || v.mode == o.mode)
 }
 
-// readSide reads rel under root without following symlinks in any component.
+// readSide reads rel under root without following symlinks in any
+// component. A path under a symlink is absent: the source holds nothing
+// there beneath its root, and what the link points at is never read.
 func readSide(root, rel string) (version, error) {
 	st, err := overlay.LstatBeneath(root, rel)
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, overlay.ErrUnsafePath) {
 		return version{}, nil
 	}
 	if err != nil {
@@ -315,10 +379,11 @@ func (e *Engine) Apply(ctx context.Context, name string, o ApplyOptions) (*Apply
 	}
 	// Every World over this source gets its bases captured before the
 	// source changes, so their later applies merge instead of overwriting.
-	if err := e.captureAllBases(ctx, w, cs); err != nil {
+	warnings, err := e.captureAllBases(ctx, w, cs)
+	if err != nil {
 		return nil, fmt.Errorf("apply world %q: capture bases: %w", name, err)
 	}
-	res := &ApplyResult{World: name, Source: w.Source, DryRun: o.DryRun}
+	res := &ApplyResult{World: name, Source: w.Source, DryRun: o.DryRun, Warnings: warnings}
 	if o.ToBranch != "" {
 		return e.applyToBranch(ctx, w, changes, picks, o, res, start)
 	}
@@ -398,27 +463,87 @@ func conflictPaths(cs []Conflict) []string {
 }
 
 // captureAllBases captures missing bases of every World over w's source;
-// cs is w's change set, already read by the caller.
-func (e *Engine) captureAllBases(ctx context.Context, w *World, cs *overlay.ChangeSet) error {
+// cs is w's change set, already read by the caller. Each other World is
+// captured on its own: what fails there never fails w's apply. It is
+// returned as a warning (and logged), and the affected paths, or the whole
+// World when its changes cannot even be listed, are marked so that World's
+// own apply of them asks for a merge by hand instead of overwriting.
+func (e *Engine) captureAllBases(ctx context.Context, w *World, cs *overlay.ChangeSet) ([]string, error) {
 	ws, err := e.Worlds()
 	if err != nil {
-		return err
+		return nil, err
 	}
+	if _, err := e.CaptureBases(ctx, w, cs); err != nil {
+		return nil, err
+	}
+	var warnings []string
 	for _, other := range ws {
-		if other.Source != w.Source {
+		if other.Source != w.Source || other.Name == w.Name {
 			continue
 		}
-		ocs := cs
-		if other.Name != w.Name {
-			if ocs, err = e.Changes(ctx, other, false); err != nil {
-				return err
-			}
+		if err := ctx.Err(); err != nil {
+			return warnings, err
 		}
-		if _, err := e.CaptureBases(ctx, other, ocs); err != nil {
-			return err
+		warnings = append(warnings, e.captureOtherBases(ctx, w.Name, other)...)
+	}
+	return warnings, nil
+}
+
+// captureOtherBases captures the bases of other before by's publication and
+// turns each failure into a warning and a mark in other's base index.
+func (e *Engine) captureOtherBases(ctx context.Context, by string, other *World) []string {
+	idx := e.bases(other.Name)
+	var warnings, paths []string
+	fail := func(path string, cause error) {
+		e.Log.Warn("capture base of another world", "world", other.Name, "by", by, "path", path, "err", cause)
+		cause = errors.New(elide(cause.Error(), 300))
+		paths = append(paths, path)
+		if path == "" {
+			warnings = append(warnings, fmt.Sprintf("world %q: its changes could not be listed, so their bases were not recorded before this publication (%v); "+
+				"its apply of any path changed before now will ask for a merge by hand", other.Name, cause))
+		} else {
+			warnings = append(warnings, fmt.Sprintf("world %q: the base of %s could not be recorded before this publication (%v); "+
+				"its apply of that path will ask for a merge by hand", other.Name, elide(overlay.QuotePath(path), 200), cause))
 		}
 	}
-	return nil
+	ocs, err := e.Changes(ctx, other, false)
+	if err == nil {
+		var failed map[string]error
+		if _, failed, err = e.captureBasesEach(ctx, other, ocs); err == nil {
+			for _, c := range ocs.Changes {
+				cause := failed[c.Path]
+				if cause == nil {
+					continue
+				}
+				if merr := idx.MarkUnknown(c.Path, errors.New(elide(cause.Error(), 300))); merr != nil {
+					// The path cannot even be marked: mark the whole World.
+					if merr := idx.MarkIncomplete(errors.New(elide(fmt.Sprintf("base of %s: %v", overlay.QuotePath(c.Path), cause), 300))); merr != nil {
+						cause = fmt.Errorf("%w; marking it failed too: %w", cause, merr)
+					}
+				}
+				fail(c.Path, cause)
+			}
+		}
+	}
+	if err != nil {
+		if merr := idx.MarkIncomplete(errors.New(elide(err.Error(), 300))); merr != nil {
+			err = fmt.Errorf("%w; marking the World failed too: %w", err, merr)
+		}
+		fail("", err)
+	}
+	if len(paths) > 0 {
+		e.activity(ctx, Event{Type: EventBaseCaptureFailed, World: other.Name, Detail: map[string]any{"by": by, "paths": paths, "warnings": warnings}})
+	}
+	return warnings
+}
+
+// elide shortens s to about n bytes, keeping its start and end (a deep
+// path in an error would otherwise fill the screen).
+func elide(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n/2], "") + "…" + strings.ToValidUTF8(s[len(s)-n/2:], "")
 }
 
 // planApply decides every picked path; theirs reads the target's version.
@@ -508,6 +633,13 @@ func (e *Engine) planApply(ctx context.Context, w *World, changes []overlay.Chan
 		case theirs.same(ours):
 			ap.Action = "nothing"
 			ap.Note = "the source already has this version"
+		case rec != nil && rec.Late && rec.CaptureError != "" && ours.typ == overlay.TypeDir && (theirs.typ == 0 || theirs.typ == overlay.TypeDir):
+			// An unknown base cannot hide an edit a directory would overwrite.
+			if err := p.publish(c, base, ours, theirs, deleting, &ap, theirsOf); err != nil {
+				conflict(err.Error())
+			}
+		case rec != nil && rec.Late && rec.CaptureError != "":
+			conflict("the base of this path could not be recorded before the source changed (" + rec.CaptureError + "), so strata will not overwrite the source: merge it by hand")
 		case rec != nil && rec.Late:
 			conflict("the source was modified after the World copied this path up, so its base is unknown; strata will not overwrite that edit: merge it by hand")
 		case theirs.same(base) || (theirs.sameContent(base) && ours.typ == 0):

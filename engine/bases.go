@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -21,18 +22,52 @@ import (
 // BaseRecord is the source content a World's change to one path started
 // from, captured into the object store while the source still held it.
 type BaseRecord struct {
-	Path        string           `json:"path"`
+	Path string `json:"path"`
+	// PathBytes holds the exact bytes of a path that is not valid UTF-8
+	// (JSON strings cannot carry them; Path is then only for display).
+	PathBytes   []byte           `json:"path_bytes,omitempty"`
 	Absent      bool             `json:"absent,omitempty"` // the source had no such path
 	Type        overlay.FileType `json:"type,omitempty"`
 	Mode        uint32           `json:"mode,omitempty"`
-	Object      overlay.ObjectID `json:"object,omitempty"` // file content
-	Target      string           `json:"target,omitempty"` // symlink target
+	Object      overlay.ObjectID `json:"object,omitempty"`       // file content
+	Target      string           `json:"target,omitempty"`       // symlink target
+	TargetBytes []byte           `json:"target_bytes,omitempty"` // as PathBytes, for Target
 	CapturedAt  time.Time        `json:"captured_at"`
 	SourceMTime time.Time        `json:"source_mtime,omitempty"`
 	// Late: the source was modified after the World copied the path up, so
 	// what was captured may already include someone else's edit. Apply then
 	// never treats the source as unchanged; it asks for a merge.
 	Late bool `json:"late,omitempty"`
+	// CaptureError: the base could not be read when it had to be (another
+	// World's apply was about to change the source). The base is unknown,
+	// so the record is Late and apply asks for a merge by hand.
+	CaptureError string `json:"capture_error,omitempty"`
+}
+
+// encodeBaseRecord is a record's JSON, its path kept byte for byte.
+func encodeBaseRecord(r BaseRecord) ([]byte, error) {
+	r.PathBytes, r.TargetBytes = nil, nil
+	if !utf8.ValidString(r.Path) {
+		r.PathBytes = []byte(r.Path)
+	}
+	if !utf8.ValidString(r.Target) {
+		r.TargetBytes = []byte(r.Target)
+	}
+	return json.Marshal(r)
+}
+
+func decodeBaseRecord(data []byte) (BaseRecord, error) {
+	var r BaseRecord
+	if err := json.Unmarshal(data, &r); err != nil {
+		return r, err
+	}
+	if r.PathBytes != nil {
+		r.Path, r.PathBytes = string(r.PathBytes), nil
+	}
+	if r.TargetBytes != nil {
+		r.Target, r.TargetBytes = string(r.TargetBytes), nil
+	}
+	return r, nil
 }
 
 // BaseIndex is worlds/<name>/bases: one small JSON file per path, named by
@@ -54,12 +89,17 @@ func (b BaseIndex) Get(path string) (*BaseRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	var r BaseRecord
-	if err := json.Unmarshal(data, &r); err != nil {
+	r, err := decodeBaseRecord(data)
+	if err != nil {
 		return nil, fmt.Errorf("base record %s: %w", b.file(path), err)
 	}
 	if r.Path != path {
-		return nil, nil // a hash collision is treated as "no base"
+		if r.Path != strings.ToValidUTF8(path, "\ufffd") {
+			return nil, nil // a hash collision is treated as "no base"
+		}
+		// Written before path_bytes existed, with the bytes that are not
+		// UTF-8 replaced; its file name is the hash of this exact path.
+		r.Path = path
 	}
 	return &r, nil
 }
@@ -69,7 +109,7 @@ func (b BaseIndex) Add(r BaseRecord) (bool, error) {
 	if err := os.MkdirAll(b.Dir, 0o755); err != nil {
 		return false, err
 	}
-	data, err := json.Marshal(r)
+	data, err := encodeBaseRecord(r)
 	if err != nil {
 		return false, err
 	}
@@ -103,7 +143,7 @@ func (b BaseIndex) Set(r BaseRecord) error {
 	if err := os.MkdirAll(b.Dir, 0o755); err != nil {
 		return err
 	}
-	data, err := json.Marshal(r)
+	data, err := encodeBaseRecord(r)
 	if err != nil {
 		return err
 	}
@@ -148,8 +188,7 @@ func (b BaseIndex) Objects() []overlay.ObjectID {
 		if err != nil {
 			continue
 		}
-		var r BaseRecord
-		if json.Unmarshal(data, &r) == nil && r.Object != "" {
+		if r, err := decodeBaseRecord(data); err == nil && r.Object != "" {
 			out = append(out, r.Object)
 		}
 	}
@@ -166,7 +205,10 @@ func CaptureBase(store *overlay.Store, idx BaseIndex, lower, upper, rel string) 
 	rec := BaseRecord{Path: rel, CapturedAt: time.Now().UTC()}
 	st, err := overlay.LstatBeneath(lower, rel)
 	switch {
-	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR):
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, overlay.ErrUnsafePath):
+		// ErrUnsafePath: a parent is a symlink in the source (the World
+		// replaced it with a directory), so the source holds nothing at rel
+		// beneath its root; what the link points at is never read.
 		rec.Absent = true
 	case err != nil:
 		return false, fmt.Errorf("capture base of %s: %w", rel, err)
@@ -191,20 +233,88 @@ func CaptureBase(store *overlay.Store, idx BaseIndex, lower, upper, rel string) 
 				return false, fmt.Errorf("capture base of %s: %w", rel, err)
 			}
 		}
-		if born, ok := birthTime(filepath.Join(upper, filepath.FromSlash(rel))); ok && !rec.SourceMTime.Before(born) { // same clock tick: ambiguous, so careful
+		if born, ok := overlay.BirthTimeBeneath(upper, rel); ok && !rec.SourceMTime.Before(born) { // same clock tick: ambiguous, so careful
 			rec.Late = true
+		}
+	}
+	if m, ok := idx.incomplete(); ok {
+		// An earlier capture of this World's bases failed before another
+		// World published: a change older than that failure may have started
+		// from a source that has moved since, so its base is unknown.
+		if born, known := overlay.BirthTimeBeneath(upper, rel); !known || born.Before(m.Since) {
+			rec.Late = true
+			rec.CaptureError = m.Error
 		}
 	}
 	return idx.Add(rec)
 }
 
-// birthTime is a file's creation time (statx btime), when the fs records it.
-func birthTime(path string) (time.Time, bool) {
-	var sx unix.Statx_t
-	if err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BTIME, &sx); err != nil || sx.Mask&unix.STATX_BTIME == 0 {
-		return time.Time{}, false
+// incompleteMark is worlds/<name>/bases/incomplete: the World's change set
+// or bases could not be captured when another World published to the source.
+type incompleteMark struct {
+	Since time.Time `json:"since"`
+	Error string    `json:"error"`
+}
+
+func (b BaseIndex) incompletePath() string { return filepath.Join(b.Dir, "incomplete") }
+
+// MarkIncomplete records that the World's bases could not be captured now;
+// the first mark wins, so Since is the oldest failure.
+func (b BaseIndex) MarkIncomplete(cause error) error {
+	if err := os.MkdirAll(b.Dir, 0o755); err != nil {
+		return err
 	}
-	return time.Unix(sx.Btime.Sec, int64(sx.Btime.Nsec)), true
+	data, err := json.Marshal(incompleteMark{Since: time.Now().UTC(), Error: cause.Error()})
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(b.incompletePath(), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func (b BaseIndex) incomplete() (incompleteMark, bool) {
+	var m incompleteMark
+	data, err := os.ReadFile(b.incompletePath())
+	if err != nil {
+		return m, false
+	}
+	if json.Unmarshal(data, &m) != nil || m.Since.IsZero() {
+		// Unreadable: be careful, every change so far counts as older.
+		m = incompleteMark{Since: time.Now().UTC(), Error: "an earlier capture of this World's bases failed"}
+	}
+	return m, true
+}
+
+// clearIncomplete drops the mark once every change has a base record
+// (those captured under the mark carry its Late flag themselves).
+func (b BaseIndex) clearIncomplete() {
+	_ = os.Remove(b.incompletePath())
+}
+
+// MarkUnknown records that the base of rel could not be captured: the base
+// is unknown, so the World's apply of rel asks for a merge by hand. A valid
+// existing record is kept; an unreadable one is replaced.
+func (b BaseIndex) MarkUnknown(rel string, cause error) error {
+	rec := BaseRecord{Path: rel, CapturedAt: time.Now().UTC(), Late: true, CaptureError: cause.Error()}
+	r, err := b.Get(rel)
+	if err == nil && r != nil {
+		return nil
+	}
+	if err != nil {
+		return b.Set(rec)
+	}
+	_, err = b.Add(rec)
+	return err
 }
 
 // ModeBits is a mode's permission bits plus setuid, setgid and sticky, as
@@ -229,26 +339,49 @@ func (e *Engine) bases(name string) BaseIndex {
 
 // CaptureBases records a base for every changed path that lacks one. The
 // engine calls it at status, snapshot, session end and before publishing.
+// It stops at the first path that fails.
 func (e *Engine) CaptureBases(ctx context.Context, w *World, cs *overlay.ChangeSet) (int, error) {
+	n, failed, err := e.captureBasesEach(ctx, w, cs)
+	if err != nil {
+		return n, err
+	}
+	for _, c := range cs.Changes {
+		if err := failed[c.Path]; err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// captureBasesEach tries every changed path on its own: one path that
+// cannot be captured does not keep the others from being recorded. err is
+// what stops them all (the object store, ctx).
+func (e *Engine) captureBasesEach(ctx context.Context, w *World, cs *overlay.ChangeSet) (int, map[string]error, error) {
 	st, err := e.store()
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	idx := e.bases(w.Name)
+	_, marked := idx.incomplete()
 	n := 0
+	failed := map[string]error{}
 	for _, c := range cs.Changes {
 		if err := ctx.Err(); err != nil {
-			return n, err
+			return n, failed, err
 		}
 		ok, err := CaptureBase(st, idx, w.Source, e.Paths.Upper(w.Name), c.Path)
 		if err != nil {
-			return n, err
+			failed[c.Path] = err
+			continue
 		}
 		if ok {
 			n++
 		}
 	}
-	return n, nil
+	if marked && len(failed) == 0 {
+		idx.clearIncomplete()
+	}
+	return n, failed, nil
 }
 
 // baseContent returns the base text of a path: the captured base, or when
@@ -267,8 +400,11 @@ func (e *Engine) baseOf(ctx context.Context, w *World, rel string) (*BaseRecord,
 		if _, err := CaptureBase(st, idx, w.Source, e.Paths.Upper(w.Name), rel); err != nil {
 			return nil, nil, err
 		}
-		if r, err = idx.Get(rel); err != nil || r == nil {
-			return nil, nil, fmt.Errorf("base of %s: %v", rel, err)
+		if r, err = idx.Get(rel); err != nil {
+			return nil, nil, fmt.Errorf("base of %s: %w", rel, err)
+		}
+		if r == nil {
+			return nil, nil, fmt.Errorf("base of %s: the record just captured cannot be read back", rel)
 		}
 	}
 	if r.Object == "" {

@@ -2,9 +2,12 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
+
+	"github.com/stratahq/strata/overlay"
 )
 
 // ComparedVersion is one version of a path and the Worlds that hold it.
@@ -21,6 +24,7 @@ type ComparedVersion struct {
 // ComparedPath is one path changed in at least one of the compared Worlds.
 type ComparedPath struct {
 	Path      string            `json:"path"`
+	PathBytes []byte            `json:"path_bytes,omitempty"` // only in JSON (overlay.JSONPath)
 	ChangedBy []string          `json:"changed_by"`
 	Agree     bool              `json:"agree"` // every World sees the same version
 	Versions  []ComparedVersion `json:"versions"`
@@ -124,4 +128,12 @@ func describeVersion(v version, isSource bool) ComparedVersion {
 	cv.Mode = fmt.Sprintf("%04o", ModeBits(v.mode))
 	cv.Size = int64(len(v.data))
 	return cv
+}
+
+// MarshalJSON keeps a path's exact bytes (overlay.JSONPath).
+func (c ComparedPath) MarshalJSON() ([]byte, error) {
+	type plain ComparedPath
+	v := plain(c)
+	v.Path, v.PathBytes = overlay.JSONPath(c.Path)
+	return json.Marshal(v)
 }

@@ -28,18 +28,24 @@ type DiffOptions struct {
 // FileChange is one path's diff: what the TUI renders, `strata diff`
 // prints and apply numbers hunks in (base vs World unless asked otherwise).
 type FileChange struct {
-	Change   overlay.Change     `json:"-"`
-	Path     string             `json:"path"`
-	Kind     string             `json:"kind"`
-	Old      diffSide           `json:"old"`
-	New      diffSide           `json:"new"`
-	Diff     *diffview.FileDiff `json:"-"`
-	Hunks    int                `json:"hunks"`
-	Added    int                `json:"added"`
-	Removed  int                `json:"removed"`
-	Binary   bool               `json:"binary,omitempty"`
-	TooLarge bool               `json:"too_large,omitempty"`
-	LateBase bool               `json:"late_base,omitempty"`
+	Change overlay.Change `json:"-"`
+	Path   string         `json:"path"`
+	// PathBytes: only set for JSON output, for a path that is not valid
+	// UTF-8 (overlay.JSONPath); in memory Path holds the exact bytes.
+	PathBytes []byte             `json:"path_bytes,omitempty"`
+	Kind      string             `json:"kind"`
+	Old       diffSide           `json:"old"`
+	New       diffSide           `json:"new"`
+	Diff      *diffview.FileDiff `json:"-"`
+	Hunks     int                `json:"hunks"`
+	Added     int                `json:"added"`
+	Removed   int                `json:"removed"`
+	Binary    bool               `json:"binary,omitempty"`
+	TooLarge  bool               `json:"too_large,omitempty"`
+	LateBase  bool               `json:"late_base,omitempty"`
+	// BaseUnknown says why the base could not be recorded (BaseRecord.
+	// CaptureError); the diff then shows the path as if new.
+	BaseUnknown string `json:"base_unknown,omitempty"`
 	// BaseHash, WorldHash and SourceHash identify the base, the World's
 	// version and the source's version now (sha256 hex of the content or
 	// symlink target, HashAbsent for an absent one, "" for a directory).
@@ -112,13 +118,16 @@ func (e *Engine) Diff(ctx context.Context, name string, o DiffOptions) ([]FileCh
 		// (A diff against another World compares two Worlds: a path only
 		// that World changed has no base here, and none is captured.)
 		var base, now, old version
-		late := false
+		late, baseErr := false, ""
 		if other == nil {
 			rec, data, err := e.baseOf(ctx, w, c.Path)
 			if err != nil {
 				return nil, err
 			}
 			base, late = baseSide(rec, data), rec != nil && rec.Late
+			if rec != nil {
+				baseErr = rec.CaptureError
+			}
 			if now, err = readSide(w.Source, c.Path); err != nil {
 				return nil, fmt.Errorf("diff world %q: read the source's %s: %w", name, c.Path, err)
 			}
@@ -136,7 +145,7 @@ func (e *Engine) Diff(ctx context.Context, name string, o DiffOptions) ([]FileCh
 		if old.same(nw) {
 			continue
 		}
-		fc := FileChange{Change: c, Path: c.Path, Kind: c.Kind.String(), Old: side(old), New: side(nw), LateBase: late, WorldHash: nw.id()}
+		fc := FileChange{Change: c, Path: c.Path, Kind: c.Kind.String(), Old: side(old), New: side(nw), LateBase: late, BaseUnknown: baseErr, WorldHash: nw.id()}
 		if other == nil {
 			fc.BaseHash, fc.SourceHash, fc.Drift = base.id(), now.id(), !now.same(base)
 		}

@@ -34,7 +34,10 @@ const (
 	EventFork             EventType = "fork"
 	EventApplyDone        EventType = "apply.done"
 	EventApplyConflict    EventType = "apply.conflict"
-	EventFanOut           EventType = "fanout" // detail: worlds, argv, results (FanOutResult per World)
+	// EventBaseCaptureFailed: another World's apply could not record this
+	// World's bases; detail: by, paths ("" = the whole World), warnings.
+	EventBaseCaptureFailed EventType = "base.capture_failed"
+	EventFanOut            EventType = "fanout" // detail: worlds, argv, results (FanOutResult per World)
 )
 
 // Event is one thing that happened to a World.

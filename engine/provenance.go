@@ -38,8 +38,29 @@ const inheritedProvenance = "inherited.jsonl"
 
 // inheritedWrite is one line of inheritedProvenance.
 type inheritedWrite struct {
-	Path string `json:"path"`
+	Path      string `json:"path"`
+	PathBytes []byte `json:"path_bytes,omitempty"` // overlay.JSONPath
 	PathWrite
+}
+
+// MarshalJSON keeps a path's exact bytes (overlay.JSONPath).
+func (r inheritedWrite) MarshalJSON() ([]byte, error) {
+	type plain inheritedWrite
+	v := plain(r)
+	v.Path, v.PathBytes = overlay.JSONPath(r.Path)
+	return json.Marshal(v)
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (r *inheritedWrite) UnmarshalJSON(data []byte) error {
+	type plain inheritedWrite
+	var v plain
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	*r = inheritedWrite(v)
+	r.Path, r.PathBytes = overlay.PathFromJSON(v.Path, v.PathBytes), nil
+	return nil
 }
 
 // inheritProvenance gives the fork child the parent's provenance as of

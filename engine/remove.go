@@ -42,7 +42,8 @@ type RemoveResult struct {
 	Killed  int    `json:"killed_sessions"`
 	// Broken says why the World's world.toml could not be read, when it
 	// could not; such a World is removed without the unsaved-work check.
-	Broken string `json:"broken,omitempty"`
+	Broken  string `json:"broken,omitempty"`
+	Warning string `json:"warning,omitempty"`
 }
 
 // Remove deletes a World, by default refusing when that would lose work.
@@ -65,14 +66,21 @@ func (e *Engine) Remove(ctx context.Context, name string, o RemoveOptions) (*Rem
 	if len(running) > 0 && !o.Kill {
 		return nil, fmt.Errorf("remove world %q: %w (%d: %s); stop them with strata kill, or pass --kill", name, ErrSessionsRunning, len(running), strings.Join(running, ", "))
 	}
+	// A World whose changes cannot be read (damaged upper, odd content)
+	// can still go with --force or --purge: refusing would leave it forever.
+	unsaved := 0
 	cs, err := e.Changes(ctx, w, false)
-	if err != nil {
-		return nil, fmt.Errorf("remove world %q: %w", name, err)
+	if err == nil {
+		res.Changes = len(cs.Changes)
+		unsaved, err = e.unsavedChanges(ctx, w, cs)
 	}
-	res.Changes = len(cs.Changes)
-	unsaved, err := e.unsavedChanges(ctx, w, cs)
 	if err != nil {
-		return nil, fmt.Errorf("remove world %q: %w", name, err)
+		if !o.Force && !o.Purge {
+			return nil, fmt.Errorf("remove world %q: its changes cannot be read, so strata cannot tell whether work would be lost: %w; "+
+				"pass --force to move it to the trash for 7 days, or --purge to delete it", name, err)
+		}
+		e.Log.Warn("remove a world whose changes cannot be read", "world", name, "err", err)
+		res.Warning = fmt.Sprintf("its changes could not be read (%v); removed anyway (--force/--purge)", err)
 	}
 	res.Unsaved = unsaved
 	if unsaved > 0 && !o.Force && !o.Purge {

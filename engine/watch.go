@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -47,10 +48,12 @@ const (
 // may have several lines per session (one per flush in which it was written
 // again): readers take the earliest first, the latest last and the last op.
 type provRecord struct {
-	Path  string    `json:"path"`
-	Op    string    `json:"op"`
-	First time.Time `json:"first"`
-	Last  time.Time `json:"last"`
+	Path string `json:"path"`
+	// PathBytes: the exact bytes of a path that is not UTF-8 (overlay.JSONPath).
+	PathBytes []byte    `json:"path_bytes,omitempty"`
+	Op        string    `json:"op"`
+	First     time.Time `json:"first"`
+	Last      time.Time `json:"last"`
 }
 
 const (
@@ -567,4 +570,24 @@ func (w *upperWatcher) finish() int {
 	// The inotify descriptor is left to the init's exit: closing it waits for
 	// a kernel grace period (5-40 ms) that would delay the recorded end.
 	return n
+}
+
+// MarshalJSON keeps a path's exact bytes (overlay.JSONPath).
+func (r provRecord) MarshalJSON() ([]byte, error) {
+	type plain provRecord
+	v := plain(r)
+	v.Path, v.PathBytes = overlay.JSONPath(r.Path)
+	return json.Marshal(v)
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (r *provRecord) UnmarshalJSON(data []byte) error {
+	type plain provRecord
+	var v plain
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	*r = provRecord(v)
+	r.Path, r.PathBytes = overlay.PathFromJSON(v.Path, v.PathBytes), nil
+	return nil
 }

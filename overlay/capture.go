@@ -248,7 +248,7 @@ func CaptureUpper(ctx context.Context, store *Store, upper string, d Dialect, ca
 			defer wg.Done()
 			for j := range next {
 				e := &entries[jobs[j]]
-				id, n, created, st, err := store.putFileStat(filepath.Join(upper, filepath.FromSlash(e.Path)))
+				id, n, created, st, err := putDeepFile(store, upper, e.Path)
 				e.Object = id
 				results[j] = result{created: created, size: n, st: st, err: err}
 			}
@@ -305,6 +305,16 @@ feed:
 	return &Manifest{Version: ManifestVersion, Dialect: d, Root: root, Entries: entries}, stats, nil
 }
 
+// putDeepFile stores the file rel of upper, however deep it lies.
+func putDeepFile(store *Store, upper, rel string) (ObjectID, int64, bool, unix.Stat_t, error) {
+	p, release, err := shortPathBeneath(upper, rel)
+	if err != nil {
+		return "", 0, false, unix.Stat_t{}, fmt.Errorf("store %s: %w", rel, err)
+	}
+	defer release()
+	return store.putFileStat(p)
+}
+
 var snapUnionfsMetaDirs = []string{".unionfs-fuse", ".unionfs"}
 
 const (
@@ -323,11 +333,23 @@ type snapScanner struct {
 	stats   map[string]statCacheEntry // file path -> stat seen by the walk
 	// markers found by name (.wh.NAME, _HIDDEN~): path -> marker was a dir
 	whiteouts map[string]bool
+	// open: the directories being scanned -> their names for syscalls
+	open map[string]string
 }
 
+// abs names rel for syscalls: under the directory being scanned, through
+// its (maybe anchored, see anchorDir) name, so a deep tree never hands a
+// syscall a path longer than PATH_MAX.
 func (sc *snapScanner) abs(rel string) string {
 	if rel == "" {
 		return sc.upper
+	}
+	parent, base := splitRel(rel)
+	if parent == "." {
+		parent = ""
+	}
+	if dir, ok := sc.open[parent]; ok {
+		return dir + "/" + base
 	}
 	return filepath.Join(sc.upper, filepath.FromSlash(rel))
 }
@@ -351,7 +373,17 @@ func (sc *snapScanner) scanDir(ctx context.Context, rel string, dir *ManifestEnt
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	names, err := readDirNames(sc.abs(rel))
+	dirPath, release, err := anchorDir(sc.abs(rel))
+	if err != nil {
+		return fmt.Errorf("read dir %s: %w", rel, err)
+	}
+	defer release()
+	if sc.open == nil {
+		sc.open = make(map[string]string)
+	}
+	sc.open[rel] = dirPath
+	defer delete(sc.open, rel)
+	names, err := readDirNames(dirPath)
 	if err != nil {
 		return fmt.Errorf("read dir %s: %w", sc.abs(rel), err)
 	}

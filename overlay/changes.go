@@ -214,6 +214,11 @@ func (rd *reader) walk(dc dirCtx) (walkResult, error) {
 	if err := rd.ctx.Err(); err != nil {
 		return res, err
 	}
+	release, err := anchorDirCtx(&dc)
+	if err != nil {
+		return res, fmt.Errorf("read %s: %w", dc.rel, err)
+	}
+	defer release()
 	var ul upperList
 	if dc.upper != "" {
 		var err error
@@ -336,6 +341,38 @@ func (rd *reader) walk(dc dirCtx) (walkResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// anchorDirCtx re-anchors the directories of a deep dirCtx (see
+// anchorDir). view and base stay equal when they were: the walk compares them.
+func anchorDirCtx(dc *dirCtx) (func(), error) {
+	var releases []func()
+	release := func() {
+		for _, r := range releases {
+			r()
+		}
+	}
+	anchor := func(p *string) error {
+		a, r, err := anchorDir(*p)
+		if err != nil {
+			return err
+		}
+		*p = a
+		releases = append(releases, r)
+		return nil
+	}
+	same := dc.view == dc.base
+	for _, p := range []*string{&dc.upper, &dc.view, &dc.base} {
+		if p == &dc.base && same {
+			dc.base = dc.view
+			continue
+		}
+		if err := anchor(p); err != nil {
+			release()
+			return nil, err
+		}
+	}
+	return release, nil
 }
 
 func (rd *reader) ignored(dc dirCtx, rel string, isDir bool) bool {
@@ -634,6 +671,11 @@ func (rd *reader) emitChildrenDeleted(rel, full string, whiteout, opaque, ignore
 	if err := rd.ctx.Err(); err != nil {
 		return err
 	}
+	full, release, err := anchorDir(full)
+	if err != nil {
+		return fmt.Errorf("read lower dir %s: %w", rel, err)
+	}
+	defer release()
 	names, err := listLowerNames(full)
 	if err != nil {
 		return err

@@ -31,6 +31,29 @@ type node struct {
 	content   string // where a file's bytes live (a metacopy upper reads the lower)
 	view      string // dirs: the lower dir whose entries show through, "" when none
 	viewRel   string
+	lowerRel  string // where lower is, relative to the lower root
+	// hold closes the descriptors deep paths were anchored to (anchorDir):
+	// upper, lower, view and content stay valid until it runs.
+	hold *[]func()
+}
+
+// close releases what resolving the node held open.
+func (n *node) close() {
+	if n == nil || n.hold == nil {
+		return
+	}
+	for _, r := range *n.hold {
+		r()
+	}
+	*n.hold = nil
+}
+
+// sysPath is where the entry is, as a name for syscalls (maybe anchored).
+func (n *node) sysPath() string {
+	if n.upperInfo != nil {
+		return n.upper
+	}
+	return n.lower
 }
 
 func (n *node) info() fs.FileInfo {
@@ -40,25 +63,32 @@ func (n *node) info() fs.FileInfo {
 	return n.lowerInfo
 }
 
-func (n *node) entry() Entry {
+func (n *node) entry(l Layers) Entry {
 	info := n.info()
 	e := Entry{
 		Path: n.rel, Name: path.Base(n.rel), Type: FileTypeOf(info.Mode()), Mode: info.Mode(),
-		Size: info.Size(), ModTime: info.ModTime(), Layer: LayerLower, RealPath: n.lower,
+		Size: info.Size(), ModTime: info.ModTime(), Layer: LayerLower, RealPath: joinReal(l.Lower, n.lowerRel),
 	}
 	if n.rel == "" {
 		e.Name = ""
 	}
 	if n.upperInfo != nil {
-		e.Layer, e.RealPath = LayerUpper, n.upper
+		e.Layer, e.RealPath = LayerUpper, joinReal(l.Upper, n.rel)
 	}
 	if e.Type == TypeDir {
 		e.Size = 0
 	}
 	if e.Type == TypeSymlink {
-		e.Target, _ = os.Readlink(e.RealPath)
+		e.Target, _ = os.Readlink(n.sysPath())
 	}
 	return e
+}
+
+func joinReal(root, rel string) string {
+	if rel == "" {
+		return root
+	}
+	return root + "/" + rel
 }
 
 func (l Layers) rules() (rules, error) {
@@ -103,29 +133,44 @@ func (l Layers) resolve(op, p string) (*node, rules, error) {
 	if err != nil {
 		return nil, r, &fs.PathError{Op: op, Path: p, Err: err}
 	}
-	cur := &node{upper: l.Upper, upperInfo: rootInfo, lower: l.Lower, lowerInfo: lowerInfo, marks: r.readMarks(l.Upper, rootInfo)}
+	hold := &[]func(){}
+	cur := &node{upper: l.Upper, upperInfo: rootInfo, lower: l.Lower, lowerInfo: lowerInfo, marks: r.readMarks(l.Upper, rootInfo), hold: hold}
 	if !cur.marks.opaque && !r.hasOpaqueFile(l.Upper) {
 		cur.view = l.Lower
 	}
 	if rel == "" {
 		return cur, r, nil
 	}
+	fail := func(err error) (*node, rules, error) {
+		cur.close()
+		return nil, r, &fs.PathError{Op: op, Path: p, Err: err}
+	}
 	parts := strings.Split(rel, "/")
 	for i, name := range parts {
 		child, err := l.lookup(r, cur, name)
 		if err != nil {
-			return nil, r, &fs.PathError{Op: op, Path: p, Err: err}
+			return fail(err)
 		}
 		if child == nil {
-			return nil, r, &fs.PathError{Op: op, Path: p, Err: fs.ErrNotExist}
+			return fail(fs.ErrNotExist)
 		}
+		child.hold = hold
 		if i < len(parts)-1 {
 			mode := child.info().Mode()
 			switch {
 			case mode&fs.ModeSymlink != 0:
-				return nil, r, &fs.PathError{Op: op, Path: p, Err: ErrCrossesSymlink}
+				return fail(ErrCrossesSymlink)
 			case !mode.IsDir():
-				return nil, r, &fs.PathError{Op: op, Path: p, Err: syscall.ENOTDIR}
+				return fail(syscall.ENOTDIR)
+			}
+			// A deep path: name the directories by descriptor from here on.
+			for _, dir := range []*string{&child.upper, &child.view} {
+				a, release, err := anchorDir(*dir)
+				if err != nil {
+					return fail(err)
+				}
+				*dir = a
+				*hold = append(*hold, release)
 			}
 		}
 		cur = child
@@ -227,7 +272,7 @@ func (l Layers) lookup(r rules, parent *node, name string) (*node, error) {
 	if err != nil || info == nil {
 		return nil, err
 	}
-	n.lower, n.lowerInfo, n.content = full, info, full
+	n.lower, n.lowerInfo, n.content, n.lowerRel = full, info, full, joinRel(parent.viewRel, name)
 	if info.IsDir() {
 		n.view, n.viewRel = full, joinRel(parent.viewRel, name)
 	}
@@ -244,7 +289,8 @@ func (l Layers) Stat(path string) (Entry, error) {
 	if err != nil {
 		return Entry{}, err
 	}
-	return n.entry(), nil
+	defer n.close()
+	return n.entry(l), nil
 }
 
 // Lstat is Stat: neither follows a final symlink.
@@ -253,7 +299,8 @@ func (l Layers) Lstat(path string) (Entry, error) {
 	if err != nil {
 		return Entry{}, err
 	}
-	return n.entry(), nil
+	defer n.close()
+	return n.entry(l), nil
 }
 
 // Open opens a file or directory of the World's view for reading. A
@@ -264,13 +311,14 @@ func (l Layers) Open(path string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer n.close()
 	info := n.info()
 	if info.Mode()&fs.ModeSymlink != 0 {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: syscall.ELOOP}
 	}
 	real := n.content
 	if info.IsDir() {
-		real = n.entry().RealPath
+		real = n.sysPath()
 	}
 	if real == "" {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("metacopy data missing from the lower: %w", fs.ErrNotExist)}
@@ -302,7 +350,8 @@ func (l Layers) Readlink(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	e := n.entry()
+	defer n.close()
+	e := n.entry(l)
 	if e.Type != TypeSymlink {
 		return "", &fs.PathError{Op: "readlink", Path: path, Err: syscall.EINVAL}
 	}
@@ -317,6 +366,7 @@ func (l Layers) ReadDir(path string) ([]Entry, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer n.close()
 	if !n.info().IsDir() {
 		return nil, &fs.PathError{Op: "readdir", Path: path, Err: syscall.ENOTDIR}
 	}
@@ -337,7 +387,7 @@ func (l Layers) ReadDir(path string) ([]Entry, error) {
 				return nil, fmt.Errorf("readdir %s: %w", path, err)
 			}
 			if child != nil {
-				entries = append(entries, child.entry())
+				entries = append(entries, child.entry(l))
 				seen[e.name] = true
 			}
 		}
@@ -356,7 +406,7 @@ func (l Layers) ReadDir(path string) ([]Entry, error) {
 				return nil, fmt.Errorf("readdir %s: %w", path, err)
 			}
 			if child != nil {
-				entries = append(entries, child.entry())
+				entries = append(entries, child.entry(l))
 			}
 		}
 	}

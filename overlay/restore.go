@@ -69,6 +69,7 @@ func RestoreUpperWith(ctx context.Context, store *Store, m *Manifest, upper stri
 		return fmt.Errorf("restore upper %s: %w", upper, err)
 	}
 	w := &snapWriter{store: store, root: tmp, d: d, opts: opts}
+	defer w.closeDeep()
 	build := func() error {
 		if err := w.applyAttrs("", &m.Root, true); err != nil {
 			return err
@@ -185,6 +186,7 @@ func RestorePathsWith(ctx context.Context, store *Store, m *Manifest, upper stri
 	}
 	slices.Sort(clean)
 	w := &snapWriter{store: store, root: filepath.Clean(upper), d: d, opts: opts}
+	defer w.closeDeep()
 	var done []string
 	for _, p := range clean {
 		if err := ctx.Err(); err != nil {
@@ -276,6 +278,7 @@ func (w *snapWriter) restoreOnePath(m *Manifest, p string) error {
 // removeCurrent removes whatever the upper holds for p in w's dialect: the
 // entry itself and any whiteout or meta marker naming it.
 func (w *snapWriter) removeCurrent(p string) error {
+	w.forgetDeep(p)
 	if err := os.RemoveAll(w.abs(p)); err != nil {
 		return err
 	}
@@ -351,6 +354,50 @@ type snapWriter struct {
 	d        Dialect
 	opts     RestoreOptions
 	dirTimes []dirTime
+
+	// deep: directories of a tree deeper than PATH_MAX held open, so abs
+	// names their entries /proc/self/fd/N/NAME (see anchorDir).
+	deepMu sync.Mutex
+	deep   map[string]int
+}
+
+// closeDeep releases the directories abs held open; forget drops those at
+// or under rel (about to be removed, so a descriptor would go stale).
+func (w *snapWriter) closeDeep() { w.forgetDeep("") }
+
+func (w *snapWriter) forgetDeep(rel string) {
+	w.deepMu.Lock()
+	defer w.deepMu.Unlock()
+	for d, fd := range w.deep {
+		if rel == "" || d == rel || strings.HasPrefix(d, rel+"/") {
+			closeFd(fd)
+			delete(w.deep, d)
+		}
+	}
+}
+
+// deepDir returns a descriptor for the directory rel of the tree being
+// written, opened one component at a time from its closest held ancestor.
+func (w *snapWriter) deepDir(rel string) (int, error) {
+	w.deepMu.Lock()
+	defer w.deepMu.Unlock()
+	if fd, ok := w.deep[rel]; ok {
+		return fd, nil
+	}
+	rootFd, err := openRootFd(w.root)
+	if err != nil {
+		return -1, err
+	}
+	defer closeFd(rootFd)
+	fd, err := openBeneathFd(rootFd, rel, unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return -1, err
+	}
+	if w.deep == nil {
+		w.deep = make(map[string]int)
+	}
+	w.deep[rel] = fd
+	return fd, nil
 }
 
 type dirTime struct {
@@ -362,7 +409,17 @@ func (w *snapWriter) abs(rel string) string {
 	if rel == "" {
 		return w.root
 	}
-	return filepath.Join(w.root, filepath.FromSlash(rel))
+	full := filepath.Join(w.root, filepath.FromSlash(rel))
+	if len(full) < anchorAt {
+		return full
+	}
+	// Deeper than a syscall takes: name it through its parent's descriptor.
+	parent, base := splitRel(rel)
+	fd, err := w.deepDir(parent)
+	if err != nil {
+		return full // the syscall then fails with ENAMETOOLONG, naming the path
+	}
+	return fdPath(fd) + "/" + base
 }
 
 // create makes e at its path; its parent must exist or be creatable.

@@ -6,8 +6,10 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -80,6 +82,11 @@ func openBeneathFd(dirfd int, rel string, flags int) (int, error) {
 			if errors.Is(err, unix.ENOSYS) {
 				openat2Missing.Store(true)
 				break
+			}
+			if errors.Is(err, unix.ENAMETOOLONG) {
+				// Deeper than PATH_MAX: one component at a time has no such
+				// limit (a single name too long fails there the same way).
+				return openComponentsFd(dirfd, rel, flags)
 			}
 			if errors.Is(err, unix.ENOTDIR) && isSymlinkBeneath(dirfd, rel) {
 				// O_DIRECTORY|O_NOFOLLOW on a final symlink answers ENOTDIR; it is a link.
@@ -227,6 +234,30 @@ func LstatBeneath(root, rel string) (fs.FileInfo, error) {
 	return info, nil
 }
 
+// BirthTimeBeneath is rel's creation time under root (statx btime), when
+// the file system records it; rel is reached the way LstatBeneath does, so
+// it may be deeper than PATH_MAX.
+func BirthTimeBeneath(root, rel string) (time.Time, bool) {
+	if ValidateRelPath(rel) != nil {
+		return time.Time{}, false
+	}
+	rootFd, err := openRootFd(root)
+	if err != nil {
+		return time.Time{}, false
+	}
+	defer closeFd(rootFd)
+	fd, err := openBeneathFd(rootFd, rel, unix.O_PATH)
+	if err != nil {
+		return time.Time{}, false
+	}
+	defer closeFd(fd)
+	var sx unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BTIME, &sx); err != nil || sx.Mask&unix.STATX_BTIME == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(sx.Btime.Sec, int64(sx.Btime.Nsec)), true
+}
+
 // ReadlinkBeneath reads the symlink rel under root, its parent directories
 // reached without following links.
 func ReadlinkBeneath(root, rel string) (string, error) {
@@ -281,6 +312,58 @@ func readlinkat(dirFd int, name string) (string, error) {
 			return string(buf[:n]), nil
 		}
 	}
+}
+
+// Deep trees. A World can hold a tree deeper than PATH_MAX (a hostile
+// agent only needs mkdir and chdir, one step at a time), but no syscall
+// takes a path that long. Walks that name entries by path re-anchor before
+// a directory's path grows too long: the directory is opened (a final link
+// not followed) and from then on named /proc/self/fd/N, so every path a
+// syscall sees stays short and each lookup below starts from a descriptor.
+
+// anchorAt is the length from which a directory path is re-anchored: a
+// name (at most 255 bytes) or two may still be appended to what it returns.
+const anchorAt = unix.PathMax - 2*256
+
+func fdPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
+
+// anchorDir returns dir itself while it is short, else a short name for
+// the same directory, held open until release is called. dir must be
+// short enough to open: built from an anchored parent plus one name.
+func anchorDir(dir string) (string, func(), error) {
+	if len(dir) < anchorAt || dir == "" {
+		return dir, func() {}, nil
+	}
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", nil, &fs.PathError{Op: "open", Path: dir, Err: err}
+	}
+	return fdPath(fd), func() { closeFd(fd) }, nil
+}
+
+// shortPathBeneath names root/rel for a syscall however deep rel is: the
+// joined path while short, else /proc/self/fd/N/NAME with N rel's parent,
+// reached one component at a time without following a link. The last
+// component is not resolved, so lstat-like calls keep their meaning.
+func shortPathBeneath(root, rel string) (string, func(), error) {
+	full := root + "/" + rel
+	if len(full) < anchorAt {
+		return full, func() {}, nil
+	}
+	if err := ValidateRelPath(rel); err != nil {
+		return "", nil, err
+	}
+	rootFd, err := openRootFd(root)
+	if err != nil {
+		return "", nil, err
+	}
+	defer closeFd(rootFd)
+	dir, base := splitRel(rel)
+	fd, err := openBeneathFd(rootFd, dir, unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return "", nil, &fs.PathError{Op: "open beneath", Path: dir, Err: err}
+	}
+	return fdPath(fd) + "/" + base, func() { closeFd(fd) }, nil
 }
 
 // closeFd closes a descriptor only read or used for lookups, where a close

@@ -3,12 +3,14 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/stratahq/strata/diffview"
 	"github.com/stratahq/strata/engine"
+	"github.com/stratahq/strata/overlay"
 )
 
 func init() {
@@ -41,7 +43,11 @@ func cmdDiff(a *app, args []string) error {
 	if c == 0 {
 		c = -1 // diffview: negative means no context
 	}
-	fcs, err := a.eng.Diff(a.ctx, pos[0], engine.DiffOptions{Paths: pos[1:], Against: *against, AgainstWorld: *againstWorld, Context: c, Force: *force})
+	paths := make([]string, 0, len(pos)-1)
+	for _, p := range pos[1:] {
+		paths = append(paths, pathArg(p))
+	}
+	fcs, err := a.eng.Diff(a.ctx, pos[0], engine.DiffOptions{Paths: paths, Against: *against, AgainstWorld: *againstWorld, Context: c, Force: *force})
 	if err != nil {
 		return err
 	}
@@ -61,6 +67,7 @@ func cmdDiff(a *app, args []string) error {
 		out := make([]fileJSON, 0, len(fcs))
 		for _, fc := range fcs {
 			fj := fileJSON{FileChange: fc, HunkList: []hunkJSON{}}
+			fj.Path, fj.PathBytes = overlay.JSONPath(fc.Path)
 			for i, h := range fc.Diff.Hunks {
 				hj := hunkJSON{Number: i + 1, Header: h.Header}
 				if i < len(fc.HunkNumbers) {
@@ -94,8 +101,11 @@ func cmdDiff(a *app, args []string) error {
 		return nil
 	}
 	for _, fc := range fcs {
-		if fc.LateBase {
-			fmt.Fprintf(a.stderr, "strata: %s: the source changed after the World copied it up; this diff's base may include that edit\n", fc.Path)
+		switch {
+		case fc.BaseUnknown != "":
+			fmt.Fprintf(a.stderr, "strata: %s: its base could not be recorded before the source changed (%s); the diff shows it as new, and apply will ask for a merge by hand\n", quotePath(fc.Path), fc.BaseUnknown)
+		case fc.LateBase:
+			fmt.Fprintf(a.stderr, "strata: %s: the source changed after the World copied it up; this diff's base may include that edit\n", quotePath(fc.Path))
 		}
 		if fc.Drift && *againstWorld == "" {
 			if *against == "source" {
@@ -176,6 +186,10 @@ func cmdApply(a *app, args []string) error {
 		return err
 	}
 	res, err := a.eng.Apply(a.ctx, w.Name, engine.ApplyOptions{Picks: picks, DryRun: *dry, DropApplied: *drop, ToBranch: *branch, Message: *msg})
+	var warnings []string
+	if res != nil {
+		warnings = res.Warnings
+	}
 	var ce *engine.ConflictError
 	if errors.As(err, &ce) {
 		if *asJSON {
@@ -183,9 +197,11 @@ func cmdApply(a *app, args []string) error {
 				World     string            `json:"world"`
 				Applied   bool              `json:"applied"`
 				Conflicts []engine.Conflict `json:"conflicts"`
-			}{w.Name, false, ce.Conflicts})
+				Warnings  []string          `json:"warnings,omitempty"`
+			}{w.Name, false, ce.Conflicts, warnings})
 			return &exitError{code: 1}
 		}
+		printWarnings(a, warnings)
 		fmt.Fprintf(a.stderr, "strata: apply %s: %d conflict(s); nothing was written:\n", w.Name, len(ce.Conflicts))
 		for _, c := range ce.Conflicts {
 			fmt.Fprintf(a.stderr, "  %s: %s\n", quotePath(c.Path), c.Reason)
@@ -216,6 +232,7 @@ func cmdApply(a *app, args []string) error {
 	if *asJSON {
 		return a.printJSON(res)
 	}
+	printWarnings(a, warnings)
 	verb := "applied"
 	if res.DryRun {
 		verb = "would apply"
@@ -280,6 +297,14 @@ func validHash(h string) bool {
 	return true
 }
 
+// printWarnings tells the person, on stderr, what went wrong elsewhere
+// without stopping the command.
+func printWarnings(a *app, warnings []string) {
+	for _, w := range warnings {
+		fmt.Fprintf(a.stderr, "strata: warning: %s\n", w)
+	}
+}
+
 func short(s string) string {
 	if len(s) > 12 {
 		return s[:12]
@@ -287,7 +312,21 @@ func short(s string) string {
 	return s
 }
 
+// pathArg reads a PATH argument: the quoted form strata prints for odd
+// names ("a\xff", see overlay.QuotePath) is unquoted, anything else is
+// the path itself, byte for byte.
+func pathArg(p string) string {
+	if _, err := os.Lstat(p); err == nil {
+		return p // a real name that merely looks quoted
+	}
+	if u, ok := overlay.UnquotePath(p); ok {
+		return u
+	}
+	return p
+}
+
 func relPath(w *engine.World, p string) (string, error) {
+	p = pathArg(p)
 	if strings.HasPrefix(p, "/") {
 		if !strings.HasPrefix(p, w.Source+"/") {
 			return "", usagef("%s is outside the source %s", p, w.Source)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/engine"
+	"github.com/stratahq/strata/overlay"
 )
 
 func init() {
@@ -29,7 +30,7 @@ func cmdBlame(a *app, args []string) error {
 	if err := want(fs, pos, 2, 2, "NAME PATH"); err != nil {
 		return err
 	}
-	rel, writes, err := a.eng.Blame(pos[0], pos[1])
+	rel, writes, err := a.eng.Blame(pos[0], pathArg(pos[1]))
 	if err != nil {
 		return err
 	}
@@ -37,11 +38,13 @@ func cmdBlame(a *app, args []string) error {
 		if writes == nil {
 			writes = []engine.PathWrite{}
 		}
+		jp, jb := overlay.JSONPath(rel)
 		return a.printJSON(struct {
-			World  string             `json:"world"`
-			Path   string             `json:"path"`
-			Writes []engine.PathWrite `json:"writes"`
-		}{pos[0], rel, writes})
+			World     string             `json:"world"`
+			Path      string             `json:"path"`
+			PathBytes []byte             `json:"path_bytes,omitempty"`
+			Writes    []engine.PathWrite `json:"writes"`
+		}{pos[0], jp, jb, writes})
 	}
 	if len(writes) == 0 {
 		fmt.Fprintf(a.stdout, "%s: no session of world %s is recorded writing it\n", quotePath(rel), pos[0])

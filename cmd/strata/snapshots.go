@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/engine"
+	"github.com/stratahq/strata/overlay"
 )
 
 func init() {
@@ -152,7 +153,11 @@ func cmdRestore(a *app, args []string) error {
 	if err := want(fs, pos, 3, -1, "NAME SNAP PATH..."); err != nil {
 		return err
 	}
-	if err := a.eng.RestorePaths(a.ctx, pos[0], pos[1], pos[2:]); err != nil {
+	paths := make([]string, 0, len(pos)-2)
+	for _, p := range pos[2:] {
+		paths = append(paths, pathArg(p))
+	}
+	if err := a.eng.RestorePaths(a.ctx, pos[0], pos[1], paths); err != nil {
 		return err
 	}
 	fmt.Fprintf(a.stdout, "restored %d path(s) in world %s from %s\n", len(pos)-2, pos[0], pos[1])
@@ -178,12 +183,16 @@ func cmdSnapDiff(a *app, args []string) error {
 		return err
 	}
 	type deltaJSON struct {
-		Path   string `json:"path"`
-		Change string `json:"change"`
+		Path      string `json:"path"`
+		PathBytes []byte `json:"path_bytes,omitempty"`
+		Change    string `json:"change"`
+		exact     string
 	}
 	out := make([]deltaJSON, 0, len(ds))
 	for _, d := range ds {
-		out = append(out, deltaJSON{Path: d.Path, Change: d.Change.String()})
+		dj := deltaJSON{Change: d.Change.String(), exact: d.Path}
+		dj.Path, dj.PathBytes = overlay.JSONPath(d.Path)
+		out = append(out, dj)
 	}
 	if *asJSON {
 		return a.printJSON(out)
@@ -194,7 +203,7 @@ func cmdSnapDiff(a *app, args []string) error {
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	for _, d := range out {
-		fmt.Fprintf(tw, "%s\t%s\n", d.Change, quotePath(d.Path))
+		fmt.Fprintf(tw, "%s\t%s\n", d.Change, quotePath(d.exact))
 	}
 	return tw.Flush()
 }

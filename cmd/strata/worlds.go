@@ -224,17 +224,21 @@ type sessionJSON struct {
 
 // changeJSON is one entry of `strata status --json` (docs/cli.md).
 type changeJSON struct {
-	Path      string `json:"path"`
-	Kind      string `json:"kind"`
-	Type      string `json:"type"`
-	LowerType string `json:"lower_type,omitempty"`
-	Mode      string `json:"mode"`
-	Size      int64  `json:"size"`
-	Target    string `json:"target,omitempty"`
-	Whiteout  bool   `json:"whiteout,omitempty"`
-	Opaque    bool   `json:"opaque,omitempty"`
-	Ignored   bool   `json:"ignored,omitempty"`
-	Note      string `json:"note,omitempty"`
+	Path string `json:"path"`
+	// PathBytes and TargetBytes hold the exact bytes of a name that is not
+	// valid UTF-8; Path and Target then hold its quoted form (docs/cli.md).
+	PathBytes   []byte `json:"path_bytes,omitempty"`
+	Kind        string `json:"kind"`
+	Type        string `json:"type"`
+	LowerType   string `json:"lower_type,omitempty"`
+	Mode        string `json:"mode"`
+	Size        int64  `json:"size"`
+	Target      string `json:"target,omitempty"`
+	TargetBytes []byte `json:"target_bytes,omitempty"`
+	Whiteout    bool   `json:"whiteout,omitempty"`
+	Opaque      bool   `json:"opaque,omitempty"`
+	Ignored     bool   `json:"ignored,omitempty"`
+	Note        string `json:"note,omitempty"`
 	// Provenance: the sessions that wrote the path, oldest first.
 	Provenance []engine.PathWrite `json:"provenance"`
 }
@@ -250,6 +254,10 @@ func toChangeJSON(c overlay.Change, writes []engine.PathWrite) changeJSON {
 	}
 	if c.LowerType != 0 {
 		cj.LowerType = c.LowerType.String()
+	}
+	cj.Path, cj.PathBytes = overlay.JSONPath(c.Path)
+	if c.Target != "" {
+		cj.Target, cj.TargetBytes = overlay.JSONPath(c.Target)
 	}
 	return cj
 }
@@ -329,17 +337,8 @@ func cmdStatus(a *app, args []string) error {
 
 // quotePath quotes names a terminal would mangle (newlines, control bytes,
 // invalid UTF-8), the way git does.
-func quotePath(p string) string {
-	for i := 0; i < len(p); i++ {
-		if p[i] < 0x20 || p[i] == 0x7f || p[i] == '"' || p[i] == '\\' {
-			return fmt.Sprintf("%q", p)
-		}
-	}
-	if !isValidUTF8(p) {
-		return fmt.Sprintf("%q", p)
-	}
-	return p
-}
+// quotePath shows a path as strata prints and accepts it (overlay.QuotePath).
+func quotePath(p string) string { return overlay.QuotePath(p) }
 
 func cmdRm(a *app, args []string) error {
 	fs := a.flags("rm", "NAME [--force] [--purge] [--kill] [--json]")
@@ -363,6 +362,9 @@ func cmdRm(a *app, args []string) error {
 	}
 	if res.Broken != "" {
 		fmt.Fprintf(a.stdout, "world %s was broken (%s)\n", res.World, res.Broken)
+	}
+	if res.Warning != "" {
+		printWarnings(a, []string{res.Warning})
 	}
 	if res.Purged {
 		fmt.Fprintf(a.stdout, "removed world %s for good\n", res.World)
