@@ -1335,3 +1335,59 @@ func newStepper() func() {
 		}
 	}
 }
+
+// A journal names files by their exact bytes: Path, Temp and Link go through
+// JSONPath, so a name that is not UTF-8 is recovered under its own bytes,
+// never under a lossy "\ufffd" spelling that would roll forward to the wrong
+// name or leave its temp behind.
+type journalStepJSON struct {
+	journalStepFields
+	PathBytes []byte `json:"path_bytes,omitempty"`
+	TempBytes []byte `json:"temp_bytes,omitempty"`
+	LinkBytes []byte `json:"link_bytes,omitempty"`
+}
+
+type journalStepFields journalStep
+
+func (s journalStep) MarshalJSON() ([]byte, error) {
+	out := journalStepJSON{journalStepFields: journalStepFields(s)}
+	out.Path, out.PathBytes = JSONPath(s.Path)
+	out.Temp, out.TempBytes = JSONPath(s.Temp)
+	out.Link, out.LinkBytes = JSONPath(s.Link)
+	return json.Marshal(out)
+}
+
+func (s *journalStep) UnmarshalJSON(data []byte) error {
+	var in journalStepJSON
+	if err := json.Unmarshal(data, &in); err != nil {
+		return err
+	}
+	*s = journalStep(in.journalStepFields)
+	s.Path = PathFromJSON(in.Path, in.PathBytes)
+	s.Temp = PathFromJSON(in.Temp, in.TempBytes)
+	s.Link = PathFromJSON(in.Link, in.LinkBytes)
+	return nil
+}
+
+type intentTempJSON struct {
+	intentTempFields
+	PathBytes []byte `json:"path_bytes,omitempty"`
+}
+
+type intentTempFields intentTemp
+
+func (t intentTemp) MarshalJSON() ([]byte, error) {
+	out := intentTempJSON{intentTempFields: intentTempFields(t)}
+	out.Path, out.PathBytes = JSONPath(t.Path)
+	return json.Marshal(out)
+}
+
+func (t *intentTemp) UnmarshalJSON(data []byte) error {
+	var in intentTempJSON
+	if err := json.Unmarshal(data, &in); err != nil {
+		return err
+	}
+	*t = intentTemp(in.intentTempFields)
+	t.Path = PathFromJSON(in.Path, in.PathBytes)
+	return nil
+}
