@@ -37,6 +37,9 @@ func cmdDiff(a *app, args []string) error {
 	if *against != "base" && *against != "source" {
 		return usagef("diff: --against %q: want base or source", *against)
 	}
+	if *ctxLines < 0 {
+		return usagef("diff: -U %d: want a number of context lines, 0 or more", *ctxLines)
+	}
 	c := *ctxLines
 	if c == 0 {
 		c = -1 // diffview: negative means no context
@@ -223,8 +226,12 @@ func cmdHistory(a *app, args []string) error {
 	fs := a.flags("history", "[--json] [--world NAME]")
 	asJSON := fs.Bool("json", false, "print JSON")
 	world := fs.String("world", "", "only this World's publications")
-	if _, _, err := parse(fs, args); err != nil {
+	pos, _, err := parse(fs, args)
+	if err != nil {
 		return usagef("%v", err)
+	}
+	if err := want(fs, pos, 0, 0, ""); err != nil {
+		return err
 	}
 	hs, err := a.eng.History()
 	if err != nil {

@@ -9,8 +9,12 @@ import (
 func cmdDoctor(a *app, args []string) error {
 	fs := a.flags("doctor", "[--json]")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if _, _, err := parse(fs, args); err != nil {
+	pos, _, err := parse(fs, args)
+	if err != nil {
 		return usagef("%v", err)
+	}
+	if err := want(fs, pos, 0, 0, ""); err != nil {
+		return err
 	}
 	r := a.eng.Doctor(a.ctx)
 	if *asJSON {

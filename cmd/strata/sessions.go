@@ -32,6 +32,10 @@ func cmdExec(a *app, args []string) error {
 	if err != nil {
 		return usagef("%v", err)
 	}
+	pos = operands(pos, rest)
+	if err := oneOf("exec", "isolation", *iso, "tree", "strict"); err != nil {
+		return err
+	}
 	env := os.Environ()
 	for _, kv := range envs {
 		if !strings.Contains(kv, "=") {
