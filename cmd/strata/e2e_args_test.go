@@ -3,9 +3,12 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // argsEnv is a World "w" whose two changed files are named "-y" (a flag of
@@ -111,5 +114,66 @@ func TestE2EDoubleDashOperands(t *testing.T) {
 	out, errs, code := e.run("fork", "w", "-n", "1", "--prefix", "f", "--", "sh", "-c", "cat ./-y; test $# = 0", "-x")
 	if code != 0 || !strings.Contains(out, "f-1 | y1") {
 		t.Errorf("fork -- CMD: exit %d\n%s\n%s", code, out, errs)
+	}
+}
+
+// runLimited runs strata with its address space capped (ulimit -v, in KiB),
+// so a command that tries to allocate gigabytes dies instead of swapping the
+// machine, and returns what it printed, its exit status and how long it took.
+func (e *env) runLimited(kib int, args ...string) (string, int, time.Duration) {
+	e.t.Helper()
+	c := exec.Command("sh", append([]string{"-c", `ulimit -v "$1"; shift; exec "$@"`, "sh", strconv.Itoa(kib), strataBin}, args...)...)
+	c.Env = append(os.Environ(), e.vars...)
+	c.Dir = e.source
+	start := time.Now()
+	out, err := c.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		e.t.Fatal(err)
+	}
+	return string(out), code, time.Since(start)
+}
+
+// A hunk range far beyond any file is refused while the flags are parsed:
+// exit 2, at once, in little memory, nothing published. Before, strata built
+// a 2-billion-element list first and died out of memory.
+func TestE2EHunkRangeRefusedAtOnce(t *testing.T) {
+	e, _ := argsEnv(t)
+	before := treeHash(t, e.source)
+	out, code, took := e.runLimited(4<<20, "apply", "w", "--hunks", "x=1-2000000000")
+	if code != 2 || !strings.Contains(out, "hunk 2000000000") || !strings.Contains(out, "at most 1048576") || took > 5*time.Second {
+		t.Fatalf("apply --hunks x=1-2000000000 under a 4 GiB limit: exit %d after %s:\n%s", code, took, out)
+	}
+	// Within the bound, the file's real hunk count decides, naming the
+	// furthest hunk asked for.
+	out, code, _ = e.runLimited(4<<20, "apply", "w", "--hunks", "x=1-50")
+	if code != 1 || !strings.Contains(out, "hunk 50 out of range: the file has hunks 1..1") {
+		t.Fatalf("apply --hunks x=1-50 of a 1-hunk file: exit %d:\n%s", code, out)
+	}
+	if after := treeHash(t, e.source); after != before {
+		t.Fatal("a refused apply changed the source")
+	}
+}
+
+// fork -n must name 1 to 100 Worlds; 0 or a negative number used to create one.
+func TestE2EForkCountRefused(t *testing.T) {
+	e := newEnv(t)
+	e.ok("new", "w")
+	for _, n := range []string{"0", "-3", "101", "x"} {
+		e.fails(2, "-n", "fork", "w", "-n", n)
+	}
+	var ls []map[string]any
+	must(t, json.Unmarshal([]byte(e.ok("ls", "--all", "--json")), &ls))
+	if len(ls) != 1 {
+		t.Fatalf("a refused fork created Worlds: %v", ls)
+	}
+	var tl struct {
+		Snapshots []any `json:"snapshots"`
+	}
+	must(t, json.Unmarshal([]byte(e.ok("timeline", "w", "--json")), &tl))
+	if len(tl.Snapshots) != 0 {
+		t.Fatalf("a refused fork took a snapshot: %v", tl.Snapshots)
 	}
 }
