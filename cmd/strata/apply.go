@@ -129,6 +129,9 @@ func cmdApply(a *app, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := a.eng.CheckSource(w); err != nil {
+		return err
+	}
 	var picks []engine.Pick
 	hunkPaths := map[string]bool{}
 	for _, h := range hunks {

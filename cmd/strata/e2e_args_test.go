@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -175,5 +177,51 @@ func TestE2EForkCountRefused(t *testing.T) {
 	must(t, json.Unmarshal([]byte(e.ok("timeline", "w", "--json")), &tl))
 	if len(tl.Snapshots) != 0 {
 		t.Fatalf("a refused fork took a snapshot: %v", tl.Snapshots)
+	}
+}
+
+// A World whose source was moved away refuses to run or publish, saying so,
+// and never makes an empty directory at the old path: before, strata exec
+// bound the World over a freshly made empty source and the command "worked".
+func TestE2EMissingSourceRefused(t *testing.T) {
+	e := newEnv(t)
+	e.ok("new", "w")
+	e.ok("exec", "w", "--", "sh", "-c", "echo changed > a.txt; echo new > new.txt") // mounts the World
+	moved := e.source + "-moved"
+	must(t, os.Rename(e.source, moved))
+	e.source = moved // run strata from a directory that exists
+	src := strings.TrimSuffix(moved, "-moved")
+	want := fmt.Sprintf(`world "w": its source %s no longer exists (moved or deleted?); strata ls shows Worlds whose source is missing`, src)
+	for _, args := range [][]string{
+		{"exec", "w", "--", "true"},
+		{"exec", "--detach", "w", "--", "true"},
+		{"exec", "--tty", "--detach", "w", "--", "true"},
+		{"shell", "w"},
+		{"apply", "w"},
+		{"apply", "w", "--dry-run", "a.txt"},
+	} {
+		e.fails(1, want, args...)
+		if _, err := os.Lstat(src); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("strata %s made %s again (%v)", strings.Join(args, " "), src, err)
+		}
+	}
+	// Fan-out reports it per World, and still makes nothing.
+	out, errs, code := e.run("exec", "--worlds", "w", "--", "true")
+	if code == 0 || !strings.Contains(out+errs, "no longer exists") {
+		t.Fatalf("exec --worlds w: exit %d\n%s\n%s", code, out, errs)
+	}
+	if _, err := os.Lstat(src); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("exec --worlds made %s again", src)
+	}
+	var ls []map[string]any
+	must(t, json.Unmarshal([]byte(e.ok("ls", "--all", "--json")), &ls))
+	if len(ls) != 1 || ls[0]["status"] != "source missing" {
+		t.Fatalf("ls --all --json: %v", ls)
+	}
+	// Moved back, everything works again and nothing was lost.
+	must(t, os.Rename(moved, src))
+	e.source = src
+	if out := e.ok("exec", "w", "--", "cat", "a.txt", "new.txt"); out != "changed\nnew\n" {
+		t.Fatalf("after moving the source back: %q", out)
 	}
 }

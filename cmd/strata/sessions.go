@@ -66,14 +66,21 @@ func cmdExec(a *app, args []string) error {
 	if len(rest) == 0 {
 		return usagef("exec: missing command (strata exec %s -- CMD ARGS...)", pos[0])
 	}
+	w, err := a.eng.World(pos[0])
+	if err != nil {
+		return err
+	}
+	if w.Backend == engine.RuntimeLocal {
+		// Before anything else (strata shell's terminal check included):
+		// the engine refuses too, but this is what the person must fix.
+		if err := a.eng.CheckSource(w); err != nil {
+			return err
+		}
+	}
 	if *tty && !*detach && !term.IsTerminal(int(os.Stdin.Fd())) {
 		// Checked before starting: a terminal session nobody can attach to
 		// here would be left running behind the error.
 		return usagef("exec --tty: standard input is not a terminal; add --detach and attach later with strata attach %s", pos[0])
-	}
-	w, err := a.eng.World(pos[0])
-	if err != nil {
-		return err
 	}
 	dir := *cwd
 	if dir == "" {
