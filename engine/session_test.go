@@ -585,6 +585,9 @@ func TestSessionKillAndLost(t *testing.T) {
 	if err != nil || m.State != SessionLost || m.Attention != AttentionLost {
 		t.Errorf("after killing the init: %v %s/%s, want lost", err, m.State, m.Attention)
 	}
+	if m.ExitCode != LostExitCode || !strings.Contains(m.Error, "session lost") {
+		t.Errorf("a lost session reads as exit %d, error %q", m.ExitCode, m.Error)
+	}
 	// The command goes with its pid namespace (the kernel kills it while the
 	// init's last thread exits).
 	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {

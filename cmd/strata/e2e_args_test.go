@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -223,5 +224,75 @@ func TestE2EMissingSourceRefused(t *testing.T) {
 	e.source = src
 	if out := e.ok("exec", "w", "--", "cat", "a.txt", "new.txt"); out != "changed\nnew\n" {
 		t.Fatalf("after moving the source back: %q", out)
+	}
+}
+
+// A session whose runner died without recording an exit status is lost, and a
+// lost session never reads as success: strata exec waiting on it exits 255
+// saying so, sessions --json gives exit_code -1, and a fan-out counts it as
+// failed. Before, all three reported exit 0.
+func TestE2ELostSessionNeverExitsZero(t *testing.T) {
+	e := newEnv(t)
+	e.ok("new", "w")
+	initOf := func(n int) int {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			var ss []struct {
+				State   string `json:"state"`
+				InitPID int    `json:"init_pid"`
+			}
+			must(t, json.Unmarshal([]byte(e.ok("sessions", "w", "--json")), &ss))
+			if len(ss) == n && ss[n-1].State == "running" && ss[n-1].InitPID > 0 {
+				return ss[n-1].InitPID
+			}
+		}
+		t.Fatal("the session did not start")
+		return 0
+	}
+	kill := func(pid int) {
+		p, err := os.FindProcess(pid)
+		must(t, err)
+		must(t, p.Signal(syscall.SIGKILL))
+	}
+
+	c := e.cmd("exec", "w", "--", "sleep", "30")
+	var out, errb strings.Builder
+	c.Stdout, c.Stderr = &out, &errb
+	must(t, c.Start())
+	kill(initOf(1))
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = c.Process.Kill()
+		t.Fatal("strata exec still waits 10 s after its session's runner died")
+	}
+	if code := c.ProcessState.ExitCode(); code != 255 || !strings.Contains(errb.String(), "session lost") {
+		t.Fatalf("strata exec on a lost session: exit %d, stderr %q", code, errb.String())
+	}
+
+	var ss []struct {
+		State    string `json:"state"`
+		ExitCode int    `json:"exit_code"`
+		Error    string `json:"error"`
+	}
+	must(t, json.Unmarshal([]byte(e.ok("sessions", "w", "--json")), &ss))
+	if len(ss) != 1 || ss[0].State != "lost" || ss[0].ExitCode == 0 || !strings.Contains(ss[0].Error, "session lost") {
+		t.Fatalf("sessions --json: %+v", ss)
+	}
+	if text := e.ok("sessions", "w"); !strings.Contains(text, "lost") || strings.Contains(text, "lost    0") {
+		t.Fatalf("sessions: %s", text)
+	}
+
+	// Fan-out: the lost World counts as failed.
+	fc := e.cmd("exec", "--worlds", "w", "--", "sleep", "30")
+	var fout strings.Builder
+	fc.Stdout, fc.Stderr = &fout, &fout
+	must(t, fc.Start())
+	kill(initOf(2))
+	err := fc.Wait()
+	if code := fc.ProcessState.ExitCode(); err == nil || code == 0 || !strings.Contains(fout.String(), "session lost") {
+		t.Fatalf("exec --worlds with a lost session: exit %d\n%s", code, fout.String())
 	}
 }

@@ -141,6 +141,11 @@ func (a *app) follow(world string, meta engine.SessionMeta) error {
 }
 
 func sessionExit(m engine.SessionMeta) error {
+	if m.State == engine.SessionLost {
+		// Its status is unknown; never 0. 255, as ssh exits when it lost
+		// the command rather than the command failing.
+		return &exitError{code: 255, err: fmt.Errorf("session %s of world %s: %s; its output so far: strata logs %s %s", m.ID, m.World, m.Error, m.World, m.ID)}
+	}
 	if m.Error != "" && m.ExitCode == 0 {
 		return &exitError{code: 1, err: errors.New(m.Error)}
 	}
@@ -244,7 +249,9 @@ func cmdSessions(a *app, args []string) error {
 	fmt.Fprintln(tw, "ID\tSTATE\tEXIT\tSTARTED\tDURATION\tCOMMAND")
 	for _, s := range ss {
 		exit := ""
-		if s.State != engine.SessionRunning && s.State != engine.SessionStarting {
+		if s.State == engine.SessionLost {
+			exit = "?"
+		} else if s.State != engine.SessionRunning && s.State != engine.SessionStarting {
 			exit = fmt.Sprint(s.ExitCode)
 			if s.Signal != "" {
 				exit += " (" + s.Signal + ")"
