@@ -125,6 +125,23 @@ func cmdApply(a *app, args []string) error {
 	if err := want(fs, pos, 1, -1, "NAME"); err != nil {
 		return err
 	}
+	// Every --hunks value is checked before anything else is looked at.
+	type hunkPick struct {
+		path string
+		nums []int
+	}
+	var hunkPicks []hunkPick
+	for _, h := range hunks {
+		p, list, ok := strings.Cut(h, "=")
+		if !ok || p == "" || list == "" {
+			return usagef("apply: --hunks %q: want PATH=1,3", h)
+		}
+		nums, err := diffview.ParseHunkNumbers(list)
+		if err != nil {
+			return usagef("apply: --hunks %q: %v", h, err)
+		}
+		hunkPicks = append(hunkPicks, hunkPick{p, nums})
+	}
 	w, err := a.eng.World(pos[0])
 	if err != nil {
 		return err
@@ -134,20 +151,12 @@ func cmdApply(a *app, args []string) error {
 	}
 	var picks []engine.Pick
 	hunkPaths := map[string]bool{}
-	for _, h := range hunks {
-		p, list, ok := strings.Cut(h, "=")
-		if !ok || p == "" || list == "" {
-			return usagef("--hunks %q: want PATH=1,3", h)
-		}
-		nums, err := diffview.ParseHunkNumbers(list)
-		if err != nil {
-			return usagef("--hunks %q: %v", h, err)
-		}
-		rel, err := relPath(w, p)
+	for _, h := range hunkPicks {
+		rel, err := relPath(w, h.path)
 		if err != nil {
 			return err
 		}
-		picks = append(picks, engine.Pick{Path: rel, Hunks: nums})
+		picks = append(picks, engine.Pick{Path: rel, Hunks: h.nums})
 		hunkPaths[rel] = true
 	}
 	for _, p := range pos[1:] {

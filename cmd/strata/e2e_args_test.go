@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -294,5 +295,83 @@ func TestE2ELostSessionNeverExitsZero(t *testing.T) {
 	err := fc.Wait()
 	if code := fc.ProcessState.ExitCode(); err == nil || code == 0 || !strings.Contains(fout.String(), "session lost") {
 		t.Fatalf("exec --worlds with a lost session: exit %d\n%s", code, fout.String())
+	}
+}
+
+// usageCases lists, for every command, command lines that are usage errors:
+// a missing operand, an extra operand, a bad flag value. Each must exit 2
+// before doing anything. A command added to the commands table needs a row
+// here (TestE2EUsageErrorsExit2 fails until it has one).
+var usageCases = map[string][][]string{
+	"new":           {{"new"}, {"new", "a", "b"}, {"new", "a", "--backend", "nope"}, {"new", "a", "--mount-backend", "nope"}, {"new", "a", "--isolation", "nope"}, {"new", "a", "--cpu", "lots"}, {"new", "a", "--label", "novalue"}},
+	"ls":            {{"ls", "x"}},
+	"show":          {{"show"}, {"show", "w", "x"}},
+	"status":        {{"status"}, {"status", "w", "x"}},
+	"rm":            {{"rm"}, {"rm", "w", "x"}},
+	"trash":         {{"trash", "x"}},
+	"restore-world": {{"restore-world"}, {"restore-world", "w", "x"}},
+	"exec":          {{"exec"}, {"exec", "w"}, {"exec", "w", "--"}, {"exec", "w", "--isolation", "nope", "--", "true"}, {"exec", "w", "--env", "NOEQUALS", "--", "true"}, {"exec", "w", "--tty", "--", "true"}, {"exec", "--worlds", "w", "--detach", "--", "true"}},
+	"shell":         {{"shell"}, {"shell", "w", "x"}},
+	"attach":        {{"attach"}, {"attach", "w", "s", "x"}},
+	"sessions":      {{"sessions"}, {"sessions", "w", "x"}},
+	"logs":          {{"logs"}, {"logs", "w", "s", "x"}},
+	"kill":          {{"kill", "w"}, {"kill", "w", "s", "x"}, {"kill", "w", "s", "--signal", "NOPE"}},
+	"doctor":        {{"doctor", "x"}},
+	"events":        {{"events", "x"}},
+	"diff":          {{"diff"}, {"diff", "w", "-U", "-1"}, {"diff", "w", "--against", "nope"}},
+	"apply":         {{"apply"}, {"apply", "w", "--hunks", "x"}, {"apply", "w", "--hunks", "x=0"}, {"apply", "w", "--hunks", "x=3-1"}, {"apply", "w", "--hunks", "x=1-2000000000"}},
+	"history":       {{"history", "x"}},
+	"snap":          {{"snap"}, {"snap", "w", "x"}},
+	"timeline":      {{"timeline"}, {"timeline", "w", "x"}},
+	"rollback":      {{"rollback", "w"}, {"rollback", "w", "s", "x"}},
+	"fork":          {{"fork"}, {"fork", "w", "x"}, {"fork", "w", "-n", "0"}, {"fork", "w", "-n", "-3"}, {"fork", "w", "-n", "101"}},
+	"restore":       {{"restore", "w", "s"}},
+	"snapdiff":      {{"snapdiff", "w"}, {"snapdiff", "w", "a", "b", "c"}},
+	"gc":            {{"gc", "x"}},
+	"blame":         {{"blame", "w"}, {"blame", "w", "p", "q"}},
+	"top":           {{"top", "--interval", "0"}, {"top", "--count", "-1"}},
+	"compare":       {{"compare", "a"}},
+	"up":            {{"up"}, {"up", "w", "x"}},
+	"stop":          {{"stop"}, {"stop", "w", "x"}},
+}
+
+// Every usage error exits 2, for every command: an unknown flag, a missing or
+// extra operand, a bad value; and none of them changes anything.
+func TestE2EUsageErrorsExit2(t *testing.T) {
+	e := newEnv(t)
+	e.ok("new", "w")
+	e.ok("exec", "w", "--", "sh", "-c", "echo x > x")
+	before := treeHash(t, e.home+"/worlds/w/upper") + treeHash(t, e.source) + e.ok("ls", "--all") + e.ok("timeline", "w")
+	check := func(args ...string) {
+		t.Helper()
+		// Bounded: a bad value once ran forever (top --count -1).
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		c := exec.CommandContext(ctx, strataBin, args...)
+		c.Env, c.Dir = append(os.Environ(), e.vars...), e.source
+		var out, errs strings.Builder
+		c.Stdout, c.Stderr = &out, &errs
+		_ = c.Run()
+		if code := c.ProcessState.ExitCode(); code != 2 || !strings.Contains(errs.String(), "strata") {
+			t.Errorf("strata %s: exit %d (want 2)\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, out.String(), errs.String())
+		}
+	}
+	for _, c := range commands {
+		cases, ok := usageCases[c.name]
+		if !ok {
+			t.Errorf("command %q has no row in usageCases: add its usage errors", c.name)
+			continue
+		}
+		check(c.name, "--no-such-flag")
+		check(c.name, "w", "--no-such-flag")
+		for _, args := range cases {
+			check(args...)
+		}
+	}
+	check("tui", "--no-such-flag")
+	check("tui", "x")
+	check("no-such-command")
+	if after := treeHash(t, e.home+"/worlds/w/upper") + treeHash(t, e.source) + e.ok("ls", "--all") + e.ok("timeline", "w"); after != before {
+		t.Error("a usage error changed a World or the source")
 	}
 }
