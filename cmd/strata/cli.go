@@ -125,7 +125,7 @@ func dispatch(a *app, args []string) error {
 					return err
 				}
 			}
-			return c.run(a, args[1:])
+			return a.explainNoSpace(c.name, c.run(a, args[1:]))
 		}
 	}
 	return usagef("unknown command %q (strata help lists them)", args[0])

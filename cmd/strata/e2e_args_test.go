@@ -375,3 +375,66 @@ func TestE2EUsageErrorsExit2(t *testing.T) {
 		t.Error("a usage error changed a World or the source")
 	}
 }
+
+// mountTmpfs mounts a tmpfs of size (e.g. "1m") at dir for the test.
+func mountTmpfs(t *testing.T, dir, size string) {
+	t.Helper()
+	must(t, os.MkdirAll(dir, 0o755))
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("mount tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+}
+
+// A full file system stops apply, snap and exec with the path being written,
+// whose file system it is, what to do, and what became of the work.
+func TestE2ENoSpaceNamesThePath(t *testing.T) {
+	t.Run("apply to a full source", func(t *testing.T) {
+		e := newEnv(t)
+		src := filepath.Join(t.TempDir(), "small-src")
+		mountTmpfs(t, src, "1m")
+		must(t, os.WriteFile(filepath.Join(src, "a.txt"), []byte("hello\n"), 0o644))
+		e.source = src
+		e.ok("new", "w")
+		e.ok("exec", "w", "--", "sh", "-c", "head -c 2000000 /dev/zero > big.bin; echo more >> a.txt")
+		before := treeHash(t, src)
+		errs := e.fails(1, "no space left on device writing "+filepath.Join(src, "big.bin")+" (the source's file system", "apply", "w")
+		if !strings.Contains(errs, "free space and run strata apply again; nothing was published") {
+			t.Errorf("apply on a full source: %s", errs)
+		}
+		if after := treeHash(t, src); after != before {
+			t.Fatal("a failed apply changed the source (or left a temp in it)")
+		}
+	})
+	t.Run("snap and exec with a full state root", func(t *testing.T) {
+		e := newEnv(t)
+		mountTmpfs(t, e.home, "2m")
+		e.ok("new", "w")
+		e.ok("exec", "w", "--", "sh", "-c", "head -c 1200000 /dev/urandom > big.bin")
+		errs := e.fails(1, "no space left on device (strata's state root "+e.home, "snap", "w")
+		if !strings.Contains(errs, "run strata snap again; no snapshot was recorded") {
+			t.Errorf("snap on a full state root: %s", errs)
+		}
+		if out := e.ok("timeline", "w"); !strings.Contains(out, "has no snapshots") {
+			t.Errorf("a failed snap recorded a snapshot: %s", out)
+		}
+		// Fill what is left, then exec cannot even record its session.
+		f, err := os.Create(filepath.Join(e.home, "filler"))
+		must(t, err)
+		buf := make([]byte, 64<<10)
+		for {
+			if _, err := f.Write(buf); err != nil {
+				break
+			}
+		}
+		f.Close()
+		errs = e.fails(1, "no space left on device writing "+filepath.Join(e.home, "worlds", "w", "sessions"), "exec", "w", "--", "true")
+		if !strings.Contains(errs, "(strata's state root "+e.home) || !strings.Contains(errs, "the command did not start") {
+			t.Errorf("exec on a full state root: %s", errs)
+		}
+		must(t, os.Remove(filepath.Join(e.home, "filler")))
+		if out := e.ok("exec", "w", "--", "sh", "-c", "wc -c < big.bin"); strings.TrimSpace(out) != "1200000" {
+			t.Errorf("after freeing space the World's file reads %q bytes", out)
+		}
+	})
+}
