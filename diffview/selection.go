@@ -3,6 +3,7 @@ package diffview
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -255,10 +256,19 @@ func HunkLabel(nums []int) string {
 // after --hunks PATH=); an out-of-range number is a *RangeError with
 // OneBased set and nothing is changed.
 func (s *Selection) PickHunkNumbers(numbers []int) error {
+	// Name the furthest number asked for: "1-50" of a 3-hunk file is
+	// reported as hunk 50, not 4.
+	bad := 0
 	for _, n := range numbers {
-		if n < 1 || n > len(s.fd.Hunks) {
+		if n < 1 {
 			return &RangeError{What: "hunk", Index: n, Len: len(s.fd.Hunks), OneBased: true}
 		}
+		if n > len(s.fd.Hunks) && n > bad {
+			bad = n
+		}
+	}
+	if bad != 0 {
+		return &RangeError{What: "hunk", Index: bad, Len: len(s.fd.Hunks), OneBased: true}
 	}
 	for _, n := range numbers {
 		s.setHunk(n-1, true)
@@ -372,34 +382,58 @@ func (s *Selection) PickedHunks() []int {
 	return out
 }
 
+// MaxHunkNumber bounds the hunk numbers a CLI list may name: a larger one
+// (a typo, or "1-2000000000") is refused while parsing, before anything is
+// allocated for it. Files with more hunks than this are picked whole, or
+// line by line in the TUI; whether a number names a real hunk of the file is
+// checked against its diff (PickHunkNumbers).
+const MaxHunkNumber = 1 << 20
+
 // ParseHunkNumbers parses a CLI hunk list such as "1,3,5-7" into 1-based
-// numbers (ranges inclusive, duplicates removed, in order given).
+// numbers (ranges inclusive, duplicates removed, ascending). It allocates in
+// proportion to the numbers named, at most MaxHunkNumber of them.
 func ParseHunkNumbers(list string) ([]int, error) {
-	var out []int
-	seen := map[int]bool{}
-	for _, part := range strings.Split(list, ",") {
+	type span struct{ from, to int }
+	var spans []span
+	number := func(part, s string) (int, error) {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return 0, fmt.Errorf("parse hunk list %q: %q is not a hunk number (they start at 1)", list, part)
+		}
+		if n > MaxHunkNumber {
+			return 0, fmt.Errorf("parse hunk list %q: hunk %d: strata numbers at most %d hunks in a file; pick the whole file instead", list, n, MaxHunkNumber)
+		}
+		return n, nil
+	}
+	for part := range strings.SplitSeq(list, ",") {
 		part = strings.TrimSpace(part)
 		if part == "" {
 			return nil, fmt.Errorf("parse hunk list %q: empty item", list)
 		}
 		lo, hi, isRange := strings.Cut(part, "-")
-		from, err := strconv.Atoi(lo)
-		if err != nil || from < 1 {
-			return nil, fmt.Errorf("parse hunk list %q: %q is not a hunk number (they start at 1)", list, part)
+		from, err := number(part, lo)
+		if err != nil {
+			return nil, err
 		}
 		to := from
 		if isRange {
-			to, err = strconv.Atoi(hi)
-			if err != nil || to < from {
-				return nil, fmt.Errorf("parse hunk list %q: bad range %q", list, part)
+			if to, err = number(part, hi); err != nil {
+				return nil, err
+			}
+			if to < from {
+				return nil, fmt.Errorf("parse hunk list %q: bad range %q (the first number must not be larger)", list, part)
 			}
 		}
-		for n := from; n <= to; n++ {
-			if !seen[n] {
-				seen[n] = true
-				out = append(out, n)
-			}
+		spans = append(spans, span{from, to})
+	}
+	slices.SortFunc(spans, func(a, b span) int { return a.from - b.from })
+	var out []int
+	next := 1 // the smallest number not yet in out
+	for _, sp := range spans {
+		for n := max(sp.from, next); n <= sp.to; n++ {
+			out = append(out, n)
 		}
+		next = max(next, sp.to+1)
 	}
 	return out, nil
 }

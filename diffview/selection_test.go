@@ -2,6 +2,7 @@ package diffview
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -150,6 +151,52 @@ func TestParseHunkNumbers(t *testing.T) {
 		if _, err := ParseHunkNumbers(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// A hostile or mistyped range is refused while parsing, in a few small
+// allocations: "1-2000000000" used to build a 2-billion-element list (16 GB)
+// before anything looked at it.
+func TestParseHunkNumbersRefusesHugeNumbersWithoutAllocating(t *testing.T) {
+	for _, bad := range []string{"1-2000000000", "2000000000", "1,3-1048577", "1-99999999999999999999", "1048577-1048578"} {
+		var err error
+		allocs := testing.AllocsPerRun(5, func() { _, err = ParseHunkNumbers(bad) })
+		if err == nil {
+			t.Fatalf("%q accepted", bad)
+		}
+		if allocs > 20 {
+			t.Errorf("%q: %v allocations before refusing", bad, allocs)
+		}
+	}
+	_, err := ParseHunkNumbers("1-2000000000")
+	if err == nil || !strings.Contains(err.Error(), "2000000000") || !strings.Contains(err.Error(), "at most 1048576") {
+		t.Fatalf("message %v", err)
+	}
+	// The bound itself is allowed, and overlapping ranges cost nothing extra.
+	got, err := ParseHunkNumbers(fmt.Sprintf("1-%d,1-%d,2", MaxHunkNumber, MaxHunkNumber))
+	if err != nil || len(got) != MaxHunkNumber || got[0] != 1 || got[len(got)-1] != MaxHunkNumber {
+		t.Fatalf("1-MaxHunkNumber twice: %d numbers, %v", len(got), err)
+	}
+	if got, err := ParseHunkNumbers("5-7, 1,6,2-3,7"); err != nil || fmt.Sprint(got) != "[1 2 3 5 6 7]" {
+		t.Fatalf("got %v %v", got, err)
+	}
+}
+
+// Against the file's real hunks, the error names the furthest number asked.
+func TestPickHunkNumbersNamesTheFurthestHunkAsked(t *testing.T) {
+	old, nw := threeHunks()
+	sel := NewSelection(Diff(old, nw, Options{}), false)
+	nums, err := ParseHunkNumbers("1-50")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = sel.PickHunkNumbers(nums)
+	var re *RangeError
+	if !errors.As(err, &re) || re.Index != 50 || re.Len != 3 || !strings.Contains(err.Error(), "hunk 50 out of range: the file has hunks 1..3") {
+		t.Fatalf("PickHunkNumbers(1-50) of 3 hunks: %v", err)
+	}
+	if h, _ := sel.Count(); h != 0 {
+		t.Fatal("a refused pick changed the selection")
 	}
 }
 

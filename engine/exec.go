@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,6 +24,36 @@ type ExecOptions struct {
 	Snapshot  bool   // take a snapshot first (auto_snapshot)
 }
 
+// ErrSourceMissing is matched (errors.Is) by a *SourceMissingError.
+var ErrSourceMissing = errors.New("world's source no longer exists")
+
+// SourceMissingError: the directory a World is over was moved or deleted.
+// Nothing may run in the World or publish from it then: a session would bind
+// the World over a freshly made empty directory at the old path, and a
+// publication would rebuild a partial tree there.
+type SourceMissingError struct {
+	World, Source string
+}
+
+func (e *SourceMissingError) Error() string {
+	return fmt.Sprintf("world %q: its source %s no longer exists (moved or deleted?); strata ls shows Worlds whose source is missing", e.World, e.Source)
+}
+
+func (e *SourceMissingError) Is(target error) bool { return target == ErrSourceMissing }
+
+// CheckSource returns a *SourceMissingError unless the World's source is a
+// directory on this machine.
+func (e *Engine) CheckSource(w *World) error {
+	fi, err := os.Stat(w.Source)
+	switch {
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR), err == nil && !fi.IsDir():
+		return &SourceMissingError{World: w.Name, Source: w.Source}
+	case err != nil:
+		return fmt.Errorf("world %q: its source: %w", w.Name, err)
+	}
+	return nil
+}
+
 // Exec starts a session in the World and returns once the command runs.
 func (e *Engine) Exec(ctx context.Context, name string, o ExecOptions) (SessionMeta, error) {
 	w, err := e.World(name)
@@ -33,6 +65,9 @@ func (e *Engine) Exec(ctx context.Context, name string, o ExecOptions) (SessionM
 	}
 	if w.Backend == RuntimeCube {
 		return e.execCube(ctx, w, o)
+	}
+	if err := e.CheckSource(w); err != nil {
+		return SessionMeta{}, err // names the World already
 	}
 	e.thawStale(w)
 	if o.Snapshot || e.Config.AutoSnapshot {

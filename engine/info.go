@@ -2,13 +2,14 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 )
 
 // WorldInfo is a World with what a person wants to see at a glance.
 type WorldInfo struct {
 	World
-	Status    string    `json:"status"` // running, waiting, failed, done, idle, planned, stopped
+	Status    string    `json:"status"` // running, waiting, failed, done, idle, planned, stopped, source missing
 	Changes   int       `json:"changes"`
 	Sessions  int       `json:"sessions"`
 	Running   int       `json:"running_sessions"`
@@ -34,6 +35,9 @@ func (e *Engine) Info(ctx context.Context, w *World) WorldInfo {
 	}
 	wi.Attention = WorldAttention(currentSessions(ss))
 	wi.Status = worldStatus(w, ss, wi.Attention)
+	if errors.Is(e.CheckSource(w), ErrSourceMissing) {
+		wi.Status = "source missing"
+	}
 	return wi
 }
 

@@ -136,6 +136,11 @@ const (
 	SessionBroken SessionState = "broken"
 )
 
+// LostExitCode is a lost session's ExitCode: how its command ended is not
+// known, and 0 would claim success (strata exec exits 255 for it, like ssh
+// when the connection, not the command, failed).
+const LostExitCode = -1
+
 // Ended reports whether the session will not change any more.
 func (s SessionState) Ended() bool {
 	switch s {
@@ -167,7 +172,7 @@ type SessionMeta struct {
 	StartedAt time.Time    `json:"started_at"`
 	EndedAt   time.Time    `json:"ended_at,omitzero"`
 	State     SessionState `json:"state"`
-	ExitCode  int          `json:"exit_code"`
+	ExitCode  int          `json:"exit_code"`        // LostExitCode (-1) when lost: no status was recorded
 	Signal    string       `json:"signal,omitempty"` // e.g. "SIGKILL"; ExitCode is then 128+N
 	Error     string       `json:"error,omitempty"`
 	Attention Attention    `json:"attention"`
@@ -570,6 +575,11 @@ func ReadSessionMeta(dir string) (SessionMeta, error) {
 		return meta, err
 	}
 	meta.State, meta.Attention = SessionLost, AttentionLost
+	// Nobody knows how the command ended: never let that read as success.
+	meta.ExitCode = LostExitCode
+	if meta.Error == "" {
+		meta.Error = fmt.Sprintf("session lost: its runner (pid %d) ended without recording an exit status", meta.InitPID)
+	}
 	return meta, nil
 }
 

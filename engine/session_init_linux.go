@@ -610,6 +610,13 @@ func checkExecutable(p string) error {
 // namespace: the World over the source path, the state root hidden, a private /dev
 // and /proc, and for strict isolation everything else read-only.
 func setupSessionMounts(spec *SessionSpec) error {
+	// Looked at while this namespace still sees the host's tree (a strict
+	// session's private /tmp would hide a source under /tmp): a source moved
+	// or deleted since the session was asked for must not come back as an
+	// empty directory that attachTree makes on the host.
+	if fi, err := os.Stat(spec.Source); errors.Is(err, os.ErrNotExist) || err == nil && !fi.IsDir() {
+		return fmt.Errorf("bind the world over %s: the source no longer exists (moved or deleted?)", spec.Source)
+	}
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
 	}

@@ -520,6 +520,33 @@ func TestSessionSurvivesCaller(t *testing.T) {
 	}
 }
 
+// A source gone by the time the init binds the World over it (moved after
+// strata exec looked) fails the session; the init never makes the directory
+// again on the host, where it would stand as an empty "source".
+func TestSessionRefusesMissingSource(t *testing.T) {
+	requireRoot(t)
+	w := newTestWorld(t, "gone")
+	if err := os.RemoveAll(w.source); err != nil {
+		t.Fatal(err)
+	}
+	spec := w.spec("/bin/true")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	meta, err := StartSession(ctx, spec)
+	if err == nil {
+		meta, err = WaitSession(ctx, filepath.Join(spec.SessionsDir, meta.ID))
+	}
+	if err == nil && meta.ExitCode == 0 && meta.Error == "" {
+		t.Fatalf("a session over a missing source ran: %+v", meta)
+	}
+	if msg := fmt.Sprint(err) + meta.Error; !strings.Contains(msg, "no longer exists") {
+		t.Errorf("error %q does not say the source is gone", msg)
+	}
+	if _, err := os.Lstat(w.source); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the session made %s again: %v", w.source, err)
+	}
+}
+
 func TestSessionKillAndLost(t *testing.T) {
 	requireRoot(t)
 	w := newTestWorld(t, "kill")
@@ -557,6 +584,9 @@ func TestSessionKillAndLost(t *testing.T) {
 	m, err := WaitSession(ctx, dir)
 	if err != nil || m.State != SessionLost || m.Attention != AttentionLost {
 		t.Errorf("after killing the init: %v %s/%s, want lost", err, m.State, m.Attention)
+	}
+	if m.ExitCode != LostExitCode || !strings.Contains(m.Error, "session lost") {
+		t.Errorf("a lost session reads as exit %d, error %q", m.ExitCode, m.Error)
 	}
 	// The command goes with its pid namespace (the kernel kills it while the
 	// init's last thread exits).

@@ -20,6 +20,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// PublishPathError is a publication that failed making one path's new
+// entry (before the commit: the tree is untouched), so that a caller can
+// name the path, e.g. when the source's file system is full.
+type PublishPathError struct {
+	Kind OpKind
+	Root string // the tree published to
+	Path string // relative to Root
+	Err  error
+}
+
+func (e *PublishPathError) Error() string { return fmt.Sprintf("%s %s: %v", e.Kind, e.Path, e.Err) }
+func (e *PublishPathError) Unwrap() error { return e.Err }
+
 // OpKind is what a PublishOp does to its path.
 type OpKind uint8
 
@@ -823,7 +836,7 @@ func (p *publication) create(plan []plannedOp) error {
 		var err error
 		r.step, r.created, err = p.createEntry(r.dirFd, r.name, c)
 		if err != nil {
-			return fmt.Errorf("%s %s: %w", c.op.Kind, c.op.Path, err)
+			return &PublishPathError{Kind: c.op.Kind, Root: p.root, Path: c.op.Path, Err: err}
 		}
 		p.step()
 		return nil

@@ -39,6 +39,9 @@ func cmdDiff(a *app, args []string) error {
 	if *against != "base" && *against != "source" {
 		return usagef("diff: --against %q: want base or source", *against)
 	}
+	if *ctxLines < 0 {
+		return usagef("diff: -U %d: want a number of context lines, 0 or more", *ctxLines)
+	}
 	c := *ctxLines
 	if c == 0 {
 		c = -1 // diffview: negative means no context
@@ -148,26 +151,38 @@ func cmdApply(a *app, args []string) error {
 	if err := want(fs, pos, 1, -1, "NAME"); err != nil {
 		return err
 	}
+	// Every --hunks value is checked before anything else is looked at.
+	type hunkPick struct {
+		path string
+		nums []int
+	}
+	var hunkPicks []hunkPick
+	for _, h := range hunks {
+		p, list, ok := strings.Cut(h, "=")
+		if !ok || p == "" || list == "" {
+			return usagef("apply: --hunks %q: want PATH=1,3", h)
+		}
+		nums, err := diffview.ParseHunkNumbers(list)
+		if err != nil {
+			return usagef("apply: --hunks %q: %v", h, err)
+		}
+		hunkPicks = append(hunkPicks, hunkPick{p, nums})
+	}
 	w, err := a.eng.World(pos[0])
 	if err != nil {
 		return err
 	}
+	if err := a.eng.CheckSource(w); err != nil {
+		return err
+	}
 	var picks []engine.Pick
 	hunkPaths := map[string]bool{}
-	for _, h := range hunks {
-		p, list, ok := strings.Cut(h, "=")
-		if !ok || p == "" || list == "" {
-			return usagef("--hunks %q: want PATH=1,3", h)
-		}
-		nums, err := diffview.ParseHunkNumbers(list)
-		if err != nil {
-			return usagef("--hunks %q: %v", h, err)
-		}
-		rel, err := relPath(w, p)
+	for _, h := range hunkPicks {
+		rel, err := relPath(w, h.path)
 		if err != nil {
 			return err
 		}
-		picks = append(picks, engine.Pick{Path: rel, Hunks: nums})
+		picks = append(picks, engine.Pick{Path: rel, Hunks: h.nums})
 		hunkPaths[rel] = true
 	}
 	for _, p := range pos[1:] {
@@ -340,8 +355,12 @@ func cmdHistory(a *app, args []string) error {
 	fs := a.flags("history", "[--json] [--world NAME]")
 	asJSON := fs.Bool("json", false, "print JSON")
 	world := fs.String("world", "", "only this World's publications")
-	if _, _, err := parse(fs, args); err != nil {
+	pos, _, err := parse(fs, args)
+	if err != nil {
 		return usagef("%v", err)
+	}
+	if err := want(fs, pos, 0, 0, ""); err != nil {
+		return err
 	}
 	hs, err := a.eng.History()
 	if err != nil {

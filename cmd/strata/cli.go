@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -124,7 +125,7 @@ func dispatch(a *app, args []string) error {
 					return err
 				}
 			}
-			return c.run(a, args[1:])
+			return a.explainNoSpace(c.name, c.run(a, args[1:]))
 		}
 	}
 	return usagef("unknown command %q (strata help lists them)", args[0])
@@ -219,12 +220,18 @@ func (a *app) flags(name, args string) *flag.FlagSet {
 	return fs
 }
 
-// parse parses flags anywhere among the positional arguments, the way git
-// does, up to a "--" after which everything is passed through untouched.
+// parse parses flags anywhere among the operands, the way git does, up to a
+// "--": every argument after it is an operand however it looks ("-y" is a
+// file's name there, not a flag). pos holds every operand, those after "--"
+// included, so a command that takes paths gets them all and a command that
+// takes fewer refuses the extra ones (want) instead of dropping them. rest is
+// the tail of pos that came after "--", for the commands whose operands there
+// are a command line to run (exec, fork); they cut it off pos with operands.
 func parse(fs *flag.FlagSet, args []string) (pos, rest []string, err error) {
+	var after []string
 	for i, s := range args {
 		if s == "--" {
-			rest = args[i+1:]
+			after = args[i+1:]
 			args = args[:i]
 			break
 		}
@@ -234,12 +241,17 @@ func parse(fs *flag.FlagSet, args []string) (pos, rest []string, err error) {
 			return nil, nil, err
 		}
 		if fs.NArg() == 0 {
-			return pos, rest, nil
+			break
 		}
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
+	pos = append(pos, after...)
+	return pos, pos[len(pos)-len(after):], nil
 }
+
+// operands is pos without the command line that followed "--" (see parse).
+func operands(pos, rest []string) []string { n := len(pos) - len(rest); return pos[:n:n] }
 
 // want checks the number of positional arguments.
 func want(fs *flag.FlagSet, pos []string, min, max int, what string) error {
@@ -268,6 +280,15 @@ func (a *app) printJSONLine(v any) error {
 	enc := json.NewEncoder(a.stdout)
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
+}
+
+// oneOf refuses a flag value outside its allowed set ("" means the flag was
+// not given and is always allowed) as a usage error, before anything runs.
+func oneOf(cmd, flagName, value string, allowed ...string) error {
+	if value == "" || slices.Contains(allowed, value) {
+		return nil
+	}
+	return usagef("%s: --%s %q: want %s", cmd, flagName, value, strings.Join(allowed, " or "))
 }
 
 // multiFlag collects repeated flags.

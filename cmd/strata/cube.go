@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -76,7 +77,12 @@ func newWithResources(a *app, args []string, next func(*app, []string) error) er
 	if err != nil {
 		return err
 	}
-	return next(a, append(rest, "--template", tpl))
+	// Before any "--": after it, "--template" would be an operand.
+	i := slices.Index(rest, "--")
+	if i < 0 {
+		i = len(rest)
+	}
+	return next(a, slices.Insert(rest, i, "--template", tpl))
 }
 
 func cmdUp(a *app, args []string) error {

@@ -14,8 +14,12 @@ func cmdDoctor(a *app, args []string) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	repair := fs.Bool("repair", false, "resolve unfinished publications: complete the intact ones, discard the rest (removing only the files they staged)")
 	dryRun := fs.Bool("dry-run", false, "with --repair: say what it would do, change nothing")
-	if _, _, err := parse(fs, args); err != nil {
+	pos, _, err := parse(fs, args)
+	if err != nil {
 		return usagef("%v", err)
+	}
+	if err := want(fs, pos, 0, 0, ""); err != nil {
+		return err
 	}
 	if *dryRun && !*repair {
 		return usagef("--dry-run goes with --repair")

@@ -83,6 +83,9 @@ func cmdTop(a *app, args []string) error {
 	if *interval <= 0 {
 		return usagef("top: --interval must be positive")
 	}
+	if *count < 0 {
+		return usagef("top: --count %d: want 0 (until interrupted) or more", *count)
+	}
 	names := pos
 	if len(names) == 0 {
 		ws, err := a.eng.Worlds()

@@ -32,6 +32,10 @@ func cmdExec(a *app, args []string) error {
 	if err != nil {
 		return usagef("%v", err)
 	}
+	pos = operands(pos, rest)
+	if err := oneOf("exec", "isolation", *iso, "tree", "strict"); err != nil {
+		return err
+	}
 	env := os.Environ()
 	for _, kv := range envs {
 		if !strings.Contains(kv, "=") {
@@ -62,14 +66,21 @@ func cmdExec(a *app, args []string) error {
 	if len(rest) == 0 {
 		return usagef("exec: missing command (strata exec %s -- CMD ARGS...)", pos[0])
 	}
+	w, err := a.eng.World(pos[0])
+	if err != nil {
+		return err
+	}
+	if w.Backend == engine.RuntimeLocal {
+		// Before anything else (strata shell's terminal check included):
+		// the engine refuses too, but this is what the person must fix.
+		if err := a.eng.CheckSource(w); err != nil {
+			return err
+		}
+	}
 	if *tty && !*detach && !term.IsTerminal(int(os.Stdin.Fd())) {
 		// Checked before starting: a terminal session nobody can attach to
 		// here would be left running behind the error.
 		return usagef("exec --tty: standard input is not a terminal; add --detach and attach later with strata attach %s", pos[0])
-	}
-	w, err := a.eng.World(pos[0])
-	if err != nil {
-		return err
 	}
 	dir := *cwd
 	if dir == "" {
@@ -130,6 +141,11 @@ func (a *app) follow(world string, meta engine.SessionMeta) error {
 }
 
 func sessionExit(m engine.SessionMeta) error {
+	if m.State == engine.SessionLost {
+		// Its status is unknown; never 0. 255, as ssh exits when it lost
+		// the command rather than the command failing.
+		return &exitError{code: 255, err: fmt.Errorf("session %s of world %s: %s; its output so far: strata logs %s %s", m.ID, m.World, m.Error, m.World, m.ID)}
+	}
 	if m.Error != "" && m.ExitCode == 0 {
 		return &exitError{code: 1, err: errors.New(m.Error)}
 	}
@@ -239,7 +255,9 @@ func cmdSessions(a *app, args []string) error {
 			continue
 		}
 		exit := ""
-		if s.State != engine.SessionRunning && s.State != engine.SessionStarting {
+		if s.State == engine.SessionLost {
+			exit = "?"
+		} else if s.State != engine.SessionRunning && s.State != engine.SessionStarting {
 			exit = fmt.Sprint(s.ExitCode)
 			if s.Signal != "" {
 				exit += " (" + s.Signal + ")"

@@ -113,6 +113,9 @@ func cmdRollback(a *app, args []string) error {
 	return nil
 }
 
+// maxFork is how many Worlds one fork may create (the engine's own limit).
+const maxFork = 100
+
 func cmdFork(a *app, args []string) error {
 	fs := a.flags("fork", "NAME [--snap SNAP] [-n N] [--prefix P] [--json]")
 	snap := fs.String("snap", "", "snapshot to fork from (default: the live state, via an implicit snapshot)")
@@ -123,8 +126,13 @@ func cmdFork(a *app, args []string) error {
 	if err != nil {
 		return usagef("%v", err)
 	}
+	pos = operands(pos, rest)
 	if err := want(fs, pos, 1, 1, "NAME"); err != nil {
 		return err
+	}
+	if *n < 1 || *n > maxFork {
+		fs.Usage()
+		return usagef("fork: -n %d: want a number of Worlds from 1 to %d", *n, maxFork)
 	}
 	ws, err := a.eng.Fork(a.ctx, pos[0], engine.ForkOptions{Snap: *snap, N: *n, Prefix: *prefix})
 	if err != nil {
@@ -211,8 +219,12 @@ func cmdSnapDiff(a *app, args []string) error {
 func cmdGC(a *app, args []string) error {
 	fs := a.flags("gc", "[--json]")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if _, _, err := parse(fs, args); err != nil {
+	pos, _, err := parse(fs, args)
+	if err != nil {
 		return usagef("%v", err)
+	}
+	if err := want(fs, pos, 0, 0, ""); err != nil {
+		return err
 	}
 	res, err := a.eng.GC(a.ctx)
 	if err != nil {

@@ -11,7 +11,7 @@ func runTUI(a *app, args []string) error {
 	source := fs.String("source", "", "show the Worlds over this source tree (default: the current directory)")
 	pos, _, err := parse(fs, args)
 	if err != nil {
-		return err
+		return usagef("%v", err)
 	}
 	if err := want(fs, pos, 0, 0, ""); err != nil {
 		return err

@@ -30,6 +30,15 @@ func cmdNew(a *app, args []string) error {
 	if err := want(fs, pos, 1, 1, "NAME"); err != nil {
 		return err
 	}
+	for _, err := range []error{
+		oneOf("new", "backend", *backend, string(engine.RuntimeLocal), string(engine.RuntimeCube)),
+		oneOf("new", "mount-backend", *mb, string(overlay.BackendAuto), string(overlay.BackendKernel), string(overlay.BackendFuseOverlayfs), string(overlay.BackendUnionfs)),
+		oneOf("new", "isolation", *iso, "tree", "strict"),
+	} {
+		if err != nil {
+			return err
+		}
+	}
 	lm, err := parseKV(labels, "--label")
 	if err != nil {
 		return err
@@ -379,8 +388,12 @@ func cmdRm(a *app, args []string) error {
 func cmdTrash(a *app, args []string) error {
 	fs := a.flags("trash", "[--json]")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if _, _, err := parse(fs, args); err != nil {
+	pos, _, err := parse(fs, args)
+	if err != nil {
 		return usagef("%v", err)
+	}
+	if err := want(fs, pos, 0, 0, ""); err != nil {
+		return err
 	}
 	ts, err := a.eng.Trash(a.ctx)
 	if err != nil {
