@@ -91,11 +91,17 @@ func (e *Engine) applyToBranch(ctx context.Context, w *World, changes []overlay.
 		}
 		return version{typ: overlay.TypeFile, mode: 0o644, data: data}, nil
 	}
-	p, err := e.planApply(ctx, w, changes, picks, o, theirsOf)
+	// A commit holds whole contents: the World's are read into memory, at
+	// one paused instant as for a publication to the working tree.
+	ours, err := e.captureOurs(ctx, w, changes, false)
 	if err != nil {
 		return nil, fmt.Errorf("apply world %q --to-branch: %w", w.Name, err)
 	}
-	res.Paths, res.Branch = p.paths, o.ToBranch
+	p, err := e.planApply(ctx, w, changes, picks, o, ours, theirsOf)
+	if err != nil {
+		return nil, fmt.Errorf("apply world %q --to-branch: %w", w.Name, err)
+	}
+	res.Paths, res.Branch, res.Warnings = p.paths, o.ToBranch, p.warnings
 	if len(p.conflicts) > 0 {
 		return res, &ConflictError{World: w.Name, Conflicts: p.conflicts}
 	}

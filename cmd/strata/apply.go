@@ -14,7 +14,7 @@ import (
 func init() {
 	commands = append(commands,
 		command{name: "diff", args: "NAME [PATH...] [--stat] [--json] [--against base|source] [--against-world W] [-U N]", summary: "show a World's changes as a unified diff (git apply accepts it)", run: cmdDiff},
-		command{name: "apply", args: "NAME [PATH...] [--hunks PATH=1,3]... [--dry-run] [--json] [--drop-applied] [--to-branch B]", summary: "publish picked paths and hunks to the source atomically", run: cmdApply},
+		command{name: "apply", args: "NAME [PATH...] [--hunks PATH=1,3]... [--dry-run] [--json] [--drop-applied] [--to-branch B] [--allow-setuid]", summary: "publish picked paths and hunks to the source atomically", run: cmdApply},
 		command{name: "history", args: "[--json] [--world NAME]", summary: "list publications to sources", run: cmdHistory},
 	)
 }
@@ -107,12 +107,13 @@ func opPrefix(op diffview.Op) string {
 }
 
 func cmdApply(a *app, args []string) error {
-	fs := a.flags("apply", "NAME [PATH...] [--hunks PATH=1,3]... [--dry-run] [--json] [--drop-applied] [--to-branch B]")
+	fs := a.flags("apply", "NAME [PATH...] [--hunks PATH=1,3]... [--dry-run] [--json] [--drop-applied] [--to-branch B] [--allow-setuid]")
 	dry := fs.Bool("dry-run", false, "decide everything and report, write nothing")
 	asJSON := fs.Bool("json", false, "print JSON")
 	drop := fs.Bool("drop-applied", false, "afterwards remove applied paths from the World so it reads them from the source")
 	branch := fs.String("to-branch", "", "commit the picks on a new git branch; the working tree and index are not touched")
 	msg := fs.String("m", "", "commit message for --to-branch")
+	allowSetuid := fs.Bool("allow-setuid", false, "publish setuid/setgid bits the World set (stripped by default, with a warning)")
 	var hunks multiFlag
 	fs.Var(&hunks, "hunks", "PATH=1,3,5-7: only these hunks of PATH (numbers as strata diff shows them); repeatable")
 	pos, _, err := parse(fs, args)
@@ -153,7 +154,7 @@ func cmdApply(a *app, args []string) error {
 			picks = append(picks, engine.Pick{Path: rel})
 		}
 	}
-	res, err := a.eng.Apply(a.ctx, w.Name, engine.ApplyOptions{Picks: picks, DryRun: *dry, DropApplied: *drop, ToBranch: *branch, Message: *msg})
+	res, err := a.eng.Apply(a.ctx, w.Name, engine.ApplyOptions{Picks: picks, DryRun: *dry, DropApplied: *drop, ToBranch: *branch, Message: *msg, AllowSetuid: *allowSetuid})
 	var ce *engine.ConflictError
 	if errors.As(err, &ce) {
 		if *asJSON {
@@ -175,6 +176,9 @@ func cmdApply(a *app, args []string) error {
 	}
 	if err != nil {
 		return err
+	}
+	for _, w := range res.Warnings {
+		fmt.Fprintf(a.stderr, "strata: warning: %s\n", w)
 	}
 	if *asJSON {
 		return a.printJSON(res)

@@ -1,0 +1,295 @@
+package engine
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stratahq/strata/overlay"
+)
+
+// streamThreshold is the size from which a World's file is not read into
+// memory for a whole-file apply: it is hashed while the World is paused and
+// streamed (holes kept) from the upper into the publication, which checks the
+// staged copy against that hash.
+const streamThreshold = 8 << 20
+
+// captureAttempts bounds how often apply pauses the World to find the picked
+// paths closed for writing (and re-captures when a streamed file changed
+// between the capture and the publication).
+const captureAttempts = 6
+
+// ErrWorldWriting is matched by errors.Is for a *WritingError.
+var ErrWorldWriting = errors.New("the World is still writing picked paths")
+
+// WritingError refuses an apply because, every time the World was paused,
+// some of its processes held picked files open for writing: publishing them
+// would publish a half-written version. Nothing was written.
+type WritingError struct {
+	World string
+	Paths []WritingPath
+}
+
+// WritingPath is one picked path and the sessions writing it.
+type WritingPath struct {
+	Path     string   `json:"path"`
+	Sessions []string `json:"sessions"`
+}
+
+func (e *WritingError) Error() string {
+	parts := make([]string, 0, len(e.Paths))
+	for _, p := range e.Paths {
+		who := "session " + strings.Join(p.Sessions, ", ")
+		if len(p.Sessions) > 1 {
+			who = "sessions " + strings.Join(p.Sessions, ", ")
+		}
+		verb := "is"
+		if len(p.Sessions) > 1 {
+			verb = "are"
+		}
+		parts = append(parts, fmt.Sprintf("%s %s still writing %s", who, verb, p.Path))
+	}
+	id := "ID"
+	if len(e.Paths) == 1 && len(e.Paths[0].Sessions) == 1 {
+		id = e.Paths[0].Sessions[0]
+	}
+	return strings.Join(parts, "; ") + "; wait for it or stop it (strata kill " + e.World + " " + id + "), then apply again; nothing was written"
+}
+
+func (e *WritingError) Is(target error) bool { return target == ErrWorldWriting }
+
+// captureOurs reads the World's version of every changed path at one instant
+// when none of its processes can write (the freezer used for snapshots) and
+// none holds one of them open for writing; it retries with a back-off while
+// some do, then refuses with *WritingError. With stream, large files are
+// hashed, not read: the publication streams them and checks the hash.
+func (e *Engine) captureOurs(ctx context.Context, w *World, changes []overlay.Change, stream bool) (map[string]version, error) {
+	backoff := 25 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		got, err := e.captureOursOnce(ctx, w, changes, stream)
+		var we *WritingError
+		if !errors.As(err, &we) || attempt == captureAttempts {
+			return got, err
+		}
+		e.Log.Debug("apply: picked paths open for writing, retrying", "world", w.Name, "attempt", attempt, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff *= 2
+	}
+}
+
+func (e *Engine) captureOursOnce(ctx context.Context, w *World, changes []overlay.Change, stream bool) (map[string]version, error) {
+	lk, err := e.lockWorld(ctx, w.Name)
+	if err != nil {
+		return nil, err
+	}
+	defer lk.Unlock()
+	thaw := e.pauseWorld(ctx, w)
+	defer thaw()
+	if busy := e.writersOf(w, changes); len(busy) > 0 {
+		return nil, &WritingError{World: w.Name, Paths: busy}
+	}
+	layers := w.Layers(e.Paths)
+	out := make(map[string]version, len(changes))
+	for _, c := range changes {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		v, err := worldVersion(layers, c.Path, stream)
+		if err != nil {
+			return nil, fmt.Errorf("read the World's %s: %w", c.Path, err)
+		}
+		out[c.Path] = v
+	}
+	return out, nil
+}
+
+// pauseWorld stops the World's writers and returns the function resuming
+// them: the snapshot freezer (cgroup, else SIGSTOP) for a local World, the
+// in-sandbox stop of its command groups for a cube World.
+func (e *Engine) pauseWorld(ctx context.Context, w *World) func() {
+	if w.Backend == RuntimeCube {
+		return e.cubeFreeze(ctx, w)
+	}
+	e.thawStale(w)
+	return e.freezeWorld(w)
+}
+
+// worldVersion reads rel of the World's view; a large file (with stream) is
+// hashed and described by where its content lives.
+func worldVersion(l overlay.Layers, rel string, stream bool) (version, error) {
+	ent, err := l.Stat(rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		return version{}, nil
+	}
+	if err != nil {
+		return version{}, err
+	}
+	if !stream || ent.Type != overlay.TypeFile || ent.Size < streamThreshold {
+		return worldSide(l, rel)
+	}
+	f, err := l.Open(rel)
+	if err != nil {
+		return version{}, err
+	}
+	defer f.Close()
+	sum, size, err := overlay.HashFile(f)
+	if err != nil {
+		return version{}, err
+	}
+	return version{typ: ent.Type, mode: ent.Mode & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky), file: f.Name(), size: size, sum: sum}, nil
+}
+
+type devIno struct{ dev, ino uint64 }
+
+// writersOf lists the picked regular files that a process of the World's
+// running sessions holds open for writing, or maps shared and writable, with
+// the sessions doing so. Files are matched by inode, both as the World's
+// mounted view and as its upper hold them. A cube World's processes are in
+// its sandbox: its pause alone stands.
+func (e *Engine) writersOf(w *World, changes []overlay.Change) []WritingPath {
+	if w.Backend == RuntimeCube {
+		return nil
+	}
+	ss, _ := ListSessions(e.Paths.World(w.Name))
+	byNS := map[string]string{}
+	for _, s := range ss {
+		if (s.State == SessionRunning || s.State == SessionStarting) && s.InitPID > 0 {
+			if ns, err := os.Readlink("/proc/" + strconv.Itoa(s.InitPID) + "/ns/pid"); err == nil {
+				byNS[ns] = s.ID
+			}
+		}
+	}
+	if len(byNS) == 0 {
+		return nil
+	}
+	roots := []string{e.Paths.Upper(w.Name)}
+	if e.Mounted(w) {
+		roots = append(roots, e.Paths.Merged(w.Name))
+	}
+	targets := map[devIno]string{}
+	for _, c := range changes {
+		for _, root := range roots {
+			info, err := overlay.LstatBeneath(root, c.Path)
+			if err != nil || !info.Mode().IsRegular() {
+				continue
+			}
+			if st, ok := info.Sys().(*syscall.Stat_t); ok {
+				targets[devIno{uint64(st.Dev), st.Ino}] = c.Path
+			}
+		}
+	}
+	if len(targets) == 0 {
+		return nil
+	}
+	writers := map[string]map[string]bool{}
+	note := func(rel, session string) {
+		if writers[rel] == nil {
+			writers[rel] = map[string]bool{}
+		}
+		writers[rel][session] = true
+	}
+	ents, _ := os.ReadDir("/proc")
+	for _, d := range ents {
+		if _, err := strconv.Atoi(d.Name()); err != nil {
+			continue
+		}
+		proc := "/proc/" + d.Name()
+		ns, err := os.Readlink(proc + "/ns/pid")
+		if err != nil {
+			continue
+		}
+		session, ok := byNS[ns]
+		if !ok {
+			continue
+		}
+		fds, _ := os.ReadDir(proc + "/fd")
+		for _, fd := range fds {
+			var st unix.Stat_t
+			if unix.Stat(proc+"/fd/"+fd.Name(), &st) != nil {
+				continue
+			}
+			rel, ok := targets[devIno{st.Dev, st.Ino}]
+			if !ok {
+				continue
+			}
+			if flags, err := fdFlags(proc + "/fdinfo/" + fd.Name()); err != nil || flags&unix.O_ACCMODE != unix.O_RDONLY {
+				note(rel, session) // unreadable flags count as writing: never publish a guess
+			}
+		}
+		for _, m := range sharedWritableMaps(proc + "/maps") {
+			if rel, ok := targets[m]; ok {
+				note(rel, session)
+			}
+		}
+	}
+	out := make([]WritingPath, 0, len(writers))
+	for rel, set := range writers {
+		wp := WritingPath{Path: rel}
+		for s := range set {
+			wp.Sessions = append(wp.Sessions, s)
+		}
+		sort.Strings(wp.Sessions)
+		out = append(out, wp)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+// fdFlags reads the open flags of an fd from its fdinfo ("flags:\t0100001").
+func fdFlags(path string) (int, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "flags:"); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 8, 64)
+			return int(n), err
+		}
+	}
+	return 0, fmt.Errorf("%s: no flags", path)
+}
+
+// sharedWritableMaps lists the files a process maps shared and writable:
+// stores through such a mapping change the file with no write call.
+func sharedWritableMaps(path string) []devIno {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []devIno
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 6 || len(fields[1]) < 4 || fields[1][1] != 'w' || fields[1][3] != 's' {
+			continue
+		}
+		maj, min, ok := strings.Cut(fields[3], ":")
+		if !ok {
+			continue
+		}
+		ma, err1 := strconv.ParseUint(maj, 16, 32)
+		mi, err2 := strconv.ParseUint(min, 16, 32)
+		ino, err3 := strconv.ParseUint(fields[4], 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil || ino == 0 {
+			continue
+		}
+		out = append(out, devIno{unix.Mkdev(uint32(ma), uint32(mi)), ino})
+	}
+	return out
+}
