@@ -384,7 +384,8 @@ func (e *Engine) Apply(ctx context.Context, name string, o ApplyOptions) (*Apply
 		if v.typ == overlay.TypeFile {
 			if v.streamed() {
 				// The source now holds exactly the checked content.
-				rec.Object, _, _, err = st.PutFile(filepath.Join(w.Source, filepath.FromSlash(rel)))
+				rec.Object = overlay.ObjectID(v.sum)
+				_, err = st.PutFileSparse(filepath.Join(w.Source, filepath.FromSlash(rel)), rec.Object)
 			} else {
 				rec.Object, _, _, err = st.PutBytes(v.data)
 			}
