@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // numbered is "01\n02\n...\n10\n" with the given lines replaced.
@@ -135,4 +136,45 @@ func TestE2EApplySetuidStripped(t *testing.T) {
 			t.Fatalf("with --allow-setuid %s published as %v, want %v", rel, got, want)
 		}
 	}
+}
+
+// The reported incident: a session rewrites a 3 MB file in a tight loop
+// while the person applies it six times. Every apply either publishes a
+// whole version (exit 0, 3 MiB) or refuses, naming the path and the
+// session; never a truncated or empty file with exit 0.
+func TestE2EApplyWhileRewritingInALoop(t *testing.T) {
+	e := newEnv(t)
+	e.ok("new", "w")
+	id := strings.TrimSpace(e.ok("exec", "w", "--detach", "--", "sh", "-c", "while :; do head -c 3M /dev/urandom > f; done"))
+	defer e.run("kill", "w", id, "--signal", "KILL")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if out, _, code := e.run("exec", "w", "--", "test", "-s", "f"); code == 0 && out == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the loop never wrote f")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	applied, refused := 0, 0
+	for i := 0; i < 6; i++ {
+		_, errs, code := e.run("apply", "w", "f")
+		if code != 0 {
+			if !strings.Contains(errs, "session "+id+" is still writing f; wait for it or stop it") {
+				t.Fatalf("apply %d: exit %d: %s", i, code, errs)
+			}
+			refused++
+			continue
+		}
+		applied++
+		st, err := os.Stat(filepath.Join(e.source, "f"))
+		if err != nil {
+			t.Fatalf("apply %d exited 0 but: %v", i, err)
+		}
+		if st.Size() != 3<<20 {
+			t.Fatalf("apply %d exited 0 but published %d bytes, want 3 MiB", i, st.Size())
+		}
+	}
+	t.Logf("6 applies against a tight rewrite loop: %d published whole, %d refused", applied, refused)
 }
