@@ -172,6 +172,9 @@ func readSide(root, rel string) (version, error) {
 	v := version{typ: overlay.FileTypeOf(st.Mode()), mode: st.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)}
 	switch v.typ {
 	case overlay.TypeFile:
+		if st.Size() >= streamThreshold {
+			return hashedSide(v, root, rel)
+		}
 		if v.data, _, err = overlay.ReadFileBeneath(root, rel); err != nil {
 			return v, err
 		}
@@ -456,11 +459,10 @@ func (e *Engine) planApply(ctx context.Context, w *World, changes []overlay.Chan
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		rec, baseData, err := e.baseOf(ctx, w, c.Path)
+		rec, base, err := e.baseVersion(ctx, w, c.Path)
 		if err != nil {
 			return nil, err
 		}
-		base := baseSide(rec, baseData)
 		ours, ok := captured[c.Path]
 		if !ok {
 			return nil, fmt.Errorf("%s: the World's version was not captured", c.Path)
@@ -494,7 +496,7 @@ func (e *Engine) planApply(ctx context.Context, w *World, changes []overlay.Chan
 			if ours.typ != overlay.TypeFile || (base.typ != 0 && base.typ != overlay.TypeFile) {
 				return nil, fmt.Errorf("%s: hunks can only be picked in a text file", c.Path)
 			}
-			if ours.streamed() {
+			if ours.streamed() || base.streamed() {
 				return nil, fmt.Errorf("%s: too large to pick hunks in; pick the whole file", c.Path)
 			}
 			fd := diffview.Diff(string(base.data), string(ours.data), diffview.Options{Context: o.Context})
@@ -538,8 +540,8 @@ func (e *Engine) planApply(ctx context.Context, w *World, changes []overlay.Chan
 				conflict(err.Error())
 			}
 		case ours.typ == overlay.TypeFile && theirs.typ == overlay.TypeFile && (base.typ == overlay.TypeFile || base.typ == 0):
-			if ours.streamed() {
-				conflict(fmt.Sprintf("too large to merge (%d bytes) and changed in both the World and the source", ours.size))
+			if ours.streamed() || theirs.streamed() || base.streamed() {
+				conflict(fmt.Sprintf("too large to merge (%d bytes) and changed in both the World and the source", max(ours.length(), theirs.length())))
 				break
 			}
 			if diffview.IsBinary(ours.data) || diffview.IsBinary(theirs.data) || diffview.IsBinary(base.data) {

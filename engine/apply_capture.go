@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -151,6 +152,42 @@ func worldVersion(l overlay.Layers, rel string, stream bool) (version, error) {
 		return version{}, err
 	}
 	return version{typ: ent.Type, mode: ent.Mode & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky), file: f.Name(), size: size, sum: sum}, nil
+}
+
+// hashedSide describes the large regular file rel under root by its hash
+// and size, read without following a symlink and without holding it.
+func hashedSide(v version, root, rel string) (version, error) {
+	f, err := overlay.OpenBeneath(root, rel)
+	if err != nil {
+		return v, err
+	}
+	defer f.Close()
+	if v.sum, v.size, err = overlay.HashFile(f); err != nil {
+		return v, err
+	}
+	v.file = filepath.Join(root, filepath.FromSlash(rel))
+	return v, nil
+}
+
+// baseVersion is baseOf as a version; a large base object is described by
+// its id (its hash) and size, not read into memory.
+func (e *Engine) baseVersion(ctx context.Context, w *World, rel string) (*BaseRecord, version, error) {
+	if rec, err := e.bases(w.Name).Get(rel); err == nil && rec != nil && !rec.Absent && rec.Type == overlay.TypeFile && rec.Object != "" {
+		st, err := e.store()
+		if err != nil {
+			return nil, version{}, err
+		}
+		if info, err := os.Stat(st.Path(rec.Object)); err == nil && info.Size() >= streamThreshold {
+			v := baseSide(rec, nil)
+			v.file, v.size, v.sum = st.Path(rec.Object), info.Size(), string(rec.Object)
+			return rec, v, nil
+		}
+	}
+	rec, data, err := e.baseOf(ctx, w, rel)
+	if err != nil {
+		return nil, version{}, err
+	}
+	return rec, baseSide(rec, data), nil
 }
 
 type devIno struct{ dev, ino uint64 }

@@ -97,4 +97,31 @@ func TestApplySparseFileStaysSparse(t *testing.T) {
 	if hash(filepath.Join(src, "disk.img")) != hash(upper) || hash(st2.Path(rec.Object)) != string(rec.Object) {
 		t.Fatal("the published content differs from the World's")
 	}
+	// The World changes it again: base, source and World are all 1 GiB now,
+	// and none of them is read into memory.
+	f, err = os.OpenFile(filepath.Join(merged, "disk.img"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("a second edit"), 500<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	if _, err := e.Apply(ctx, "w", ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 256<<20 {
+		t.Fatalf("the second apply allocated %d MiB: it reads a 1 GiB side into memory", grew>>20)
+	}
+	if a := allocated(filepath.Join(src, "disk.img")); a > 4<<20 {
+		t.Fatalf("after the second apply the source file allocates %d bytes", a)
+	}
+	if hash(filepath.Join(src, "disk.img")) != hash(upper) {
+		t.Fatal("the second publication differs from the World's")
+	}
 }
