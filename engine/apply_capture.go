@@ -218,7 +218,11 @@ func (e *Engine) writersOf(w *World, changes []overlay.Change) []WritingPath {
 		roots = append(roots, e.Paths.Merged(w.Name))
 	}
 	targets := map[devIno]string{}
+	// A session's own overlay mount (rootless) has inodes of its own; its
+	// fds then name the path it has in the session: under the source path.
+	byPath := map[string]string{}
 	for _, c := range changes {
+		byPath[filepath.Join(w.Source, filepath.FromSlash(c.Path))] = c.Path
 		for _, root := range roots {
 			info, err := overlay.LstatBeneath(root, c.Path)
 			if err != nil || !info.Mode().IsRegular() {
@@ -229,7 +233,7 @@ func (e *Engine) writersOf(w *World, changes []overlay.Change) []WritingPath {
 			}
 		}
 	}
-	if len(targets) == 0 {
+	if len(targets) == 0 && len(byPath) == 0 {
 		return nil
 	}
 	writers := map[string]map[string]bool{}
@@ -256,12 +260,15 @@ func (e *Engine) writersOf(w *World, changes []overlay.Change) []WritingPath {
 		fds, _ := os.ReadDir(proc + "/fd")
 		for _, fd := range fds {
 			var st unix.Stat_t
-			if unix.Stat(proc+"/fd/"+fd.Name(), &st) != nil {
+			if unix.Stat(proc+"/fd/"+fd.Name(), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 				continue
 			}
 			rel, ok := targets[devIno{st.Dev, st.Ino}]
 			if !ok {
-				continue
+				link, _ := os.Readlink(proc + "/fd/" + fd.Name())
+				if rel, ok = byPath[link]; !ok {
+					continue
+				}
 			}
 			if flags, err := fdFlags(proc + "/fdinfo/" + fd.Name()); err != nil || flags&unix.O_ACCMODE != unix.O_RDONLY {
 				note(rel, session) // unreadable flags count as writing: never publish a guess

@@ -91,6 +91,10 @@ func (e *Engine) takeOnPublished(ctx context.Context, w *World, p *plan, res *Ap
 		for _, c := range todo {
 			warn(c.rel, "sessions run in its sandbox; stop them and apply again to take the result on")
 		}
+	case running && !e.Mounted(w):
+		for _, c := range todo {
+			warn(c.rel, "its sessions mount the World themselves; stop them and apply again to take the result on")
+		}
 	case running:
 		// Sessions see the mounted view: write through it, paused.
 		thaw := e.pauseWorld(ctx, w)
