@@ -18,6 +18,12 @@ const sparseBlock = 1 << 20
 
 var zeroBlock = make([]byte, sparseBlock)
 
+// bufSize is the copy buffer for a file of size bytes: small files (most of
+// a publication) do not each allocate a whole block.
+func bufSize(size int64) int {
+	return int(max(min(size, sparseBlock), 1))
+}
+
 // dataRanges calls fn for every [start, end) range of f below size that may
 // hold data, in order, as SEEK_DATA/SEEK_HOLE report them. ok is false when
 // the file system cannot tell (the whole file is then one range).
@@ -57,7 +63,7 @@ func dataRanges(f *os.File, size int64, fn func(start, end int64) error) error {
 // 0) without allocating src's holes, nor all-zero blocks of its data, in
 // dst: they become holes there too. It returns the bytes read.
 func copySparse(dst, src *os.File, size int64) (int64, error) {
-	buf := make([]byte, sparseBlock)
+	buf := make([]byte, bufSize(size))
 	var read int64
 	err := dataRanges(src, size, func(start, end int64) error {
 		for off := start; off < end; {
@@ -95,7 +101,7 @@ func copySparse(dst, src *os.File, size int64) (int64, error) {
 // hashSparse feeds the first size bytes of f to h, holes as zeros without
 // reading them.
 func hashSparse(h hash.Hash, f *os.File, size int64) error {
-	buf := make([]byte, sparseBlock)
+	buf := make([]byte, bufSize(size))
 	pos := int64(0)
 	zeros := func(n int64) {
 		for n > 0 {
