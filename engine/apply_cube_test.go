@@ -2,10 +2,13 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stratahq/strata/cube/cubetest"
 )
@@ -38,5 +41,36 @@ func TestCubeApplyMergeStaysMerged(t *testing.T) {
 	}
 	if got := readFile(t, filepath.Join(ce.src, "m.txt")); got != both {
 		t.Fatalf("applying everything after the merge undid it:\n%s", got)
+	}
+}
+
+// A cube session holding a picked file open for writing in its sandbox makes
+// apply refuse, naming it; nothing reaches the source.
+func TestCubeApplyRefusesFileOpenForWriting(t *testing.T) {
+	ctx := context.Background()
+	ce := newCubeEnv(t, cubetest.Options{})
+	ce.create("w", CreateOptions{})
+	meta, err := ce.e.Exec(ctx, "w", ExecOptions{Argv: []string{"sh", "-c", "exec 3>>held.txt; echo partial >&3; touch ready; exec sleep 30"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = ce.e.Kill(context.Background(), "w", meta.ID, syscall.SIGKILL) })
+	deadline := time.Now().Add(10 * time.Second)
+	for !fileExists(filepath.Join(ce.e.Paths.Upper("w"), "ready")) {
+		if time.Now().After(deadline) {
+			t.Fatal("the session never got ready")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, err = ce.e.Apply(ctx, "w", ApplyOptions{Picks: []Pick{{Path: "held.txt"}}})
+	if !errors.Is(err, ErrWorldWriting) || !strings.Contains(err.Error(), "session "+meta.ID+" is still writing held.txt") {
+		t.Fatalf("apply of a file a cube session holds open for writing: %v", err)
+	}
+	if fileExists(filepath.Join(ce.src, "held.txt")) {
+		t.Fatal("held.txt reached the source")
+	}
+	// The sandbox's other files are no obstacle.
+	if _, err := ce.e.Apply(ctx, "w", ApplyOptions{Picks: []Pick{{Path: "ready"}}}); err != nil {
+		t.Fatal(err)
 	}
 }
