@@ -642,7 +642,7 @@ func (p *plan) publish(c overlay.Change, base, ours, theirs version, deleting ma
 			note = ap.Note + "; " + note
 		}
 		ap.Note = note
-		p.warnings = append(p.warnings, fmt.Sprintf("%s: the World made it %s; published without that bit (strata apply --allow-setuid publishes it)", c.Path, what))
+		p.warnings = append(p.warnings, fmt.Sprintf("%s: %s in the World; published without that bit (strata apply --allow-setuid publishes it)", c.Path, what))
 	}
 	switch ours.typ {
 	case 0:

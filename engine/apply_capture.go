@@ -50,10 +50,15 @@ type WritingPath struct {
 func (e *WritingError) Error() string {
 	parts := make([]string, 0, len(e.Paths))
 	for _, p := range e.Paths {
-		who := "session " + strings.Join(p.Sessions, ", ")
-		if len(p.Sessions) > 1 {
-			who = "sessions " + strings.Join(p.Sessions, ", ")
+		names := make([]string, 0, len(p.Sessions))
+		for _, s := range p.Sessions {
+			if strings.HasPrefix(s, "pid ") {
+				names = append(names, "a process ("+s+")")
+			} else {
+				names = append(names, "session "+s)
+			}
 		}
+		who := strings.Join(names, ", ")
 		verb := "is"
 		if len(p.Sessions) > 1 {
 			verb = "are"
