@@ -322,53 +322,21 @@ func (e *Engine) Apply(ctx context.Context, name string, o ApplyOptions) (*Apply
 			return nil, fmt.Errorf("apply world %q --drop-applied: %w (%s); the upper can only change while they are stopped", name, ErrSessionsRunning, strings.Join(running, ", "))
 		}
 	}
-	theirsOf := func(rel string) (version, error) { return readSide(w.Source, rel) }
 	var p *plan
 	for attempt := 1; ; attempt++ {
-		// What is published is the World's content at one paused instant,
-		// bound to the hashes taken then; a streamed file that changes
-		// before it is staged fails the check and is captured again.
-		ours, err := e.captureOurs(ctx, w, changes, true)
-		if err != nil {
-			return nil, fmt.Errorf("apply world %q: %w", name, err)
-		}
-		if p, err = e.planApply(ctx, w, changes, picks, o, ours, theirsOf); err != nil {
-			return nil, fmt.Errorf("apply world %q: %w", name, err)
-		}
-		res.Paths, res.Warnings = p.paths, p.warnings
-		if len(p.conflicts) > 0 {
-			e.activity(ctx, Event{Type: EventApplyConflict, World: name, Detail: map[string]any{"paths": conflictPaths(p.conflicts)}})
-			return res, &ConflictError{World: name, Conflicts: p.conflicts}
+		var retry bool
+		if p, retry, err = e.publishAttempt(ctx, w, changes, picks, o, res, start, attempt); err != nil {
+			if errors.Is(err, ErrConflict) {
+				return res, err
+			}
+			return nil, err
 		}
 		if o.DryRun {
-			res.Duration = time.Since(start).Round(time.Microsecond).String()
 			return res, nil
 		}
-		if len(p.ops) == 0 {
+		if !retry {
 			break
 		}
-		pr, err := overlay.Publish(ctx, w.Source, e.Paths.Journal(), p.ops, overlay.PublishOptions{})
-		if err == nil {
-			res.ID = pr.ID
-			break
-		}
-		var stale *overlay.StaleError
-		if errors.As(err, &stale) {
-			cs := &ConflictError{World: name}
-			for _, sp := range stale.Paths {
-				cs.Conflicts = append(cs.Conflicts, Conflict{Path: sp.Path, Reason: "the source changed while the publication was prepared; run apply again"})
-			}
-			return res, cs
-		}
-		var changed *overlay.ContentError
-		if errors.As(err, &changed) {
-			if attempt < captureAttempts {
-				e.Log.Debug("apply: a streamed file changed before it was staged, capturing again", "world", name, "path", changed.Path)
-				continue
-			}
-			return nil, fmt.Errorf("apply world %q: the World kept changing %s while it was published; nothing was written; wait for its writer or stop it, then apply again: %w", name, changed.Path, err)
-		}
-		return nil, fmt.Errorf("apply world %q: %w", name, err)
 	}
 	// The World takes on what was published where that differs from its
 	// own version (merges, resolutions), so a later apply cannot undo them.
@@ -411,6 +379,60 @@ func (e *Engine) Apply(ctx context.Context, name string, o ApplyOptions) (*Apply
 	}
 	e.activity(ctx, Event{Type: EventApplyDone, World: name, Detail: map[string]any{"id": res.ID, "paths": len(res.Paths)}})
 	return res, nil
+}
+
+// publishAttempt captures the World's picked content, decides every path
+// and publishes them; retry reports a streamed file that changed before it
+// was staged (nothing was written: capture again). A *ConflictError comes
+// with res filled in.
+func (e *Engine) publishAttempt(ctx context.Context, w *World, changes []overlay.Change, picks map[string]Pick, o ApplyOptions, res *ApplyResult, start time.Time, attempt int) (*plan, bool, error) {
+	name := w.Name
+	// What is published is the World's content at one paused instant,
+	// bound to the hashes taken then; a streamed file's World stays paused
+	// until it is staged.
+	ours, release, err := e.captureOurs(ctx, w, changes, true)
+	defer release()
+	if err != nil {
+		return nil, false, fmt.Errorf("apply world %q: %w", name, err)
+	}
+	p, err := e.planApply(ctx, w, changes, picks, o, ours, func(rel string) (version, error) { return readSide(w.Source, rel) })
+	if err != nil {
+		return nil, false, fmt.Errorf("apply world %q: %w", name, err)
+	}
+	res.Paths, res.Warnings = p.paths, p.warnings
+	if len(p.conflicts) > 0 {
+		e.activity(ctx, Event{Type: EventApplyConflict, World: name, Detail: map[string]any{"paths": conflictPaths(p.conflicts)}})
+		return p, false, &ConflictError{World: name, Conflicts: p.conflicts}
+	}
+	if o.DryRun {
+		res.Duration = time.Since(start).Round(time.Microsecond).String()
+		return p, false, nil
+	}
+	if len(p.ops) == 0 {
+		return p, false, nil
+	}
+	pr, err := overlay.Publish(ctx, w.Source, e.Paths.Journal(), p.ops, overlay.PublishOptions{})
+	if err == nil {
+		res.ID = pr.ID
+		return p, false, nil
+	}
+	var stale *overlay.StaleError
+	if errors.As(err, &stale) {
+		cs := &ConflictError{World: name}
+		for _, sp := range stale.Paths {
+			cs.Conflicts = append(cs.Conflicts, Conflict{Path: sp.Path, Reason: "the source changed while the publication was prepared; run apply again"})
+		}
+		return p, false, cs
+	}
+	var changed *overlay.ContentError
+	if errors.As(err, &changed) {
+		if attempt < captureAttempts {
+			e.Log.Debug("apply: a streamed file changed before it was staged, capturing again", "world", name, "path", changed.Path)
+			return p, true, nil
+		}
+		return nil, false, fmt.Errorf("apply world %q: the World kept changing %s while it was published; nothing was written; wait for its writer or stop it, then apply again: %w", name, changed.Path, err)
+	}
+	return nil, false, fmt.Errorf("apply world %q: %w", name, err)
 }
 
 func conflictPaths(cs []Conflict) []string {

@@ -93,7 +93,8 @@ func (e *Engine) applyToBranch(ctx context.Context, w *World, changes []overlay.
 	}
 	// A commit holds whole contents: the World's are read into memory, at
 	// one paused instant as for a publication to the working tree.
-	ours, err := e.captureOurs(ctx, w, changes, false)
+	ours, release, err := e.captureOurs(ctx, w, changes, false)
+	release()
 	if err != nil {
 		return nil, fmt.Errorf("apply world %q --to-branch: %w", w.Name, err)
 	}

@@ -22,7 +22,7 @@ import (
 // streamThreshold is the size from which a World's file is not read into
 // memory for a whole-file apply: it is hashed while the World is paused and
 // streamed (holes kept) from the upper into the publication, which checks the
-// staged copy against that hash.
+// staged copy against that hash; the World stays paused until then.
 const streamThreshold = 8 << 20
 
 // captureAttempts bounds how often apply pauses the World to find the picked
@@ -78,53 +78,70 @@ func (e *WritingError) Is(target error) bool { return target == ErrWorldWriting 
 // when none of its processes can write (the freezer used for snapshots) and
 // none holds one of them open for writing; it retries with a back-off while
 // some do, then refuses with *WritingError. With stream, large files are
-// hashed, not read: the publication streams them and checks the hash.
-func (e *Engine) captureOurs(ctx context.Context, w *World, changes []overlay.Change, stream bool) (map[string]version, error) {
+// hashed, not read: their content stays in the World, which then stays
+// paused (and locked) until the caller, having copied them, calls release.
+// Otherwise release does nothing: the World runs on already.
+func (e *Engine) captureOurs(ctx context.Context, w *World, changes []overlay.Change, stream bool) (_ map[string]version, release func(), _ error) {
 	backoff := 25 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		got, err := e.captureOursOnce(ctx, w, changes, stream)
+		got, release, err := e.captureOursOnce(ctx, w, changes, stream)
 		var we *WritingError
 		if !errors.As(err, &we) || attempt == captureAttempts {
-			return got, err
+			return got, release, err
 		}
 		e.Log.Debug("apply: picked paths open for writing, retrying", "world", w.Name, "attempt", attempt, "err", err)
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, func() {}, ctx.Err()
 		case <-time.After(backoff):
 		}
 		backoff *= 2
 	}
 }
 
-func (e *Engine) captureOursOnce(ctx context.Context, w *World, changes []overlay.Change, stream bool) (map[string]version, error) {
+func (e *Engine) captureOursOnce(ctx context.Context, w *World, changes []overlay.Change, stream bool) (map[string]version, func(), error) {
+	noop := func() {}
 	lk, err := e.lockWorld(ctx, w.Name)
 	if err != nil {
-		return nil, err
+		return nil, noop, err
 	}
-	defer lk.Unlock()
 	thaw := e.pauseWorld(ctx, w)
-	defer thaw()
+	release := func() {
+		thaw()
+		lk.Unlock()
+	}
+	held := false
+	defer func() {
+		if !held {
+			release()
+		}
+	}()
 	busy := e.writersOf(w, changes)
 	if w.Backend == RuntimeCube {
 		busy = e.cubeWritersOf(ctx, w, changes)
 	}
 	if len(busy) > 0 {
-		return nil, &WritingError{World: w.Name, Paths: busy}
+		return nil, noop, &WritingError{World: w.Name, Paths: busy}
 	}
 	layers := w.Layers(e.Paths)
 	out := make(map[string]version, len(changes))
+	streamed := false
 	for _, c := range changes {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, noop, err
 		}
 		v, err := worldVersion(layers, c.Path, stream)
 		if err != nil {
-			return nil, fmt.Errorf("read the World's %s: %w", c.Path, err)
+			return nil, noop, fmt.Errorf("read the World's %s: %w", c.Path, err)
 		}
+		streamed = streamed || v.streamed()
 		out[c.Path] = v
 	}
-	return out, nil
+	if !streamed {
+		return out, noop, nil
+	}
+	held = true
+	return out, release, nil
 }
 
 // pauseWorld stops the World's writers and returns the function resuming

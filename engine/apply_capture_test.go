@@ -12,18 +12,16 @@ import (
 	"time"
 )
 
-// versionSize is the size of every version the racing writer writes.
-const versionSize = 3_000_000
-
 // writerVersion is version n of the racing writer's file: "v<n>\n" repeated
-// and cut at versionSize, as `yes v<n> | head -c versionSize` writes it.
-func writerVersion(n int) []byte {
+// and cut at size, as `yes v<n> | head -c size` writes it.
+func writerVersion(n, size int) []byte {
 	line := []byte("v" + strconv.Itoa(n) + "\n")
-	return bytes.Repeat(line, versionSize/len(line)+1)[:versionSize]
+	return bytes.Repeat(line, size/len(line)+1)[:size]
 }
 
-// checkWhole reports whether data is exactly one complete writer version.
-func checkWhole(data []byte) (int, bool) {
+// checkWhole reports whether data is exactly one complete writer version of
+// the given size.
+func checkWhole(data []byte, size int) (int, bool) {
 	line, _, ok := bytes.Cut(data, []byte("\n"))
 	if !ok || len(line) < 2 || line[0] != 'v' {
 		return 0, false
@@ -32,14 +30,22 @@ func checkWhole(data []byte) (int, bool) {
 	if err != nil {
 		return 0, false
 	}
-	return n, bytes.Equal(data, writerVersion(n))
+	return n, bytes.Equal(data, writerVersion(n, size))
 }
 
 // A session rewrites a 3 MB file in a loop while the person applies it again
 // and again: every apply publishes one complete version the writer wrote, or
 // refuses, naming the path and the session writing it. Never a torn, short or
-// empty file reported as a success.
+// empty file reported as a success. At 12 MB the file is streamed from the
+// World into the publication after the pause: a version written meanwhile
+// fails the hash check and the apply captures again.
 func TestApplyRacingWriterPublishesWholeVersions(t *testing.T) {
+	for _, size := range []int{3_000_000, 12_000_000} {
+		t.Run(strconv.Itoa(size), func(t *testing.T) { testApplyRacingWriter(t, size) })
+	}
+}
+
+func testApplyRacingWriter(t *testing.T, versionSize int) {
 	ctx := context.Background()
 	e, src := evidenceEngine(t)
 	merged := mountedWorld(t, e, src, "w")
@@ -71,7 +77,7 @@ func TestApplyRacingWriterPublishesWholeVersions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		n, ok := checkWhole(data)
+		n, ok := checkWhole(data, versionSize)
 		if !ok {
 			t.Fatalf("apply %d reported %+v but published a torn version: %d bytes, first line %q", i, res.Paths, len(data), firstLine(data))
 		}

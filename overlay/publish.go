@@ -911,6 +911,9 @@ func (p *publication) fillFile(f *os.File, fd int, c plannedOp, st *journalStep)
 			_, err = copySparse(f, src, info.Size())
 		}
 		_ = src.Close()
+		if errors.Is(err, errShrank) && c.op.ContentHash != "" {
+			return &ContentError{Path: c.op.Path, Want: c.op.ContentHash, Got: "a file that shrank while it was copied"}
+		}
 		if err != nil {
 			return fmt.Errorf("copy from %s: %w", c.op.SourceFile, err)
 		}

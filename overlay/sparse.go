@@ -18,6 +18,9 @@ const sparseBlock = 1 << 20
 
 var zeroBlock = make([]byte, sparseBlock)
 
+// errShrank is a file that got shorter while it was read: it changed.
+var errShrank = errors.New("the file shrank while it was read")
+
 // bufSize is the copy buffer for a file of size bytes: small files (most of
 // a publication) do not each allocate a whole block.
 func bufSize(size int64) int {
@@ -75,7 +78,7 @@ func copySparse(dst, src *os.File, size int64) (int64, error) {
 			read += int64(got)
 			if err != nil && !(errors.Is(err, io.EOF) && int64(got) == n) {
 				if errors.Is(err, io.EOF) {
-					return fmt.Errorf("source file shrank to %d bytes while it was copied", off+int64(got))
+					return fmt.Errorf("%w (to %d bytes)", errShrank, off+int64(got))
 				}
 				return err
 			}
@@ -117,7 +120,7 @@ func hashSparse(h hash.Hash, f *os.File, size int64) error {
 			got, err := f.ReadAt(buf[:n], off)
 			if err != nil && !(errors.Is(err, io.EOF) && int64(got) == n) {
 				if errors.Is(err, io.EOF) {
-					return fmt.Errorf("file shrank to %d bytes while it was hashed", off+int64(got))
+					return fmt.Errorf("%w (to %d bytes)", errShrank, off+int64(got))
 				}
 				return err
 			}
