@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -86,6 +87,9 @@ type ApplyOptions struct {
 	ToBranch    string // commit on a new git branch instead of the working tree
 	Message     string
 	Context     int // diff context for hunk numbering; 0 = default
+	// AllowSetuid publishes setuid/setgid bits the World set; without it they
+	// are stripped, and the result says so (AppliedPath.Note, Warnings).
+	AllowSetuid bool
 }
 
 // AppliedPath is one path of a publication.
@@ -121,18 +125,23 @@ func (a *AppliedPath) UnmarshalJSON(data []byte) error {
 
 // ApplyResult says what an apply did (or, with DryRun, would do).
 type ApplyResult struct {
-	ID       string        `json:"id,omitempty"`
-	World    string        `json:"world"`
-	Source   string        `json:"source"`
-	DryRun   bool          `json:"dry_run"`
-	Paths    []AppliedPath `json:"paths"`
-	Branch   string        `json:"branch,omitempty"`
-	Commit   string        `json:"commit,omitempty"`
-	Dropped  []string      `json:"dropped,omitempty"`
-	Duration string        `json:"duration"`
-	// Warnings: what went wrong outside this World without stopping the
-	// publication (another World's bases that could not be recorded).
+	ID      string        `json:"id,omitempty"`
+	World   string        `json:"world"`
+	Source  string        `json:"source"`
+	DryRun  bool          `json:"dry_run"`
+	Paths   []AppliedPath `json:"paths"`
+	Branch  string        `json:"branch,omitempty"`
+	Commit  string        `json:"commit,omitempty"`
+	Dropped []string      `json:"dropped,omitempty"`
+	// Warnings are for the person: what the publication changed from what
+	// was picked (stripped setuid bits, a World that kept its own version)
+	// and what went wrong outside this World without stopping it (another
+	// World's bases that could not be recorded).
 	Warnings []string `json:"warnings,omitempty"`
+	Duration string   `json:"duration"`
+	// others are the Warnings about other Worlds, gathered before planning
+	// (a retried plan starts again from them).
+	others []string
 }
 
 // MarshalJSON writes each dropped path that is not valid UTF-8 in its
@@ -205,15 +214,33 @@ func (e *ConflictError) Error() string {
 
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
-// version is one side of a path: absent, or a file, dir or symlink.
+// version is one side of a path: absent, or a file, dir or symlink. A large
+// World file is not held in memory: file names where its content lives, sum
+// is the hash it had while the World was paused, size its length.
 type version struct {
 	typ    overlay.FileType // 0 = absent
 	mode   fs.FileMode      // permission and special bits
 	data   []byte
 	target string
+	file   string
+	size   int64
+	sum    string
+}
+
+// streamed reports whether the content is in v.file, not v.data.
+func (v version) streamed() bool { return v.file != "" }
+
+func (v version) length() int64 {
+	if v.streamed() {
+		return v.size
+	}
+	return int64(len(v.data))
 }
 
 func (v version) hash() string {
+	if v.sum != "" {
+		return v.sum
+	}
 	switch v.typ {
 	case overlay.TypeFile:
 		h := sha256.Sum256(v.data)
@@ -231,6 +258,9 @@ func (v version) sameContent(o version) bool {
 	}
 	switch v.typ {
 	case overlay.TypeFile:
+		if v.streamed() || o.streamed() {
+			return v.length() == o.length() && v.hash() == o.hash()
+		}
 		return bytes.Equal(v.data, o.data)
 	case overlay.TypeSymlink:
 		return v.target == o.target
@@ -256,6 +286,9 @@ func readSide(root, rel string) (version, error) {
 	v := version{typ: overlay.FileTypeOf(st.Mode()), mode: st.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)}
 	switch v.typ {
 	case overlay.TypeFile:
+		if st.Size() >= streamThreshold {
+			return hashedSide(v, root, rel)
+		}
 		if v.data, _, err = overlay.ReadFileBeneath(root, rel); err != nil {
 			return v, err
 		}
@@ -352,6 +385,18 @@ type plan struct {
 	conflicts []Conflict
 	written   map[string]version // new source content per path, for base updates
 	whole     map[string]bool    // paths applied whole (droppable from the upper)
+	// takeOn lists the paths whose published content is not the World's own
+	// (merges, resolutions): the World takes it on afterwards.
+	takeOn      map[string]takeOn
+	allowSetuid bool
+	warnings    []string
+}
+
+// takeOn is what the World had and started from for a path whose published
+// content differs from its own version.
+type takeOn struct {
+	base, world version
+	partial     bool // only some hunks were picked: the World keeps the others
 }
 
 // Apply publishes the picked paths and hunks to the source as one atomic
@@ -383,47 +428,34 @@ func (e *Engine) Apply(ctx context.Context, name string, o ApplyOptions) (*Apply
 	if err != nil {
 		return nil, fmt.Errorf("apply world %q: capture bases: %w", name, err)
 	}
-	res := &ApplyResult{World: name, Source: w.Source, DryRun: o.DryRun, Warnings: warnings}
+	res := &ApplyResult{World: name, Source: w.Source, DryRun: o.DryRun, Warnings: warnings, others: warnings}
 	if o.ToBranch != "" {
 		return e.applyToBranch(ctx, w, changes, picks, o, res, start)
-	}
-	p, err := e.planApply(ctx, w, changes, picks, o, func(rel string) (version, error) { return readSide(w.Source, rel) })
-	if err != nil {
-		return nil, fmt.Errorf("apply world %q: %w", name, err)
-	}
-	res.Paths = p.paths
-	if len(p.conflicts) > 0 {
-		e.activity(ctx, Event{Type: EventApplyConflict, World: name, Detail: map[string]any{"paths": conflictPaths(p.conflicts)}})
-		return res, &ConflictError{World: name, Conflicts: p.conflicts}
 	}
 	if o.DropApplied && !o.DryRun {
 		if running := e.runningSessions(w); len(running) > 0 {
 			return nil, fmt.Errorf("apply world %q --drop-applied: %w (%s); the upper can only change while they are stopped", name, ErrSessionsRunning, strings.Join(running, ", "))
 		}
 	}
-	if o.DryRun {
-		res.Duration = time.Since(start).Round(time.Microsecond).String()
-		return res, nil
-	}
-	if len(p.ops) > 0 {
-		pr, err := overlay.Publish(ctx, w.Source, e.Paths.Journal(), p.ops, overlay.PublishOptions{})
-		if err != nil {
-			var stale *overlay.StaleError
-			if errors.As(err, &stale) {
-				cs := &ConflictError{World: name}
-				for _, sp := range stale.Paths {
-					cs.Conflicts = append(cs.Conflicts, Conflict{Path: sp.Path, Reason: "the source changed while the publication was prepared; run apply again"})
-				}
-				return res, cs
+	var p *plan
+	for attempt := 1; ; attempt++ {
+		var retry bool
+		if p, retry, err = e.publishAttempt(ctx, w, changes, picks, o, res, start, attempt); err != nil {
+			if errors.Is(err, ErrConflict) {
+				return res, err
 			}
-			var cj *overlay.CorruptJournalError
-			if errors.As(err, &cj) || errors.Is(err, overlay.ErrUnverified) || errors.Is(err, overlay.ErrForeignRoot) {
-				return nil, fmt.Errorf("apply world %q: an earlier publication to %s cannot be completed, so nothing was written: %w; strata doctor explains it, strata doctor --repair resolves it", name, w.Source, err)
-			}
-			return nil, fmt.Errorf("apply world %q: %w", name, err)
+			return nil, err
 		}
-		res.ID = pr.ID
+		if o.DryRun {
+			return res, nil
+		}
+		if !retry {
+			break
+		}
 	}
+	// The World takes on what was published where that differs from its
+	// own version (merges, resolutions), so a later apply cannot undo them.
+	keepBase := e.takeOnPublished(ctx, w, p, res)
 	// The published content is the new base of those paths.
 	idx := e.bases(name)
 	st, err := e.store()
@@ -431,9 +463,19 @@ func (e *Engine) Apply(ctx context.Context, name string, o ApplyOptions) (*Apply
 		return nil, err
 	}
 	for rel, v := range p.written {
+		if keepBase[rel] {
+			continue
+		}
 		rec := BaseRecord{Path: rel, CapturedAt: time.Now().UTC(), Absent: v.typ == 0, Type: v.typ, Mode: ModeBits(v.mode), Target: v.target}
 		if v.typ == overlay.TypeFile {
-			if rec.Object, _, _, err = st.PutBytes(v.data); err != nil {
+			if v.streamed() {
+				// The source now holds exactly the checked content.
+				rec.Object = overlay.ObjectID(v.sum)
+				_, err = st.PutFileSparse(filepath.Join(w.Source, filepath.FromSlash(rel)), rec.Object)
+			} else {
+				rec.Object, _, _, err = st.PutBytes(v.data)
+			}
+			if err != nil {
 				return nil, err
 			}
 		}
@@ -452,6 +494,65 @@ func (e *Engine) Apply(ctx context.Context, name string, o ApplyOptions) (*Apply
 	}
 	e.activity(ctx, Event{Type: EventApplyDone, World: name, Detail: map[string]any{"id": res.ID, "paths": len(res.Paths)}})
 	return res, nil
+}
+
+// publishAttempt captures the World's picked content, decides every path
+// and publishes them; retry reports a streamed file that changed before it
+// was staged (nothing was written: capture again). A *ConflictError comes
+// with res filled in.
+func (e *Engine) publishAttempt(ctx context.Context, w *World, changes []overlay.Change, picks map[string]Pick, o ApplyOptions, res *ApplyResult, start time.Time, attempt int) (*plan, bool, error) {
+	name := w.Name
+	// What is published is the World's content at one paused instant,
+	// bound to the hashes taken then; a streamed file's World stays paused
+	// until it is staged.
+	ours, release, err := e.captureOurs(ctx, w, changes, true)
+	defer release()
+	if err != nil {
+		return nil, false, fmt.Errorf("apply world %q: %w", name, err)
+	}
+	p, err := e.planApply(ctx, w, changes, picks, o, ours, func(rel string) (version, error) { return readSide(w.Source, rel) })
+	if err != nil {
+		return nil, false, fmt.Errorf("apply world %q: %w", name, err)
+	}
+	res.Paths = p.paths
+	res.Warnings = append(slices.Clip(res.others), p.warnings...)
+	if len(p.conflicts) > 0 {
+		e.activity(ctx, Event{Type: EventApplyConflict, World: name, Detail: map[string]any{"paths": conflictPaths(p.conflicts)}})
+		return p, false, &ConflictError{World: name, Conflicts: p.conflicts}
+	}
+	if o.DryRun {
+		res.Duration = time.Since(start).Round(time.Microsecond).String()
+		return p, false, nil
+	}
+	if len(p.ops) == 0 {
+		return p, false, nil
+	}
+	pr, err := overlay.Publish(ctx, w.Source, e.Paths.Journal(), p.ops, overlay.PublishOptions{})
+	if err == nil {
+		res.ID = pr.ID
+		return p, false, nil
+	}
+	var stale *overlay.StaleError
+	if errors.As(err, &stale) {
+		cs := &ConflictError{World: name}
+		for _, sp := range stale.Paths {
+			cs.Conflicts = append(cs.Conflicts, Conflict{Path: sp.Path, Reason: "the source changed while the publication was prepared; run apply again"})
+		}
+		return p, false, cs
+	}
+	var changed *overlay.ContentError
+	if errors.As(err, &changed) {
+		if attempt < captureAttempts {
+			e.Log.Debug("apply: a streamed file changed before it was staged, capturing again", "world", name, "path", changed.Path)
+			return p, true, nil
+		}
+		return nil, false, fmt.Errorf("apply world %q: the World kept changing %s while it was published; nothing was written; wait for its writer or stop it, then apply again: %w", name, changed.Path, err)
+	}
+	var cj *overlay.CorruptJournalError
+	if errors.As(err, &cj) || errors.Is(err, overlay.ErrUnverified) || errors.Is(err, overlay.ErrForeignRoot) {
+		return nil, false, fmt.Errorf("apply world %q: an earlier publication to %s cannot be completed, so nothing was written: %w; strata doctor explains it, strata doctor --repair resolves it", name, w.Source, err)
+	}
+	return nil, false, fmt.Errorf("apply world %q: %w", name, err)
 }
 
 func conflictPaths(cs []Conflict) []string {
@@ -546,10 +647,10 @@ func elide(s string, n int) string {
 	return strings.ToValidUTF8(s[:n/2], "") + "…" + strings.ToValidUTF8(s[len(s)-n/2:], "")
 }
 
-// planApply decides every picked path; theirs reads the target's version.
-func (e *Engine) planApply(ctx context.Context, w *World, changes []overlay.Change, picks map[string]Pick, o ApplyOptions, theirsOf func(string) (version, error)) (*plan, error) {
-	p := &plan{written: map[string]version{}, whole: map[string]bool{}}
-	layers := w.Layers(e.Paths)
+// planApply decides every picked path; captured holds the World's versions
+// (captureOurs), theirsOf reads the target's version.
+func (e *Engine) planApply(ctx context.Context, w *World, changes []overlay.Change, picks map[string]Pick, o ApplyOptions, captured map[string]version, theirsOf func(string) (version, error)) (*plan, error) {
+	p := &plan{written: map[string]version{}, whole: map[string]bool{}, takeOn: map[string]takeOn{}, allowSetuid: o.AllowSetuid}
 	deleting := map[string]bool{}
 	for _, c := range changes {
 		if c.Kind == overlay.Deleted || c.Kind == overlay.TypeChanged {
@@ -560,15 +661,15 @@ func (e *Engine) planApply(ctx context.Context, w *World, changes []overlay.Chan
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		rec, baseData, err := e.baseOf(ctx, w, c.Path)
+		rec, base, err := e.baseVersion(ctx, w, c.Path)
 		if err != nil {
 			return nil, err
 		}
-		base := baseSide(rec, baseData)
-		ours, err := worldSide(layers, c.Path)
-		if err != nil {
-			return nil, fmt.Errorf("read the World's %s: %w", c.Path, err)
+		ours, ok := captured[c.Path]
+		if !ok {
+			return nil, fmt.Errorf("%s: the World's version was not captured", c.Path)
 		}
+		world := ours
 		theirs, err := theirsOf(c.Path)
 		if err != nil {
 			return nil, fmt.Errorf("read the source's %s: %w", c.Path, err)
@@ -591,6 +692,7 @@ func (e *Engine) planApply(ctx context.Context, w *World, changes []overlay.Chan
 			if err := p.publish(c, base, res, theirs, deleting, &ap, theirsOf); err != nil {
 				p.conflicts = append(p.conflicts, Conflict{Path: c.Path, Reason: err.Error()})
 			}
+			p.takeOn[c.Path] = takeOn{base: base, world: world}
 			p.paths = append(p.paths, ap)
 			continue
 		}
@@ -598,6 +700,9 @@ func (e *Engine) planApply(ctx context.Context, w *World, changes []overlay.Chan
 		if partial {
 			if ours.typ != overlay.TypeFile || (base.typ != 0 && base.typ != overlay.TypeFile) {
 				return nil, fmt.Errorf("%s: hunks can only be picked in a text file", c.Path)
+			}
+			if ours.streamed() || base.streamed() {
+				return nil, fmt.Errorf("%s: too large to pick hunks in; pick the whole file", c.Path)
 			}
 			fd := diffview.Diff(string(base.data), string(ours.data), diffview.Options{Context: o.Context})
 			if fd.Summarised() {
@@ -647,6 +752,10 @@ func (e *Engine) planApply(ctx context.Context, w *World, changes []overlay.Chan
 				conflict(err.Error())
 			}
 		case ours.typ == overlay.TypeFile && theirs.typ == overlay.TypeFile && (base.typ == overlay.TypeFile || base.typ == 0):
+			if ours.streamed() || theirs.streamed() || base.streamed() {
+				conflict(fmt.Sprintf("too large to merge (%d bytes) and changed in both the World and the source", max(ours.length(), theirs.length())))
+				break
+			}
 			if diffview.IsBinary(ours.data) || diffview.IsBinary(theirs.data) || diffview.IsBinary(base.data) {
 				conflict("binary file changed in both the World and the source")
 				break
@@ -677,6 +786,7 @@ func (e *Engine) planApply(ctx context.Context, w *World, changes []overlay.Chan
 				conflict(err.Error())
 			}
 			ap.Action = "merge"
+			p.takeOn[c.Path] = takeOn{base: base, world: world, partial: partial}
 		case ours.typ == overlay.TypeDir && theirs.typ == overlay.TypeDir:
 			if err := p.publish(c, base, ours, theirs, deleting, &ap, theirsOf); err != nil {
 				conflict(err.Error())
@@ -692,12 +802,23 @@ func (e *Engine) planApply(ctx context.Context, w *World, changes []overlay.Chan
 	return p, nil
 }
 
+func specialNames(m fs.FileMode) []string {
+	var out []string
+	if m&fs.ModeSetuid != 0 {
+		out = append(out, "setuid")
+	}
+	if m&fs.ModeSetgid != 0 {
+		out = append(out, "setgid")
+	}
+	return out
+}
+
 func describe(v version) string {
 	switch v.typ {
 	case 0:
 		return "nothing"
 	case overlay.TypeFile:
-		return fmt.Sprintf("a file (%d bytes)", len(v.data))
+		return fmt.Sprintf("a file (%d bytes)", v.length())
 	case overlay.TypeSymlink:
 		return "a symlink to " + v.target
 	}
@@ -706,7 +827,7 @@ func describe(v version) string {
 
 func isSmallText(vs ...version) bool {
 	for _, v := range vs {
-		if len(v.data) > 256<<10 || diffview.IsBinary(v.data) {
+		if v.streamed() || len(v.data) > 256<<10 || diffview.IsBinary(v.data) {
 			return false
 		}
 	}
@@ -733,6 +854,16 @@ func (p *plan) publish(c overlay.Change, base, ours, theirs version, deleting ma
 			p.ops = append(p.ops, expect(overlay.PublishOp{Path: c.Path, Kind: overlay.OpDelete}))
 		}
 	}
+	if special := ours.mode & (fs.ModeSetuid | fs.ModeSetgid); special != 0 && !p.allowSetuid && (ours.typ == overlay.TypeFile || ours.typ == overlay.TypeDir) {
+		ours.mode &^= special
+		what := strings.Join(specialNames(special), "/")
+		note := what + " bit stripped (strata apply --allow-setuid publishes it)"
+		if ap.Note != "" {
+			note = ap.Note + "; " + note
+		}
+		ap.Note = note
+		p.warnings = append(p.warnings, fmt.Sprintf("%s: %s in the World; published without that bit (strata apply --allow-setuid publishes it)", c.Path, what))
+	}
 	switch ours.typ {
 	case 0:
 		ap.Action = "delete"
@@ -740,7 +871,7 @@ func (p *plan) publish(c overlay.Change, base, ours, theirs version, deleting ma
 			ap.Action = "rmdir"
 		}
 	case overlay.TypeFile:
-		op := overlay.PublishOp{Path: c.Path, Kind: overlay.OpWrite, Data: ours.data, Mode: ours.mode}
+		op := overlay.PublishOp{Path: c.Path, Kind: overlay.OpWrite, Data: ours.data, SourceFile: ours.file, ContentHash: ours.hash(), Mode: ours.mode}
 		if theirs.typ == overlay.TypeFile {
 			op = expect(op)
 		}

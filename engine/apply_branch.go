@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -91,11 +92,19 @@ func (e *Engine) applyToBranch(ctx context.Context, w *World, changes []overlay.
 		}
 		return version{typ: overlay.TypeFile, mode: 0o644, data: data}, nil
 	}
-	p, err := e.planApply(ctx, w, changes, picks, o, theirsOf)
+	// A commit holds whole contents: the World's are read into memory, at
+	// one paused instant as for a publication to the working tree.
+	ours, release, err := e.captureOurs(ctx, w, changes, false)
+	release()
+	if err != nil {
+		return nil, fmt.Errorf("apply world %q --to-branch: %w", w.Name, err)
+	}
+	p, err := e.planApply(ctx, w, changes, picks, o, ours, theirsOf)
 	if err != nil {
 		return nil, fmt.Errorf("apply world %q --to-branch: %w", w.Name, err)
 	}
 	res.Paths, res.Branch = p.paths, o.ToBranch
+	res.Warnings = append(slices.Clip(res.others), p.warnings...)
 	if len(p.conflicts) > 0 {
 		return res, &ConflictError{World: w.Name, Conflicts: p.conflicts}
 	}

@@ -62,6 +62,8 @@ type PublishOp struct {
 	Kind OpKind
 	// Data is the content of an OpWrite, unless SourceFile names a regular
 	// file (opened without following a symlink) to copy it from.
+	// A SourceFile is copied sparsely: its holes and all-zero blocks stay
+	// unallocated in the new file.
 	Data       []byte
 	SourceFile string
 	Mode       fs.FileMode // permission (and setuid/setgid/sticky) bits; 0 means 0644 / 0755
@@ -71,6 +73,11 @@ type PublishOp struct {
 	// publication fails with *StaleError. ExpectAbsent demands Path not exist.
 	ExpectHash   string
 	ExpectAbsent bool
+	// ContentHash, when set, is the sha256 hex an OpWrite's new file must
+	// hold: the staged temp is read back and hashed before the commit, and a
+	// mismatch (a SourceFile that changed since the caller hashed it) fails
+	// the whole publication with *ContentError; nothing is written.
+	ContentHash string
 }
 
 // SyncMode chooses how a publication makes its files durable.
@@ -127,6 +134,21 @@ func (e *StaleError) Error() string {
 	}
 	return "source changed since it was read: " + strings.Join(parts, "; ")
 }
+
+// ErrContentChanged is matched by errors.Is for a *ContentError.
+var ErrContentChanged = errors.New("content changed while it was published")
+
+// ContentError rejects a publication whose staged file does not hold the
+// content the caller checked (PublishOp.ContentHash). Nothing was written.
+type ContentError struct {
+	Path, Want, Got string
+}
+
+func (e *ContentError) Error() string {
+	return fmt.Sprintf("%s: the content staged for publication (%s) is not the content that was checked (%s): it changed while it was copied", e.Path, shortHash(e.Got), shortHash(e.Want))
+}
+
+func (e *ContentError) Is(target error) bool { return target == ErrContentChanged }
 
 func shortHash(h string) string {
 	if len(h) == 64 {
@@ -878,7 +900,7 @@ func (p *publication) createEntry(dirFd int, name string, c plannedOp) (journalS
 		st.Type, st.Ino, st.Link = entryTypeLink, s.Ino, c.op.Target
 		return st, true, nil
 	}
-	fd, err := openatRetry(dirFd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+	fd, err := openatRetry(dirFd, name, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC)
 	if err != nil {
 		return st, false, err
 	}
@@ -891,14 +913,20 @@ func (p *publication) createEntry(dirFd int, name string, c plannedOp) (journalS
 }
 
 func (p *publication) fillFile(f *os.File, fd int, c plannedOp, st *journalStep) error {
-	h := sha256.New()
+	var sum string
 	if c.op.SourceFile != "" {
 		src, err := openSourceFile(c.op.SourceFile)
 		if err != nil {
 			return err
 		}
-		_, err = io.Copy(io.MultiWriter(f, h), src)
+		info, err := src.Stat()
+		if err == nil {
+			_, err = copySparse(f, src, info.Size())
+		}
 		_ = src.Close()
+		if errors.Is(err, errShrank) && c.op.ContentHash != "" {
+			return &ContentError{Path: c.op.Path, Want: c.op.ContentHash, Got: "a file that shrank while it was copied"}
+		}
 		if err != nil {
 			return fmt.Errorf("copy from %s: %w", c.op.SourceFile, err)
 		}
@@ -906,7 +934,22 @@ func (p *publication) fillFile(f *os.File, fd int, c plannedOp, st *journalStep)
 		if _, err := f.Write(c.op.Data); err != nil {
 			return err
 		}
-		h.Write(c.op.Data)
+		if c.op.ContentHash == "" {
+			h := sha256.Sum256(c.op.Data)
+			sum = hex.EncodeToString(h[:])
+		}
+	}
+	if sum == "" {
+		// What the journal promises and the caller checked is what the
+		// staged file holds, read back from it.
+		got, _, err := HashFile(f)
+		if err != nil {
+			return err
+		}
+		if c.op.ContentHash != "" && got != c.op.ContentHash {
+			return &ContentError{Path: c.op.Path, Want: c.op.ContentHash, Got: got}
+		}
+		sum = got
 	}
 	mode := c.op.Mode
 	if mode == 0 {
@@ -923,7 +966,7 @@ func (p *publication) fillFile(f *os.File, fd int, c plannedOp, st *journalStep)
 	if err := unix.Fstat(fd, &s); err != nil {
 		return err
 	}
-	st.Type, st.Ino, st.SHA256 = entryTypeFile, s.Ino, hex.EncodeToString(h.Sum(nil))
+	st.Type, st.Ino, st.SHA256 = entryTypeFile, s.Ino, sum
 	if p.opts.Sync == SyncPerFile {
 		return f.Sync()
 	}

@@ -16,7 +16,7 @@ import (
 func init() {
 	commands = append(commands,
 		command{name: "diff", args: "NAME [PATH...] [--stat] [--json] [--against base|source] [--against-world W] [-U N]", summary: "show a World's changes as a unified diff (git apply accepts it)", run: cmdDiff},
-		command{name: "apply", args: "NAME [PATH...] [--hunks PATH=1,3]... [--expect-base PATH=HASH]... [--expect-world PATH=HASH]... [--dry-run] [--json] [--drop-applied] [--to-branch B]", summary: "publish picked paths and hunks to the source atomically", run: cmdApply},
+		command{name: "apply", args: "NAME [PATH...] [--hunks PATH=1,3]... [--expect-base PATH=HASH]... [--expect-world PATH=HASH]... [--dry-run] [--json] [--drop-applied] [--to-branch B] [--allow-setuid]", summary: "publish picked paths and hunks to the source atomically", run: cmdApply},
 		command{name: "history", args: "[--json] [--world NAME]", summary: "list publications to sources", run: cmdHistory},
 	)
 }
@@ -133,12 +133,13 @@ func opPrefix(op diffview.Op) string {
 }
 
 func cmdApply(a *app, args []string) error {
-	fs := a.flags("apply", "NAME [PATH...] [--hunks PATH=1,3]... [--expect-base PATH=HASH]... [--expect-world PATH=HASH]... [--dry-run] [--json] [--drop-applied] [--to-branch B]")
+	fs := a.flags("apply", "NAME [PATH...] [--hunks PATH=1,3]... [--expect-base PATH=HASH]... [--expect-world PATH=HASH]... [--dry-run] [--json] [--drop-applied] [--to-branch B] [--allow-setuid]")
 	dry := fs.Bool("dry-run", false, "decide everything and report, write nothing")
 	asJSON := fs.Bool("json", false, "print JSON")
 	drop := fs.Bool("drop-applied", false, "afterwards remove applied paths from the World so it reads them from the source")
 	branch := fs.String("to-branch", "", "commit the picks on a new git branch; the working tree and index are not touched")
 	msg := fs.String("m", "", "commit message for --to-branch")
+	allowSetuid := fs.Bool("allow-setuid", false, "publish setuid/setgid bits the World set (stripped by default, with a warning)")
 	var hunks multiFlag
 	fs.Var(&hunks, "hunks", "PATH=1,3,5-7: only these hunks of PATH (numbers as strata diff shows them); repeatable")
 	var expectBase, expectWorld multiFlag
@@ -200,7 +201,7 @@ func cmdApply(a *app, args []string) error {
 	if err := expectVersions(w, picks, expectWorld, "--expect-world", func(p *engine.Pick, h string) { p.WorldHash = h }); err != nil {
 		return err
 	}
-	res, err := a.eng.Apply(a.ctx, w.Name, engine.ApplyOptions{Picks: picks, DryRun: *dry, DropApplied: *drop, ToBranch: *branch, Message: *msg})
+	res, err := a.eng.Apply(a.ctx, w.Name, engine.ApplyOptions{Picks: picks, DryRun: *dry, DropApplied: *drop, ToBranch: *branch, Message: *msg, AllowSetuid: *allowSetuid})
 	var warnings []string
 	if res != nil {
 		warnings = res.Warnings

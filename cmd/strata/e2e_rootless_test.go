@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestE2ERootlessFullFlow runs the whole flow as an unprivileged user (the
@@ -89,6 +90,23 @@ func TestE2ERootlessFullFlow(t *testing.T) {
 	if out := ok("exec", "u", "--", "cat", "a.txt"); out != "hello\nmore\n" {
 		t.Fatalf("after rollback: %q", out)
 	}
+	// The session mounts its own overlay here: a file it holds open for
+	// writing is still found, and apply refuses it.
+	id := strings.TrimSpace(ok("exec", "u", "--detach", "--", "sh", "-c", "exec 3>>held.txt; echo partial >&3; touch ready; exec sleep 60"))
+	for i := 0; ; i++ {
+		if _, code := run("exec", "u", "--", "test", "-e", "ready"); code == 0 {
+			break
+		}
+		if i == 200 {
+			t.Fatal("the detached session never got ready")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if out, code := run("apply", "u", "held.txt"); code == 0 || !strings.Contains(out, "session "+id+" is still writing held.txt") {
+		t.Fatalf("apply of a file a rootless session holds open for writing: exit %d: %s", code, out)
+	}
+	ok("kill", "u", id, "--signal", "KILL")
+	ok("logs", "u", id, "-f")
 	ok("apply", "u")
 	if got, _ := os.ReadFile(filepath.Join(src, "b.txt")); string(got) != "new\n" {
 		t.Fatalf("apply as nobody: b.txt = %q", got)
