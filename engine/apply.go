@@ -69,12 +69,15 @@ func (e *StalePickError) Is(target error) bool { return target == ErrStalePick }
 
 // checkVersions refuses a pick bound to versions that moved.
 func (pk Pick) checkVersions(rel string, base, ours version) error {
+	// The base is checked first: when part of the change was applied, the
+	// base moved and the World took on the merged result too, and the moved
+	// base is what renumbered the hunks.
 	hunks := len(pk.Hunks) > 0 || pk.Selection != nil
-	if pk.WorldHash != "" && ours.id() != pk.WorldHash {
-		return &StalePickError{Path: rel, Side: "world", Want: pk.WorldHash, Got: ours.id(), hunks: hunks}
-	}
 	if pk.BaseHash != "" && base.id() != pk.BaseHash {
 		return &StalePickError{Path: rel, Side: "base", Want: pk.BaseHash, Got: base.id(), hunks: hunks}
+	}
+	if pk.WorldHash != "" && ours.id() != pk.WorldHash {
+		return &StalePickError{Path: rel, Side: "world", Want: pk.WorldHash, Got: ours.id(), hunks: hunks}
 	}
 	return nil
 }
