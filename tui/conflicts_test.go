@@ -182,3 +182,22 @@ func TestConflictSourceMovedOn(t *testing.T) {
 		t.Fatal("the source was overwritten")
 	}
 }
+
+// A publication that changed what was picked says so where the person looks:
+// a setuid bit the World set is stripped, and the status line tells.
+func TestApplyWarningShown(t *testing.T) {
+	eng, src := testEngine(t, map[string]string{"a.txt": "a\n"})
+	newWorld(t, eng, src, "w1", "printf '#!/bin/sh\\n' > tool && chmod 4755 tool")
+	d := newDriver(t, eng, Options{Source: src, Exe: "/bin/false"}, 120, 40)
+	d.keys("3", "space", "a", "enter")
+	if d.m.lastErr != "" {
+		t.Fatalf("apply: %s\n%s", d.m.lastErr, d.screen())
+	}
+	if !strings.Contains(d.m.info, "applied 1 path from w1 · warning: ") || !strings.Contains(d.m.info, "setuid") {
+		t.Fatalf("status after an apply that stripped setuid: %q", d.m.info)
+	}
+	st, err := os.Stat(filepath.Join(src, "tool"))
+	if err != nil || st.Mode()&os.ModeSetuid != 0 {
+		t.Fatalf("tool in the source: %v %v", st.Mode(), err)
+	}
+}

@@ -37,6 +37,9 @@ type applyPick struct {
 type applyOutcome struct {
 	Applied   []string // paths published
 	Conflicts []applyConflict
+	// Warnings are the engine's notes on a publication that succeeded
+	// (stripped setuid bits, another World's base not recorded...).
+	Warnings []string
 }
 
 type applyConflict = panes.ConflictFile
@@ -76,7 +79,7 @@ func engineApplyWith(ctx context.Context, eng *engine.Engine, world string, pick
 	if err != nil {
 		return applyOutcome{}, nil, err
 	}
-	var out applyOutcome
+	out := applyOutcome{Warnings: res.Warnings}
 	for _, p := range res.Paths {
 		if p.Action != "nothing" {
 			out.Applied = append(out.Applied, p.Path)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -1106,6 +1107,18 @@ func (m Model) applyDone(msg applyDoneMsg) (tea.Model, tea.Cmd) {
 		m.setResult("nothing applied from "+msg.world+": the source already holds every picked version", nil)
 	} else {
 		m.setResult(fmt.Sprintf("applied %s from %s", panes.Count(len(msg.res.Applied), "path", "paths"), msg.world), nil)
+	}
+	if n := len(msg.res.Warnings); n > 0 {
+		// What the publication changed from the picks (a stripped setuid
+		// bit) must not pass unseen: the first warning stays in the status
+		// line, every one goes to the log.
+		m.info += " · warning: " + msg.res.Warnings[0]
+		if n > 1 {
+			m.info += fmt.Sprintf(" (+%d more in strata.log)", n-1)
+		}
+		for _, w := range msg.res.Warnings {
+			slog.Warn("apply", "world", msg.world, "warning", w)
+		}
 	}
 	if msg.world == m.world {
 		m.picks = map[string]*pick{}
