@@ -227,7 +227,14 @@ func kernelHasOverlay() bool {
 }
 
 // World reads one World.
-func (e *Engine) World(name string) (*World, error) { return readWorld(e.Paths, name) }
+// Every load resumes a World a crashed snapshotter left frozen (thawStale).
+func (e *Engine) World(name string) (*World, error) {
+	w, err := readWorld(e.Paths, name)
+	if err == nil {
+		e.thawStale(w)
+	}
+	return w, err
+}
 
 // Worlds lists every World, sorted by name. Broken entries are logged and skipped.
 func (e *Engine) Worlds() ([]*World, error) {
@@ -245,6 +252,7 @@ func (e *Engine) Worlds() ([]*World, error) {
 			e.Log.Warn("skip world", "name", d.Name(), "err", err)
 			continue
 		}
+		e.thawStale(w)
 		out = append(out, w)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

@@ -199,6 +199,7 @@ func (e *Engine) snapshotLocked(ctx context.Context, w *World, o SnapshotOptions
 	} else {
 		thaw = e.freezeWorld(w)
 	}
+	killPoint("snapshot.frozen")
 	m, stats, err := overlay.CaptureUpper(ctx, st, e.Paths.Upper(w.Name), w.Dialect, cache)
 	thaw()
 	if err != nil {
@@ -222,6 +223,7 @@ func (e *Engine) snapshotLocked(ctx context.Context, w *World, o SnapshotOptions
 	if err := overlay.WriteManifest(e.manifestPath(s.ID), m); err != nil {
 		return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
 	}
+	killPoint("snapshot.manifest")
 	s.Duration = time.Since(start).Round(time.Microsecond).String()
 	tl.Snapshots = append(tl.Snapshots, s)
 	tl.Head = s.ID
@@ -237,17 +239,20 @@ func (e *Engine) snapshotLocked(ctx context.Context, w *World, o SnapshotOptions
 
 // freezeWorld stops every process of the World's running sessions (the
 // cgroup freezer where sessions have cgroups, else SIGSTOP) and returns the
-// function that resumes them. A marker naming the freezing process is
-// written first, so a crash mid-capture is undone by the next strata that
-// touches the World (thawStale).
+// function that resumes them. A marker naming the freezing process (pid
+// and start time, so a reused pid does not pass for it) is written first,
+// so a crash mid-capture is undone by the next strata that loads the World
+// (thawStale, called by World and Worlds).
 func (e *Engine) freezeWorld(w *World) func() {
-	marker := filepath.Join(e.Paths.World(w.Name), ".frozen")
+	marker := e.frozenMarker(w.Name)
 	pids := e.worldPIDs(w)
 	if len(pids) == 0 {
 		return func() {}
 	}
-	_ = os.WriteFile(marker, []byte(strconv.Itoa(os.Getpid())), 0o644)
+	_ = os.WriteFile(marker, []byte(processStamp(os.Getpid())), 0o644)
+	killPoint("freeze.marked")
 	if thaw, ok := e.freezeCgroup(w); ok {
+		killPoint("freeze.frozen")
 		return func() {
 			thaw()
 			_ = os.Remove(marker)
@@ -256,6 +261,7 @@ func (e *Engine) freezeWorld(w *World) func() {
 	for _, p := range pids {
 		_ = syscall.Kill(p, syscall.SIGSTOP)
 	}
+	killPoint("freeze.frozen")
 	return func() {
 		for _, p := range pids {
 			_ = syscall.Kill(p, syscall.SIGCONT)
@@ -264,16 +270,52 @@ func (e *Engine) freezeWorld(w *World) func() {
 	}
 }
 
-// thawStale resumes a World whose freezer died before resuming it.
+func (e *Engine) frozenMarker(name string) string {
+	return filepath.Join(e.Paths.World(name), ".frozen")
+}
+
+// processStamp is "PID STARTTIME" (clock ticks since boot, /proc/PID/stat
+// field 22): a process's identity that survives pid reuse.
+func processStamp(pid int) string {
+	return strconv.Itoa(pid) + " " + processStart(pid)
+}
+
+func processStart(pid int) string {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	// The command name (field 2) may hold spaces and parentheses: fields
+	// are counted from the last ')'.
+	i := strings.LastIndexByte(string(data), ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 20 {
+		return ""
+	}
+	return f[19] // field 22; f[0] is field 3
+}
+
+// thawStale resumes a World whose freezer died before resuming it. It costs
+// one failed open when the World is not frozen.
 func (e *Engine) thawStale(w *World) {
-	marker := filepath.Join(e.Paths.World(w.Name), ".frozen")
+	marker := e.frozenMarker(w.Name)
 	data, err := os.ReadFile(marker)
 	if err != nil {
 		return
 	}
-	if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && pid != os.Getpid() && syscall.Kill(pid, 0) == nil {
-		return // the freezer is alive and will resume them
+	if f := strings.Fields(string(data)); len(f) == 2 {
+		pid, _ := strconv.Atoi(f[0])
+		if pid == os.Getpid() {
+			return // this process froze it and resumes it when its capture ends
+		}
+		if pid > 0 && syscall.Kill(pid, 0) == nil && processStart(pid) == f[1] {
+			return // the freezer is alive and will resume them
+		}
 	}
+	e.Log.Warn("resume a World its snapshotter left frozen", "world", w.Name, "marker", strings.TrimSpace(string(data)))
 	thawCgroups(w)
 	for _, p := range e.worldPIDs(w) {
 		_ = syscall.Kill(p, syscall.SIGCONT)
@@ -340,15 +382,32 @@ func (e *Engine) Rollback(ctx context.Context, name, ref string, o RollbackOptio
 	if len(running) > 0 && !o.Kill {
 		return nil, fmt.Errorf("rollback world %q: %w (%s); stop them first or pass --kill", name, ErrSessionsRunning, strings.Join(running, ", "))
 	}
+	// The target's upper is built, every object verified, before anything
+	// of the World changes: a damaged snapshot fails here with its sessions
+	// still running and its upper as it was.
+	staged, err := e.stageUpper(ctx, w, m)
+	if err != nil {
+		return nil, fmt.Errorf("rollback world %q to %s: %w", name, target.ID, worldUnchanged(err))
+	}
+	swapped := false
+	defer func() {
+		if !swapped {
+			_ = staged.Discard()
+		}
+	}()
+	killPoint("rollback.staged")
 	if res.Saved, err = e.snapshotLocked(ctx, w, SnapshotOptions{Message: "before rollback to " + target.ID, Auto: true}); err != nil {
 		return nil, fmt.Errorf("rollback world %q: %w", name, err)
 	}
+	killPoint("rollback.saved")
 	if res.Killed, err = e.stopSessions(ctx, w, running); err != nil {
 		return nil, fmt.Errorf("rollback world %q: %w", name, err)
 	}
-	if err := e.restoreUpper(ctx, w, m); err != nil {
+	swapped = true
+	if err := e.swapUpper(ctx, w, staged); err != nil {
 		return nil, fmt.Errorf("rollback world %q to %s: %w", name, target.ID, err)
 	}
+	killPoint("rollback.swapped")
 	if w.Backend == RuntimeCube {
 		if err := e.cubeRollback(ctx, w, target); err != nil {
 			return nil, fmt.Errorf("rollback world %q to %s: %w", name, target.ID, err)
@@ -367,26 +426,43 @@ func (e *Engine) Rollback(ctx context.Context, name, ref string, o RollbackOptio
 	return res, nil
 }
 
-// restoreUpper swaps the World's upper for a manifest's, with the World
-// unmounted, then mounts it again if it was mounted. The stat cache is
-// dropped: every restored file has a new inode.
-func (e *Engine) restoreUpper(ctx context.Context, w *World, m *overlay.Manifest) error {
+// stageUpper builds and verifies the upper m froze next to the World's
+// live one, which keeps running meanwhile.
+func (e *Engine) stageUpper(ctx context.Context, w *World, m *overlay.Manifest) (*overlay.StagedUpper, error) {
 	st, err := e.store()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	wasMounted := w.Backend == RuntimeLocal && e.Mounted(w)
-	if err := e.unmountLocked(ctx, w); err != nil {
-		return err
-	}
-	if err := e.quiesceGuest(ctx, w); err != nil {
-		return err
-	}
-	upper := e.Paths.Upper(w.Name)
 	// The old upper is swapped aside and removed after the remount: removing
 	// a tree is the slow part, and the World need not wait for it.
-	if err := overlay.RestoreUpperWith(ctx, st, m, upper, w.Dialect, overlay.RestoreOptions{UserXattr: !isRoot(), Lower: w.Source, DeferCleanup: true}); err != nil {
+	return overlay.StageUpper(ctx, st, m, e.Paths.Upper(w.Name), w.Dialect, overlay.RestoreOptions{UserXattr: !isRoot(), Lower: w.Source, DeferCleanup: true})
+}
+
+// swapUpper puts a staged upper in place of the World's, with the World
+// unmounted, then mounts it again if it was mounted; if the swap cannot
+// happen the World is mounted again as it was. The stat cache is dropped:
+// every restored file has a new inode.
+func (e *Engine) swapUpper(ctx context.Context, w *World, staged *overlay.StagedUpper) error {
+	wasMounted := w.Backend == RuntimeLocal && e.Mounted(w)
+	remount := func(err error) error {
+		_ = staged.Discard()
+		if wasMounted {
+			if merr := e.mountLocked(ctx, w); merr != nil {
+				return errors.Join(err, merr)
+			}
+		}
 		return err
+	}
+	if err := e.unmountLocked(ctx, w); err != nil {
+		return remount(err)
+	}
+	if err := e.quiesceGuest(ctx, w); err != nil {
+		return remount(err)
+	}
+	killPoint("rollback.unmounted")
+	upper := e.Paths.Upper(w.Name)
+	if err := staged.Swap(); err != nil {
+		return remount(err)
 	}
 	defer func() {
 		if err := overlay.RemoveRestoreLeftovers(upper); err != nil {
@@ -401,6 +477,15 @@ func (e *Engine) restoreUpper(ctx context.Context, w *World, m *overlay.Manifest
 		return e.mountLocked(ctx, w)
 	}
 	return nil
+}
+
+// worldUnchanged adds what to do next to a corrupt-object error from a
+// restore that failed before it changed anything.
+func worldUnchanged(err error) error {
+	if _, ok := errors.AsType[*overlay.CorruptObjectError](err); ok {
+		return fmt.Errorf("%w; the World was not changed", err)
+	}
+	return err
 }
 
 // resetWorkDir empties the overlay work dir so a remount starts clean.
@@ -601,8 +686,15 @@ func (e *Engine) RestorePaths(ctx context.Context, name, ref string, paths []str
 	}
 	defer e.resumeGuest(ctx, w)
 	if err := overlay.RestorePathsWith(ctx, st, m, e.Paths.Upper(w.Name), w.Dialect, clean, overlay.RestoreOptions{UserXattr: !isRoot(), Lower: w.Source}); err != nil {
-		return fmt.Errorf("restore %s from %s in world %q: %w", strings.Join(clean, ", "), s.ID, name, err)
+		err = fmt.Errorf("restore %s from %s in world %q: %w", strings.Join(clean, ", "), s.ID, name, worldUnchanged(err))
+		if wasMounted {
+			if merr := e.mountLocked(ctx, w); merr != nil {
+				return errors.Join(err, merr)
+			}
+		}
+		return err
 	}
+	killPoint("restore.done")
 	_ = os.Remove(e.statCachePath(w.Name))
 	if err := resetWorkDir(e.Paths.Work(w.Name)); err != nil {
 		return err
@@ -844,5 +936,17 @@ func (e *Engine) resumeGuest(ctx context.Context, w *World) {
 	}
 	if err := e.cubeRemountGuest(ctx, w); err != nil {
 		e.Log.Warn("remount the overlay in the sandbox", "world", w.Name, "err", err)
+	}
+}
+
+// crashHook, when a test sets it, is called at each killPoint: the crash
+// harness SIGKILLs its child process there.
+var crashHook func(point string)
+
+// killPoint names a step of a snapshot, rollback, fork or restore at which
+// a crash must leave the state root consistent; a no-op in production.
+func killPoint(name string) {
+	if h := crashHook; h != nil {
+		h(name)
 	}
 }
