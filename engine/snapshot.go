@@ -101,11 +101,15 @@ func readTimeline(path, name string) (*Timeline, error) {
 }
 
 func (e *Engine) writeTimeline(tl *Timeline) error {
+	return writeTimelineFile(e.timelinePath(tl.World), tl)
+}
+
+func writeTimelineFile(path string, tl *Timeline) error {
 	data, err := json.MarshalIndent(tl, "", "  ")
 	if err != nil {
 		return err
 	}
-	return overlay.WriteFileAtomic(e.timelinePath(tl.World), append(data, '\n'), 0o644)
+	return overlay.WriteFileAtomic(path, append(data, '\n'), 0o644)
 }
 
 // Find resolves a snapshot reference: a full id, a unique prefix, or
@@ -575,33 +579,52 @@ func (e *Engine) Fork(ctx context.Context, name string, o ForkOptions) ([]*World
 	if err != nil {
 		return nil, err
 	}
+	// Every new World is built completely (upper restored and verified,
+	// provenance, timeline, world.toml last) under a staging name; only
+	// when all are, a commit record is written and they are renamed into
+	// place. A crash before the record leaves only staging dirs (removed by
+	// the next strata); after it, the next strata publishes the rest.
 	out := make([]*World, len(names))
+	staged := make([]*stagedWorld, len(names))
+	defer func() {
+		for _, sw := range staged {
+			if sw != nil {
+				sw.discard()
+			}
+		}
+	}()
 	errs := make([]error, len(names))
 	var wg sync.WaitGroup
 	for i, n := range names {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			nw, err := e.Create(ctx, CreateOptions{Name: n, Source: w.Source, Backend: w.Backend, MountBackend: w.MountBackend, Isolation: w.Isolation, Labels: w.Labels, FromCubeSnapshot: snap.Cube, Template: cubeTemplateOf(w)})
+			nw, sw, err := e.stageWorld(ctx, CreateOptions{Name: n, Source: w.Source, Backend: w.Backend, MountBackend: w.MountBackend, Isolation: w.Isolation, Labels: w.Labels, FromCubeSnapshot: snap.Cube, Template: cubeTemplateOf(w)})
 			if err != nil {
 				errs[i] = err
 				return
 			}
-			if err := overlay.RestoreUpperWith(ctx, st, m, e.Paths.Upper(n), nw.Dialect, overlay.RestoreOptions{UserXattr: !isRoot(), Lower: w.Source, NoSync: true}); err != nil {
+			staged[i] = sw
+			if _, err := os.Lstat(e.Paths.World(n)); err == nil {
+				errs[i] = fmt.Errorf("new world %q: %w (strata rm %s, or pick another name)", n, ErrWorldExists, n)
+				return
+			}
+			if err := overlay.RestoreUpperWith(ctx, st, m, sw.upper(nw), nw.Dialect, overlay.RestoreOptions{UserXattr: !isRoot(), Lower: w.Source, NoSync: true}); err != nil {
 				errs[i] = fmt.Errorf("restore %s into %q: %w", snap.ID, n, err)
 				return
 			}
+			killPoint("fork.restored")
 			nw.Base = snap.ID
-			if err := writeWorld(e.Paths, nw); err != nil {
-				errs[i] = err
-				return
-			}
-			if err := inheritProvenance(e.provenanceDir(n), name, prov, snap); err != nil {
+			if err := inheritProvenance(filepath.Join(sw.dir, "provenance"), name, prov, snap); err != nil {
 				errs[i] = fmt.Errorf("provenance of %q: %w", n, err)
 				return
 			}
 			tl := &Timeline{World: n, Head: snap.ID, ForkedFrom: &ForkLink{World: name, Snapshot: snap.ID}}
-			if err := e.writeTimeline(tl); err != nil {
+			if err := writeTimelineFile(filepath.Join(sw.dir, "timeline.json"), tl); err != nil {
+				errs[i] = err
+				return
+			}
+			if err := writeWorldFile(filepath.Join(sw.dir, "world.toml"), nw); err != nil {
 				errs[i] = err
 				return
 			}
@@ -610,21 +633,52 @@ func (e *Engine) Fork(ctx context.Context, name string, o ForkOptions) ([]*World
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		// Leave nothing half-made: remove the forks that were created.
-		for i, nw := range out {
-			if nw != nil || errs[i] != nil && !errors.Is(errs[i], ErrWorldExists) {
-				if made, err := e.World(names[i]); err == nil {
-					_ = e.stopWorldRuntime(ctx, made) // a cube fork's sandbox goes too
-				}
-				_ = removeAllForce(e.Paths.World(names[i]))
-			}
-		}
-		return nil, fmt.Errorf("fork world %q: %w", name, err)
+		return nil, fmt.Errorf("fork world %q: %w (no World was created)", name, worldUnchanged(err))
 	}
-	// One syncfs for all the new uppers instead of one per restore.
+	// One syncfs for all the new Worlds instead of one per restore, before
+	// any of them is published.
 	if f, err := os.Open(e.Paths.Worlds()); err == nil {
 		_ = unix.Syncfs(int(f.Fd()))
 		f.Close()
+	}
+	killPoint("fork.staged")
+	record := filepath.Join(e.Paths.Worlds(), forkRecordPrefix+newID("")+".json")
+	if err := writeForkRecord(record, staged); err != nil {
+		return nil, fmt.Errorf("fork world %q: %w (no World was created)", name, err)
+	}
+	killPoint("fork.committed")
+	for i, sw := range staged {
+		if err := sw.publish(e); err != nil {
+			// Only a World of the same name made meanwhile: the others land.
+			e.Log.Error("publish fork", "world", names[i], "err", err)
+			errs[i] = err
+			out[i] = nil
+			continue
+		}
+		killPoint("fork.published")
+	}
+	_ = os.Remove(record)
+	if w.Backend == RuntimeCube {
+		for i, nw := range out {
+			if nw == nil {
+				continue
+			}
+			if err := e.realizeCubeOnCreate(ctx, nw, CreateOptions{Name: nw.Name, Source: w.Source, Backend: w.Backend, FromCubeSnapshot: snap.Cube, Template: cubeTemplateOf(w)}); err != nil {
+				_ = removeAllForce(e.Paths.World(nw.Name))
+				errs[i], out[i] = err, nil
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		for _, nw := range out {
+			if nw != nil {
+				if made, err := e.World(nw.Name); err == nil {
+					_ = e.stopWorldRuntime(ctx, made)
+				}
+				_ = removeAllForce(e.Paths.World(nw.Name))
+			}
+		}
+		return nil, fmt.Errorf("fork world %q: %w", name, err)
 	}
 	e.activity(ctx, Event{Type: EventFork, World: name, Detail: map[string]any{"snapshot": snap.ID, "worlds": names}})
 	return out, nil
