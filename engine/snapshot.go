@@ -854,34 +854,57 @@ func (e *Engine) unsavedChanges(ctx context.Context, w *World, cs *overlay.Chang
 
 // GCResult is what `strata gc` did.
 type GCResult struct {
-	Removed   int   `json:"removed_objects"`
-	Freed     int64 `json:"freed_bytes"`
-	Manifests int   `json:"manifests"`
+	Removed          int   `json:"removed_objects"`
+	Freed            int64 `json:"freed_bytes"`
+	Manifests        int   `json:"manifests"`
+	RemovedManifests int   `json:"removed_manifests"`
 }
 
-// GC drops objects that no snapshot manifest (and no apply base) references.
-// It is safe while snapshots are being taken: they hold the store lock
-// shared until their manifest is on disk.
+// GC drops the manifests of snapshots no World references any more (their
+// World was purged, or its trash entry expired), then the objects that no
+// remaining manifest (and no apply base) references. It holds the store
+// lock exclusive throughout, so no snapshot is between writing its
+// manifest and its timeline entry meanwhile; anything younger than the
+// store's grace period is kept for writers that do not lock. Any
+// unreadable timeline or manifest aborts: gc never drops what it could not
+// prove dead.
 func (e *Engine) GC(ctx context.Context) (*GCResult, error) {
 	st, err := e.store()
 	if err != nil {
 		return nil, err
 	}
-	// The live set is gathered before gc takes the store lock; a snapshot
-	// that completes in between only references objects younger than the
-	// store's grace period, which gc keeps. Any unreadable manifest aborts:
-	// gc must never drop what it could not prove dead.
+	start := time.Now()
+	_, _ = e.Trash(ctx) // purges expired trash entries
+	lk, err := st.LockExclusive(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("gc: %w", err)
+	}
+	defer func() { _ = lk.Unlock() }()
+	refs, err := e.referencedSnapshots()
+	if err != nil {
+		return nil, fmt.Errorf("gc: %w (nothing removed)", err)
+	}
 	res := &GCResult{}
 	var liveIDs []overlay.ObjectID
 	ents, err := os.ReadDir(e.Paths.Snapshots())
 	if err != nil {
 		return nil, fmt.Errorf("gc: %w", err)
 	}
+	cutoff := start.Add(-st.Grace())
+	var dead []string
 	for _, d := range ents {
-		if !strings.HasSuffix(d.Name(), ".manifest") {
+		id, ok := strings.CutSuffix(d.Name(), ".manifest")
+		if !ok {
 			continue
 		}
-		m, err := overlay.ReadManifest(filepath.Join(e.Paths.Snapshots(), d.Name()))
+		p := filepath.Join(e.Paths.Snapshots(), d.Name())
+		if !refs[id] {
+			if fi, err := d.Info(); err == nil && fi.ModTime().Before(cutoff) {
+				dead = append(dead, p)
+				continue
+			}
+		}
+		m, err := overlay.ReadManifest(p)
 		if err != nil {
 			return nil, fmt.Errorf("gc: %w (nothing removed)", err)
 		}
@@ -892,8 +915,14 @@ func (e *Engine) GC(ctx context.Context) (*GCResult, error) {
 			}
 		}
 	}
+	for _, p := range dead {
+		if err := os.Remove(p); err != nil && !errorsIsNotExist(err) {
+			return res, fmt.Errorf("gc: %w", err)
+		}
+		res.RemovedManifests++
+	}
 	liveIDs = append(liveIDs, e.baseObjects()...)
-	removed, freed, err := st.GC(ctx, func(yield func(overlay.ObjectID) bool) {
+	removed, freed, err := st.GCLocked(ctx, start, func(yield func(overlay.ObjectID) bool) {
 		for _, id := range liveIDs {
 			if !yield(id) {
 				return
@@ -902,6 +931,95 @@ func (e *Engine) GC(ctx context.Context) (*GCResult, error) {
 	})
 	res.Removed, res.Freed = removed, freed
 	return res, err
+}
+
+// referencedSnapshots lists every snapshot id a timeline still needs: those
+// of every World, of every World in the trash, and of Worlds being built
+// (a fork in progress); a timeline's head and fork point count too.
+func (e *Engine) referencedSnapshots() (map[string]bool, error) {
+	refs := map[string]bool{}
+	add := func(dir string) error {
+		tl, err := readTimeline(filepath.Join(dir, "timeline.json"), filepath.Base(dir))
+		if err != nil {
+			return err
+		}
+		for _, s := range tl.Snapshots {
+			refs[s.ID] = true
+		}
+		refs[tl.Head] = true
+		if tl.ForkedFrom != nil {
+			refs[tl.ForkedFrom.Snapshot] = true
+		}
+		if w, err := readWorldFile(filepath.Join(dir, "world.toml")); err == nil && w.Base != "" {
+			refs[w.Base] = true
+		}
+		return nil
+	}
+	for _, root := range []string{e.Paths.Worlds(), e.Paths.Trash()} {
+		ents, err := os.ReadDir(root)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range ents {
+			if !d.IsDir() {
+				continue
+			}
+			if err := add(filepath.Join(root, d.Name())); err != nil {
+				return nil, err
+			}
+		}
+	}
+	delete(refs, "")
+	return refs, nil
+}
+
+// DamagedObject is one object a snapshot needs whose content no longer
+// matches its id (or that is missing).
+type DamagedObject struct {
+	Object   overlay.ObjectID `json:"object"`
+	Snapshot string           `json:"snapshot"`
+	Path     string           `json:"path"`
+	Reason   string           `json:"reason"`
+}
+
+// VerifyObjects rehashes every object every manifest names (each once) and
+// lists the damaged ones with a snapshot and path that need them
+// (`strata gc --verify`).
+func (e *Engine) VerifyObjects(ctx context.Context) ([]DamagedObject, error) {
+	st, err := e.store()
+	if err != nil {
+		return nil, err
+	}
+	ents, err := os.ReadDir(e.Paths.Snapshots())
+	if err != nil {
+		return nil, fmt.Errorf("verify objects: %w", err)
+	}
+	seen := map[overlay.ObjectID]bool{}
+	var out []DamagedObject
+	for _, d := range ents {
+		id, ok := strings.CutSuffix(d.Name(), ".manifest")
+		if !ok {
+			continue
+		}
+		m, err := overlay.ReadManifest(filepath.Join(e.Paths.Snapshots(), d.Name()))
+		if err != nil {
+			out = append(out, DamagedObject{Snapshot: id, Reason: err.Error()})
+			continue
+		}
+		for _, en := range m.Entries {
+			if en.Kind != overlay.EntryFile || seen[en.Object] {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return out, err
+			}
+			seen[en.Object] = true
+			if err := st.Verify(en.Object); err != nil {
+				out = append(out, DamagedObject{Object: en.Object, Snapshot: id, Path: en.Path, Reason: err.Error()})
+			}
+		}
+	}
+	return out, nil
 }
 
 // baseObjects lists the objects apply bases of every World reference (kept by gc).

@@ -869,20 +869,31 @@ func (s *Store) lock(ctx context.Context, how int) (*StoreLock, error) {
 // present, which refreshes the mtime) within the grace period are kept.
 func (s *Store) GC(ctx context.Context, live func(yield func(ObjectID) bool)) (removed int, freed int64, err error) {
 	start := time.Now()
-	grace := s.GCGrace
-	if grace == 0 {
-		grace = DefaultGCGrace
-	}
-	if grace < 0 {
-		grace = 0
-	}
-	cutoff := start.Add(-grace)
 	l, err := s.LockExclusive(ctx)
 	if err != nil {
 		return 0, 0, fmt.Errorf("gc: %w", err)
 	}
 	defer func() { _ = l.Unlock() }()
+	return s.GCLocked(ctx, start, live)
+}
 
+// Grace is how old an unreferenced object (or anything else GC may drop
+// as unreferenced) must be before GC removes it: GCGrace, else DefaultGCGrace.
+func (s *Store) Grace() time.Duration {
+	switch {
+	case s.GCGrace == 0:
+		return DefaultGCGrace
+	case s.GCGrace < 0:
+		return 0
+	}
+	return s.GCGrace
+}
+
+// GCLocked is GC for a caller that already holds LockExclusive (so it can
+// gather the live set, and drop what references objects, under the same
+// lock); start is when that caller's GC began, for the grace period.
+func (s *Store) GCLocked(ctx context.Context, start time.Time, live func(yield func(ObjectID) bool)) (removed int, freed int64, err error) {
+	cutoff := start.Add(-s.Grace())
 	keep := make(map[ObjectID]struct{})
 	live(func(id ObjectID) bool {
 		keep[id] = struct{}{}
