@@ -739,6 +739,7 @@ func (e *Engine) RestorePaths(ctx context.Context, name, ref string, paths []str
 		return err
 	}
 	defer e.resumeGuest(ctx, w)
+	killPoint("restore.unmounted")
 	if err := overlay.RestorePathsWith(ctx, st, m, e.Paths.Upper(w.Name), w.Dialect, clean, overlay.RestoreOptions{UserXattr: !isRoot(), Lower: w.Source}); err != nil {
 		err = fmt.Errorf("restore %s from %s in world %q: %w", strings.Join(clean, ", "), s.ID, name, worldUnchanged(err))
 		if wasMounted {
