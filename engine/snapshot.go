@@ -483,8 +483,8 @@ func (e *Engine) swapUpper(ctx context.Context, w *World, staged *overlay.Staged
 	return nil
 }
 
-// worldUnchanged adds what to do next to a corrupt-object error from a
-// restore that failed before it changed anything.
+// worldUnchanged says so on the error of a restore that failed before it
+// changed anything because a snapshot object is missing or corrupt.
 func worldUnchanged(err error) error {
 	if _, ok := errors.AsType[*overlay.CorruptObjectError](err); ok {
 		return fmt.Errorf("%w; the World was not changed", err)
@@ -492,12 +492,29 @@ func worldUnchanged(err error) error {
 	return err
 }
 
-// resetWorkDir empties the overlay work dir so a remount starts clean.
+// resetWorkDir empties the overlay work dir so a remount starts clean. An
+// empty dir is swapped in with one RENAME_EXCHANGE, then the old one is
+// removed: a crash at any point leaves a work dir the next mount can use.
 func resetWorkDir(dir string) error {
-	if err := removeAllForce(dir); err != nil {
+	fresh := dir + ".new"
+	if err := removeAllForce(fresh); err != nil {
 		return fmt.Errorf("reset work dir %s: %w", dir, err)
 	}
-	return os.Mkdir(dir, 0o755)
+	if err := os.Mkdir(fresh, 0o755); err != nil {
+		return fmt.Errorf("reset work dir %s: %w", dir, err)
+	}
+	err := unix.Renameat2(unix.AT_FDCWD, fresh, unix.AT_FDCWD, dir, unix.RENAME_EXCHANGE)
+	if errors.Is(err, unix.ENOENT) {
+		err = os.Rename(fresh, dir) // no work dir yet (a crash of an older strata)
+	}
+	if err != nil {
+		_ = os.Remove(fresh)
+		return fmt.Errorf("reset work dir %s: %w", dir, err)
+	}
+	if err := removeAllForce(fresh); err != nil {
+		return fmt.Errorf("reset work dir %s: remove the old one: %w", dir, err)
+	}
+	return nil
 }
 
 // stopSessions kills the listed sessions and waits for them to end.

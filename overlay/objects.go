@@ -56,14 +56,21 @@ type CorruptObjectError struct {
 	Path   string // the object's file in the store
 	Reason string
 	File   string // when restoring: the manifest path the object was for
+	Err    error  // the underlying error, if any (fs.ErrNotExist for a missing object)
 }
 
 func (e *CorruptObjectError) Error() string {
 	if e.File != "" {
-		return fmt.Sprintf("snapshot object %s… for %s is corrupt (%s; store file %s); strata gc --verify lists damaged objects", shortID(e.ID), e.File, e.Reason, e.Path)
+		what := "is corrupt (" + e.Reason + ")"
+		if errors.Is(e.Err, fs.ErrNotExist) {
+			what = "is missing from the store"
+		}
+		return fmt.Sprintf("snapshot object %s… for %s %s (store file %s); strata gc --verify lists damaged objects", shortID(e.ID), e.File, what, e.Path)
 	}
 	return fmt.Sprintf("corrupt object %s (%s): %s", e.ID, e.Path, e.Reason)
 }
+
+func (e *CorruptObjectError) Unwrap() error { return e.Err }
 
 func shortID(id ObjectID) string {
 	if len(id) > 12 {
@@ -659,6 +666,9 @@ func (s *Store) createCopy(id ObjectID, dst string, wantSize int64) (int, error)
 		return -1, err
 	}
 	in, err := unix.Open(src, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return -1, &CorruptObjectError{ID: id, Path: src, Reason: "missing", Err: &fs.PathError{Op: "open", Path: src, Err: err}}
+	}
 	if err != nil {
 		return -1, fmt.Errorf("open object %s: %w", id, &fs.PathError{Op: "open", Path: src, Err: err})
 	}
