@@ -27,6 +27,10 @@ type RestoreOptions struct {
 	// captured from a unionfs or OCI layer that lacks its parent dirs).
 	// Without it they get 0755, root, and the current time.
 	Lower string
+	// Verify is kept for callers written when only sizes were checked by
+	// default: every object is now hashed while it is copied, so it changes
+	// nothing.
+	Verify bool
 	// DeferCleanup leaves the replaced upper at upper+".restore-tmp" for the
 	// caller to remove with RemoveRestoreLeftovers once the World is
 	// mounted again, keeping the removal off a rollback's critical path.
