@@ -1033,7 +1033,13 @@ func (e *Engine) VerifyObjects(ctx context.Context) ([]DamagedObject, error) {
 			}
 			seen[en.Object] = true
 			if err := st.Verify(en.Object); err != nil {
-				out = append(out, DamagedObject{Object: en.Object, Snapshot: id, Path: en.Path, Reason: err.Error()})
+				reason := err.Error()
+				if ce, ok := errors.AsType[*overlay.CorruptObjectError](err); ok {
+					reason = ce.Reason
+				} else if errorsIsNotExist(err) {
+					reason = "missing from the store"
+				}
+				out = append(out, DamagedObject{Object: en.Object, Snapshot: id, Path: en.Path, Reason: reason})
 			}
 		}
 	}

@@ -65,7 +65,7 @@ func (e *CorruptObjectError) Error() string {
 		if errors.Is(e.Err, fs.ErrNotExist) {
 			what = "is missing from the store"
 		}
-		return fmt.Sprintf("snapshot object %s… for %s %s (store file %s); strata gc --verify lists damaged objects", shortID(e.ID), e.File, what, e.Path)
+		return fmt.Sprintf("snapshot object %s… for %s %s; store file %s; strata gc --verify lists damaged objects", shortID(e.ID), e.File, what, e.Path)
 	}
 	return fmt.Sprintf("corrupt object %s (%s): %s", e.ID, e.Path, e.Reason)
 }
@@ -220,7 +220,7 @@ func (s *Store) Verify(id ObjectID) error {
 		return &CorruptObjectError{ID: id, Path: p, Reason: err.Error()}
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != string(id) {
-		return &CorruptObjectError{ID: id, Path: p, Reason: "content hashes to " + got}
+		return &CorruptObjectError{ID: id, Path: p, Reason: "hash mismatch: content hashes to " + got}
 	}
 	return nil
 }

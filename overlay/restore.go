@@ -259,6 +259,9 @@ func RestorePathsWith(ctx context.Context, store *Store, m *Manifest, upper stri
 		w.staged[e.Path] = filepath.Join(stage, strconv.Itoa(i))
 	}
 	if err := w.createFiles(ctx, files, func(e *ManifestEntry) string { return w.staged[e.Path] }); err != nil {
+		if _, ok := errors.AsType[*CorruptObjectError](err); ok {
+			return fmt.Errorf("restore paths in %s: %w", upper, err)
+		}
 		return fmt.Errorf("restore paths in %s: %w (the upper was not changed)", upper, err)
 	}
 	if !opts.NoSync && len(files) > 0 {
