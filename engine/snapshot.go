@@ -234,6 +234,7 @@ func (e *Engine) snapshotLocked(ctx context.Context, w *World, o SnapshotOptions
 	if err := e.writeTimeline(tl); err != nil {
 		return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
 	}
+	killPoint("snapshot.timeline")
 	if err := cache.Save(e.statCachePath(w.Name)); err != nil {
 		e.Log.Warn("save stat cache", "world", w.Name, "err", err)
 	}

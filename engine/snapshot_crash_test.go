@@ -349,7 +349,12 @@ func TestSnapshotCrashSIGKILL(t *testing.T) {
 					mu.Unlock()
 				})
 			}
-			t.Cleanup(func() { t.Logf("%s: %d runs: %v", op, runs, count) })
+			t.Cleanup(func() {
+				t.Logf("%s: %d runs: %v", op, runs, count)
+				if want.points > 0 && (count["before"] == 0 || count["after"] == 0) {
+					t.Errorf("%s: kills never landed on both sides of its commit point: %v", op, count)
+				}
+			})
 		})
 	}
 	t.Logf("harness: %v", time.Since(started).Round(time.Millisecond))
