@@ -73,6 +73,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	if err := e.recover(ctx); err != nil {
 		return nil, err
 	}
+	e.sweepStaging()
 	return e, nil
 }
 
@@ -98,8 +99,35 @@ type CreateOptions struct {
 // Create makes a new World over a source tree. Its cost does not depend on
 // the size of the tree: three empty directories and a world.toml.
 func (e *Engine) Create(ctx context.Context, o CreateOptions) (*World, error) {
-	if err := ValidateName(o.Name); err != nil {
+	w, sw, err := e.stageWorld(ctx, o)
+	if err != nil {
 		return nil, err
+	}
+	defer sw.discard()
+	if err := writeWorldFile(filepath.Join(sw.dir, "world.toml"), w); err != nil {
+		return nil, err
+	}
+	if err := sw.publish(e); err != nil {
+		return nil, err
+	}
+	if w.Backend == RuntimeCube {
+		// Creates the sandbox; an unreachable Cube leaves the World planned,
+		// any other failure removes it (and any sandbox it got).
+		if err := e.realizeCubeOnCreate(ctx, w, o); err != nil {
+			_ = removeAllForce(e.Paths.World(o.Name))
+			return nil, fmt.Errorf("new world %q: %w", o.Name, err)
+		}
+	}
+	e.activity(ctx, Event{Type: EventWorldCreated, World: w.Name, Detail: map[string]any{"source": w.Source, "backend": string(w.Backend)}})
+	return w, nil
+}
+
+// stageWorld validates o and builds the new World's directories under a
+// temporary name in worlds/ (see stagedWorld); world.toml is the caller's
+// to write, last.
+func (e *Engine) stageWorld(ctx context.Context, o CreateOptions) (*World, *stagedWorld, error) {
+	if err := ValidateName(o.Name); err != nil {
+		return nil, nil, err
 	}
 	src := o.Source
 	if src == "" {
@@ -107,13 +135,13 @@ func (e *Engine) Create(ctx context.Context, o CreateOptions) (*World, error) {
 	}
 	source, err := resolveDir(src)
 	if err != nil {
-		return nil, fmt.Errorf("new world %q: source: %w", o.Name, err)
+		return nil, nil, fmt.Errorf("new world %q: source: %w", o.Name, err)
 	}
 	if within(e.Paths.Root, source) {
-		return nil, fmt.Errorf("new world %q: the state root %s lies inside the source %s; set STRATA_HOME to a directory outside it", o.Name, e.Paths.Root, source)
+		return nil, nil, fmt.Errorf("new world %q: the state root %s lies inside the source %s; set STRATA_HOME to a directory outside it", o.Name, e.Paths.Root, source)
 	}
 	if within(source, e.Paths.Root) {
-		return nil, fmt.Errorf("new world %q: the source %s lies inside the state root %s", o.Name, source, e.Paths.Root)
+		return nil, nil, fmt.Errorf("new world %q: the source %s lies inside the state root %s", o.Name, source, e.Paths.Root)
 	}
 	w := &World{
 		ID:        newID("w-"),
@@ -132,7 +160,7 @@ func (e *Engine) Create(ctx context.Context, o CreateOptions) (*World, error) {
 		w.Isolation = e.Config.Isolation
 	}
 	if w.Isolation != "tree" && w.Isolation != "strict" {
-		return nil, fmt.Errorf("new world %q: isolation %q: want tree or strict", o.Name, w.Isolation)
+		return nil, nil, fmt.Errorf("new world %q: isolation %q: want tree or strict", o.Name, w.Isolation)
 	}
 	mb := o.MountBackend
 	if mb == "" {
@@ -140,54 +168,37 @@ func (e *Engine) Create(ctx context.Context, o CreateOptions) (*World, error) {
 	}
 	if w.Backend == RuntimeLocal {
 		if w.MountBackend, err = chooseMountBackend(mb); err != nil {
-			return nil, fmt.Errorf("new world %q: %w", o.Name, err)
+			return nil, nil, fmt.Errorf("new world %q: %w", o.Name, err)
 		}
 		w.Dialect = w.MountBackend.Dialect()
 	} else if w.Backend != RuntimeCube {
-		return nil, fmt.Errorf("new world %q: backend %q: want local or cube", o.Name, w.Backend)
+		return nil, nil, fmt.Errorf("new world %q: backend %q: want local or cube", o.Name, w.Backend)
 	}
 
 	// Build the World under a temporary name and rename it into place with
 	// RENAME_NOREPLACE: a second World of the same name, even from another
 	// process at the same instant, is refused and nothing half-made is left.
-	tmp, err := os.MkdirTemp(e.Paths.Worlds(), ".new-"+o.Name+"-")
+	sw, err := newStagedWorld(e.Paths.Worlds(), o.Name)
 	if err != nil {
-		return nil, fmt.Errorf("new world %q: %w", o.Name, err)
+		return nil, nil, fmt.Errorf("new world %q: %w", o.Name, err)
 	}
-	defer os.RemoveAll(tmp)
 	dirs := []string{"upper", "work", "merged", "sessions"}
 	if w.Backend == RuntimeCube {
 		dirs = []string{LayersDir, LayersDir + "/upper", LayersDir + "/work", "merged", "sessions"}
 	}
 	for _, d := range dirs {
-		if err := os.Mkdir(filepath.Join(tmp, d), 0o755); err != nil {
-			return nil, fmt.Errorf("new world %q: %w", o.Name, err)
+		if err := os.Mkdir(filepath.Join(sw.dir, d), 0o755); err != nil {
+			sw.discard()
+			return nil, nil, fmt.Errorf("new world %q: %w", o.Name, err)
 		}
 	}
 	if w.Backend == RuntimeCube {
 		if err := e.planCube(ctx, w, o); err != nil {
-			return nil, fmt.Errorf("new world %q: %w", o.Name, err)
+			sw.discard()
+			return nil, nil, fmt.Errorf("new world %q: %w", o.Name, err)
 		}
 	}
-	if err := writeWorldFile(filepath.Join(tmp, "world.toml"), w); err != nil {
-		return nil, err
-	}
-	if err := renameNoReplace(tmp, e.Paths.World(o.Name)); err != nil {
-		if errors.Is(err, ErrWorldExists) {
-			return nil, fmt.Errorf("new world %q: %w (strata rm %s, or pick another name)", o.Name, ErrWorldExists, o.Name)
-		}
-		return nil, fmt.Errorf("new world %q: %w", o.Name, err)
-	}
-	if w.Backend == RuntimeCube {
-		// Creates the sandbox; an unreachable Cube leaves the World planned,
-		// any other failure removes it (and any sandbox it got).
-		if err := e.realizeCubeOnCreate(ctx, w, o); err != nil {
-			_ = removeAllForce(e.Paths.World(o.Name))
-			return nil, fmt.Errorf("new world %q: %w", o.Name, err)
-		}
-	}
-	e.activity(ctx, Event{Type: EventWorldCreated, World: w.Name, Detail: map[string]any{"source": w.Source, "backend": string(w.Backend)}})
-	return w, nil
+	return w, sw, nil
 }
 
 // chooseMountBackend resolves auto cheaply (no trial mount, so creation
@@ -227,7 +238,14 @@ func kernelHasOverlay() bool {
 }
 
 // World reads one World.
-func (e *Engine) World(name string) (*World, error) { return readWorld(e.Paths, name) }
+// Every load resumes a World a crashed snapshotter left frozen (thawStale).
+func (e *Engine) World(name string) (*World, error) {
+	w, err := readWorld(e.Paths, name)
+	if err == nil {
+		e.thawStale(w)
+	}
+	return w, err
+}
 
 // Worlds lists every usable World, sorted by name. Broken ones (see
 // BrokenWorlds) are left out: nothing can act on them but rm.
@@ -263,6 +281,7 @@ func (e *Engine) scanWorlds() ([]*World, []*BrokenWorldError, error) {
 		case err != nil:
 			e.Log.Warn("skip world", "name", d.Name(), "err", err)
 		default:
+			e.thawStale(w)
 			out = append(out, w)
 		}
 	}

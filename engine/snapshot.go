@@ -101,11 +101,15 @@ func readTimeline(path, name string) (*Timeline, error) {
 }
 
 func (e *Engine) writeTimeline(tl *Timeline) error {
+	return writeTimelineFile(e.timelinePath(tl.World), tl)
+}
+
+func writeTimelineFile(path string, tl *Timeline) error {
 	data, err := json.MarshalIndent(tl, "", "  ")
 	if err != nil {
 		return err
 	}
-	return overlay.WriteFileAtomic(e.timelinePath(tl.World), append(data, '\n'), 0o644)
+	return overlay.WriteFileAtomic(path, append(data, '\n'), 0o644)
 }
 
 // Find resolves a snapshot reference: a full id, a unique prefix, or
@@ -199,6 +203,7 @@ func (e *Engine) snapshotLocked(ctx context.Context, w *World, o SnapshotOptions
 	} else {
 		thaw = e.freezeWorld(w)
 	}
+	killPoint("snapshot.frozen")
 	m, stats, err := overlay.CaptureUpper(ctx, st, e.Paths.Upper(w.Name), w.Dialect, cache)
 	thaw()
 	if err != nil {
@@ -222,12 +227,14 @@ func (e *Engine) snapshotLocked(ctx context.Context, w *World, o SnapshotOptions
 	if err := overlay.WriteManifest(e.manifestPath(s.ID), m); err != nil {
 		return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
 	}
+	killPoint("snapshot.manifest")
 	s.Duration = time.Since(start).Round(time.Microsecond).String()
 	tl.Snapshots = append(tl.Snapshots, s)
 	tl.Head = s.ID
 	if err := e.writeTimeline(tl); err != nil {
 		return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
 	}
+	killPoint("snapshot.timeline")
 	if err := cache.Save(e.statCachePath(w.Name)); err != nil {
 		e.Log.Warn("save stat cache", "world", w.Name, "err", err)
 	}
@@ -237,17 +244,20 @@ func (e *Engine) snapshotLocked(ctx context.Context, w *World, o SnapshotOptions
 
 // freezeWorld stops every process of the World's running sessions (the
 // cgroup freezer where sessions have cgroups, else SIGSTOP) and returns the
-// function that resumes them. A marker naming the freezing process is
-// written first, so a crash mid-capture is undone by the next strata that
-// touches the World (thawStale).
+// function that resumes them. A marker naming the freezing process (pid
+// and start time, so a reused pid does not pass for it) is written first,
+// so a crash mid-capture is undone by the next strata that loads the World
+// (thawStale, called by World and Worlds).
 func (e *Engine) freezeWorld(w *World) func() {
-	marker := filepath.Join(e.Paths.World(w.Name), ".frozen")
+	marker := e.frozenMarker(w.Name)
 	pids := e.worldPIDs(w)
 	if len(pids) == 0 {
 		return func() {}
 	}
-	_ = os.WriteFile(marker, []byte(strconv.Itoa(os.Getpid())), 0o644)
+	_ = os.WriteFile(marker, []byte(processStamp(os.Getpid())), 0o644)
+	killPoint("freeze.marked")
 	if thaw, ok := e.freezeCgroup(w); ok {
+		killPoint("freeze.frozen")
 		return func() {
 			thaw()
 			_ = os.Remove(marker)
@@ -256,6 +266,7 @@ func (e *Engine) freezeWorld(w *World) func() {
 	for _, p := range pids {
 		_ = syscall.Kill(p, syscall.SIGSTOP)
 	}
+	killPoint("freeze.frozen")
 	return func() {
 		for _, p := range pids {
 			_ = syscall.Kill(p, syscall.SIGCONT)
@@ -264,16 +275,52 @@ func (e *Engine) freezeWorld(w *World) func() {
 	}
 }
 
-// thawStale resumes a World whose freezer died before resuming it.
+func (e *Engine) frozenMarker(name string) string {
+	return filepath.Join(e.Paths.World(name), ".frozen")
+}
+
+// processStamp is "PID STARTTIME" (clock ticks since boot, /proc/PID/stat
+// field 22): a process's identity that survives pid reuse.
+func processStamp(pid int) string {
+	return strconv.Itoa(pid) + " " + processStart(pid)
+}
+
+func processStart(pid int) string {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	// The command name (field 2) may hold spaces and parentheses: fields
+	// are counted from the last ')'.
+	i := strings.LastIndexByte(string(data), ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 20 {
+		return ""
+	}
+	return f[19] // field 22; f[0] is field 3
+}
+
+// thawStale resumes a World whose freezer died before resuming it. It costs
+// one failed open when the World is not frozen.
 func (e *Engine) thawStale(w *World) {
-	marker := filepath.Join(e.Paths.World(w.Name), ".frozen")
+	marker := e.frozenMarker(w.Name)
 	data, err := os.ReadFile(marker)
 	if err != nil {
 		return
 	}
-	if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && pid != os.Getpid() && syscall.Kill(pid, 0) == nil {
-		return // the freezer is alive and will resume them
+	if f := strings.Fields(string(data)); len(f) == 2 {
+		pid, _ := strconv.Atoi(f[0])
+		if pid == os.Getpid() {
+			return // this process froze it and resumes it when its capture ends
+		}
+		if pid > 0 && syscall.Kill(pid, 0) == nil && processStart(pid) == f[1] {
+			return // the freezer is alive and will resume them
+		}
 	}
+	e.Log.Warn("resume a World its snapshotter left frozen", "world", w.Name, "marker", strings.TrimSpace(string(data)))
 	thawCgroups(w)
 	for _, p := range e.worldPIDs(w) {
 		_ = syscall.Kill(p, syscall.SIGCONT)
@@ -340,15 +387,32 @@ func (e *Engine) Rollback(ctx context.Context, name, ref string, o RollbackOptio
 	if len(running) > 0 && !o.Kill {
 		return nil, fmt.Errorf("rollback world %q: %w (%s); stop them first or pass --kill", name, ErrSessionsRunning, strings.Join(running, ", "))
 	}
+	// The target's upper is built, every object verified, before anything
+	// of the World changes: a damaged snapshot fails here with its sessions
+	// still running and its upper as it was.
+	staged, err := e.stageUpper(ctx, w, m)
+	if err != nil {
+		return nil, fmt.Errorf("rollback world %q to %s: %w", name, target.ID, worldUnchanged(err))
+	}
+	swapped := false
+	defer func() {
+		if !swapped {
+			_ = staged.Discard()
+		}
+	}()
+	killPoint("rollback.staged")
 	if res.Saved, err = e.snapshotLocked(ctx, w, SnapshotOptions{Message: "before rollback to " + target.ID, Auto: true}); err != nil {
 		return nil, fmt.Errorf("rollback world %q: %w", name, err)
 	}
+	killPoint("rollback.saved")
 	if res.Killed, err = e.stopSessions(ctx, w, running); err != nil {
 		return nil, fmt.Errorf("rollback world %q: %w", name, err)
 	}
-	if err := e.restoreUpper(ctx, w, m); err != nil {
+	swapped = true
+	if err := e.swapUpper(ctx, w, staged); err != nil {
 		return nil, fmt.Errorf("rollback world %q to %s: %w", name, target.ID, err)
 	}
+	killPoint("rollback.swapped")
 	if w.Backend == RuntimeCube {
 		if err := e.cubeRollback(ctx, w, target); err != nil {
 			return nil, fmt.Errorf("rollback world %q to %s: %w", name, target.ID, err)
@@ -367,26 +431,43 @@ func (e *Engine) Rollback(ctx context.Context, name, ref string, o RollbackOptio
 	return res, nil
 }
 
-// restoreUpper swaps the World's upper for a manifest's, with the World
-// unmounted, then mounts it again if it was mounted. The stat cache is
-// dropped: every restored file has a new inode.
-func (e *Engine) restoreUpper(ctx context.Context, w *World, m *overlay.Manifest) error {
+// stageUpper builds and verifies the upper m froze next to the World's
+// live one, which keeps running meanwhile.
+func (e *Engine) stageUpper(ctx context.Context, w *World, m *overlay.Manifest) (*overlay.StagedUpper, error) {
 	st, err := e.store()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	wasMounted := w.Backend == RuntimeLocal && e.Mounted(w)
-	if err := e.unmountLocked(ctx, w); err != nil {
-		return err
-	}
-	if err := e.quiesceGuest(ctx, w); err != nil {
-		return err
-	}
-	upper := e.Paths.Upper(w.Name)
 	// The old upper is swapped aside and removed after the remount: removing
 	// a tree is the slow part, and the World need not wait for it.
-	if err := overlay.RestoreUpperWith(ctx, st, m, upper, w.Dialect, overlay.RestoreOptions{UserXattr: !isRoot(), Lower: w.Source, DeferCleanup: true}); err != nil {
+	return overlay.StageUpper(ctx, st, m, e.Paths.Upper(w.Name), w.Dialect, overlay.RestoreOptions{UserXattr: !isRoot(), Lower: w.Source, DeferCleanup: true})
+}
+
+// swapUpper puts a staged upper in place of the World's, with the World
+// unmounted, then mounts it again if it was mounted; if the swap cannot
+// happen the World is mounted again as it was. The stat cache is dropped:
+// every restored file has a new inode.
+func (e *Engine) swapUpper(ctx context.Context, w *World, staged *overlay.StagedUpper) error {
+	wasMounted := w.Backend == RuntimeLocal && e.Mounted(w)
+	remount := func(err error) error {
+		_ = staged.Discard()
+		if wasMounted {
+			if merr := e.mountLocked(ctx, w); merr != nil {
+				return errors.Join(err, merr)
+			}
+		}
 		return err
+	}
+	if err := e.unmountLocked(ctx, w); err != nil {
+		return remount(err)
+	}
+	if err := e.quiesceGuest(ctx, w); err != nil {
+		return remount(err)
+	}
+	killPoint("rollback.unmounted")
+	upper := e.Paths.Upper(w.Name)
+	if err := staged.Swap(); err != nil {
+		return remount(err)
 	}
 	defer func() {
 		if err := overlay.RemoveRestoreLeftovers(upper); err != nil {
@@ -403,12 +484,38 @@ func (e *Engine) restoreUpper(ctx context.Context, w *World, m *overlay.Manifest
 	return nil
 }
 
-// resetWorkDir empties the overlay work dir so a remount starts clean.
+// worldUnchanged says so on the error of a restore that failed before it
+// changed anything because a snapshot object is missing or corrupt.
+func worldUnchanged(err error) error {
+	if _, ok := errors.AsType[*overlay.CorruptObjectError](err); ok {
+		return fmt.Errorf("%w; the World was not changed", err)
+	}
+	return err
+}
+
+// resetWorkDir empties the overlay work dir so a remount starts clean. An
+// empty dir is swapped in with one RENAME_EXCHANGE, then the old one is
+// removed: a crash at any point leaves a work dir the next mount can use.
 func resetWorkDir(dir string) error {
-	if err := removeAllForce(dir); err != nil {
+	fresh := dir + ".new"
+	if err := removeAllForce(fresh); err != nil {
 		return fmt.Errorf("reset work dir %s: %w", dir, err)
 	}
-	return os.Mkdir(dir, 0o755)
+	if err := os.Mkdir(fresh, 0o755); err != nil {
+		return fmt.Errorf("reset work dir %s: %w", dir, err)
+	}
+	err := unix.Renameat2(unix.AT_FDCWD, fresh, unix.AT_FDCWD, dir, unix.RENAME_EXCHANGE)
+	if errors.Is(err, unix.ENOENT) {
+		err = os.Rename(fresh, dir) // no work dir yet (a crash of an older strata)
+	}
+	if err != nil {
+		_ = os.Remove(fresh)
+		return fmt.Errorf("reset work dir %s: %w", dir, err)
+	}
+	if err := removeAllForce(fresh); err != nil {
+		return fmt.Errorf("reset work dir %s: remove the old one: %w", dir, err)
+	}
+	return nil
 }
 
 // stopSessions kills the listed sessions and waits for them to end.
@@ -490,33 +597,52 @@ func (e *Engine) Fork(ctx context.Context, name string, o ForkOptions) ([]*World
 	if err != nil {
 		return nil, err
 	}
+	// Every new World is built completely (upper restored and verified,
+	// provenance, timeline, world.toml last) under a staging name; only
+	// when all are, a commit record is written and they are renamed into
+	// place. A crash before the record leaves only staging dirs (removed by
+	// the next strata); after it, the next strata publishes the rest.
 	out := make([]*World, len(names))
+	staged := make([]*stagedWorld, len(names))
+	defer func() {
+		for _, sw := range staged {
+			if sw != nil {
+				sw.discard()
+			}
+		}
+	}()
 	errs := make([]error, len(names))
 	var wg sync.WaitGroup
 	for i, n := range names {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			nw, err := e.Create(ctx, CreateOptions{Name: n, Source: w.Source, Backend: w.Backend, MountBackend: w.MountBackend, Isolation: w.Isolation, Labels: w.Labels, FromCubeSnapshot: snap.Cube, Template: cubeTemplateOf(w)})
+			nw, sw, err := e.stageWorld(ctx, CreateOptions{Name: n, Source: w.Source, Backend: w.Backend, MountBackend: w.MountBackend, Isolation: w.Isolation, Labels: w.Labels, FromCubeSnapshot: snap.Cube, Template: cubeTemplateOf(w)})
 			if err != nil {
 				errs[i] = err
 				return
 			}
-			if err := overlay.RestoreUpperWith(ctx, st, m, e.Paths.Upper(n), nw.Dialect, overlay.RestoreOptions{UserXattr: !isRoot(), Lower: w.Source, NoSync: true}); err != nil {
+			staged[i] = sw
+			if _, err := os.Lstat(e.Paths.World(n)); err == nil {
+				errs[i] = fmt.Errorf("new world %q: %w (strata rm %s, or pick another name)", n, ErrWorldExists, n)
+				return
+			}
+			if err := overlay.RestoreUpperWith(ctx, st, m, sw.upper(nw), nw.Dialect, overlay.RestoreOptions{UserXattr: !isRoot(), Lower: w.Source, NoSync: true}); err != nil {
 				errs[i] = fmt.Errorf("restore %s into %q: %w", snap.ID, n, err)
 				return
 			}
+			killPoint("fork.restored")
 			nw.Base = snap.ID
-			if err := writeWorld(e.Paths, nw); err != nil {
-				errs[i] = err
-				return
-			}
-			if err := inheritProvenance(e.provenanceDir(n), name, prov, snap); err != nil {
+			if err := inheritProvenance(filepath.Join(sw.dir, "provenance"), name, prov, snap); err != nil {
 				errs[i] = fmt.Errorf("provenance of %q: %w", n, err)
 				return
 			}
 			tl := &Timeline{World: n, Head: snap.ID, ForkedFrom: &ForkLink{World: name, Snapshot: snap.ID}}
-			if err := e.writeTimeline(tl); err != nil {
+			if err := writeTimelineFile(filepath.Join(sw.dir, "timeline.json"), tl); err != nil {
+				errs[i] = err
+				return
+			}
+			if err := writeWorldFile(filepath.Join(sw.dir, "world.toml"), nw); err != nil {
 				errs[i] = err
 				return
 			}
@@ -525,21 +651,52 @@ func (e *Engine) Fork(ctx context.Context, name string, o ForkOptions) ([]*World
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		// Leave nothing half-made: remove the forks that were created.
-		for i, nw := range out {
-			if nw != nil || errs[i] != nil && !errors.Is(errs[i], ErrWorldExists) {
-				if made, err := e.World(names[i]); err == nil {
-					_ = e.stopWorldRuntime(ctx, made) // a cube fork's sandbox goes too
-				}
-				_ = removeAllForce(e.Paths.World(names[i]))
-			}
-		}
-		return nil, fmt.Errorf("fork world %q: %w", name, err)
+		return nil, fmt.Errorf("fork world %q: %w (no World was created)", name, worldUnchanged(err))
 	}
-	// One syncfs for all the new uppers instead of one per restore.
+	// One syncfs for all the new Worlds instead of one per restore, before
+	// any of them is published.
 	if f, err := os.Open(e.Paths.Worlds()); err == nil {
 		_ = unix.Syncfs(int(f.Fd()))
 		f.Close()
+	}
+	killPoint("fork.staged")
+	record := filepath.Join(e.Paths.Worlds(), forkRecordPrefix+newID("")+".json")
+	if err := writeForkRecord(record, staged); err != nil {
+		return nil, fmt.Errorf("fork world %q: %w (no World was created)", name, err)
+	}
+	killPoint("fork.committed")
+	for i, sw := range staged {
+		if err := sw.publish(e); err != nil {
+			// Only a World of the same name made meanwhile: the others land.
+			e.Log.Error("publish fork", "world", names[i], "err", err)
+			errs[i] = err
+			out[i] = nil
+			continue
+		}
+		killPoint("fork.published")
+	}
+	_ = os.Remove(record)
+	if w.Backend == RuntimeCube {
+		for i, nw := range out {
+			if nw == nil {
+				continue
+			}
+			if err := e.realizeCubeOnCreate(ctx, nw, CreateOptions{Name: nw.Name, Source: w.Source, Backend: w.Backend, FromCubeSnapshot: snap.Cube, Template: cubeTemplateOf(w)}); err != nil {
+				_ = removeAllForce(e.Paths.World(nw.Name))
+				errs[i], out[i] = err, nil
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		for _, nw := range out {
+			if nw != nil {
+				if made, err := e.World(nw.Name); err == nil {
+					_ = e.stopWorldRuntime(ctx, made)
+				}
+				_ = removeAllForce(e.Paths.World(nw.Name))
+			}
+		}
+		return nil, fmt.Errorf("fork world %q: %w", name, err)
 	}
 	e.activity(ctx, Event{Type: EventFork, World: name, Detail: map[string]any{"snapshot": snap.ID, "worlds": names}})
 	return out, nil
@@ -600,9 +757,17 @@ func (e *Engine) RestorePaths(ctx context.Context, name, ref string, paths []str
 		return err
 	}
 	defer e.resumeGuest(ctx, w)
+	killPoint("restore.unmounted")
 	if err := overlay.RestorePathsWith(ctx, st, m, e.Paths.Upper(w.Name), w.Dialect, clean, overlay.RestoreOptions{UserXattr: !isRoot(), Lower: w.Source}); err != nil {
-		return fmt.Errorf("restore %s from %s in world %q: %w", strings.Join(clean, ", "), s.ID, name, err)
+		err = fmt.Errorf("restore %s from %s in world %q: %w", strings.Join(clean, ", "), s.ID, name, worldUnchanged(err))
+		if wasMounted {
+			if merr := e.mountLocked(ctx, w); merr != nil {
+				return errors.Join(err, merr)
+			}
+		}
+		return err
 	}
+	killPoint("restore.done")
 	_ = os.Remove(e.statCachePath(w.Name))
 	if err := resetWorkDir(e.Paths.Work(w.Name)); err != nil {
 		return err
@@ -708,34 +873,57 @@ func (e *Engine) unsavedChanges(ctx context.Context, w *World, cs *overlay.Chang
 
 // GCResult is what `strata gc` did.
 type GCResult struct {
-	Removed   int   `json:"removed_objects"`
-	Freed     int64 `json:"freed_bytes"`
-	Manifests int   `json:"manifests"`
+	Removed          int   `json:"removed_objects"`
+	Freed            int64 `json:"freed_bytes"`
+	Manifests        int   `json:"manifests"`
+	RemovedManifests int   `json:"removed_manifests"`
 }
 
-// GC drops objects that no snapshot manifest (and no apply base) references.
-// It is safe while snapshots are being taken: they hold the store lock
-// shared until their manifest is on disk.
+// GC drops the manifests of snapshots no World references any more (their
+// World was purged, or its trash entry expired), then the objects that no
+// remaining manifest (and no apply base) references. It holds the store
+// lock exclusive throughout, so no snapshot is between writing its
+// manifest and its timeline entry meanwhile; anything younger than the
+// store's grace period is kept for writers that do not lock. Any
+// unreadable timeline or manifest aborts: gc never drops what it could not
+// prove dead.
 func (e *Engine) GC(ctx context.Context) (*GCResult, error) {
 	st, err := e.store()
 	if err != nil {
 		return nil, err
 	}
-	// The live set is gathered before gc takes the store lock; a snapshot
-	// that completes in between only references objects younger than the
-	// store's grace period, which gc keeps. Any unreadable manifest aborts:
-	// gc must never drop what it could not prove dead.
+	start := time.Now()
+	_, _ = e.Trash(ctx) // purges expired trash entries
+	lk, err := st.LockExclusive(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("gc: %w", err)
+	}
+	defer func() { _ = lk.Unlock() }()
+	refs, err := e.referencedSnapshots()
+	if err != nil {
+		return nil, fmt.Errorf("gc: %w (nothing removed)", err)
+	}
 	res := &GCResult{}
 	var liveIDs []overlay.ObjectID
 	ents, err := os.ReadDir(e.Paths.Snapshots())
 	if err != nil {
 		return nil, fmt.Errorf("gc: %w", err)
 	}
+	cutoff := start.Add(-st.Grace())
+	var dead []string
 	for _, d := range ents {
-		if !strings.HasSuffix(d.Name(), ".manifest") {
+		id, ok := strings.CutSuffix(d.Name(), ".manifest")
+		if !ok {
 			continue
 		}
-		m, err := overlay.ReadManifest(filepath.Join(e.Paths.Snapshots(), d.Name()))
+		p := filepath.Join(e.Paths.Snapshots(), d.Name())
+		if !refs[id] {
+			if fi, err := d.Info(); err == nil && fi.ModTime().Before(cutoff) {
+				dead = append(dead, p)
+				continue
+			}
+		}
+		m, err := overlay.ReadManifest(p)
 		if err != nil {
 			return nil, fmt.Errorf("gc: %w (nothing removed)", err)
 		}
@@ -746,8 +934,14 @@ func (e *Engine) GC(ctx context.Context) (*GCResult, error) {
 			}
 		}
 	}
+	for _, p := range dead {
+		if err := os.Remove(p); err != nil && !errorsIsNotExist(err) {
+			return res, fmt.Errorf("gc: %w", err)
+		}
+		res.RemovedManifests++
+	}
 	liveIDs = append(liveIDs, e.baseObjects()...)
-	removed, freed, err := st.GC(ctx, func(yield func(overlay.ObjectID) bool) {
+	removed, freed, err := st.GCLocked(ctx, start, func(yield func(overlay.ObjectID) bool) {
 		for _, id := range liveIDs {
 			if !yield(id) {
 				return
@@ -756,6 +950,101 @@ func (e *Engine) GC(ctx context.Context) (*GCResult, error) {
 	})
 	res.Removed, res.Freed = removed, freed
 	return res, err
+}
+
+// referencedSnapshots lists every snapshot id a timeline still needs: those
+// of every World, of every World in the trash, and of Worlds being built
+// (a fork in progress); a timeline's head and fork point count too.
+func (e *Engine) referencedSnapshots() (map[string]bool, error) {
+	refs := map[string]bool{}
+	add := func(dir string) error {
+		tl, err := readTimeline(filepath.Join(dir, "timeline.json"), filepath.Base(dir))
+		if err != nil {
+			return err
+		}
+		for _, s := range tl.Snapshots {
+			refs[s.ID] = true
+		}
+		refs[tl.Head] = true
+		if tl.ForkedFrom != nil {
+			refs[tl.ForkedFrom.Snapshot] = true
+		}
+		if w, err := readWorldFile(filepath.Join(dir, "world.toml")); err == nil && w.Base != "" {
+			refs[w.Base] = true
+		}
+		return nil
+	}
+	for _, root := range []string{e.Paths.Worlds(), e.Paths.Trash()} {
+		ents, err := os.ReadDir(root)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range ents {
+			if !d.IsDir() {
+				continue
+			}
+			if err := add(filepath.Join(root, d.Name())); err != nil {
+				return nil, err
+			}
+		}
+	}
+	delete(refs, "")
+	return refs, nil
+}
+
+// DamagedObject is one object a snapshot needs whose content no longer
+// matches its id (or that is missing).
+type DamagedObject struct {
+	Object   overlay.ObjectID `json:"object"`
+	Snapshot string           `json:"snapshot"`
+	Path     string           `json:"path"`
+	Reason   string           `json:"reason"`
+}
+
+// VerifyObjects rehashes every object every manifest names (each once) and
+// lists the damaged ones with a snapshot and path that need them
+// (`strata gc --verify`).
+func (e *Engine) VerifyObjects(ctx context.Context) ([]DamagedObject, error) {
+	st, err := e.store()
+	if err != nil {
+		return nil, err
+	}
+	ents, err := os.ReadDir(e.Paths.Snapshots())
+	if err != nil {
+		return nil, fmt.Errorf("verify objects: %w", err)
+	}
+	seen := map[overlay.ObjectID]bool{}
+	var out []DamagedObject
+	for _, d := range ents {
+		id, ok := strings.CutSuffix(d.Name(), ".manifest")
+		if !ok {
+			continue
+		}
+		m, err := overlay.ReadManifest(filepath.Join(e.Paths.Snapshots(), d.Name()))
+		if err != nil {
+			out = append(out, DamagedObject{Snapshot: id, Reason: err.Error()})
+			continue
+		}
+		for _, en := range m.Entries {
+			if en.Kind != overlay.EntryFile || seen[en.Object] {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return out, err
+			}
+			seen[en.Object] = true
+			if err := st.Verify(en.Object); err != nil {
+				reason := err.Error()
+				if ce, ok := errors.AsType[*overlay.CorruptObjectError](err); ok {
+					reason = ce.Reason
+				} else if errorsIsNotExist(err) {
+					reason = "missing from the store"
+				}
+				out = append(out, DamagedObject{Object: en.Object, Snapshot: id, Path: en.Path, Reason: reason})
+			}
+		}
+	}
+	return out, nil
 }
 
 // baseObjects lists the objects apply bases of every World reference (kept by gc).
@@ -848,5 +1137,17 @@ func (e *Engine) resumeGuest(ctx context.Context, w *World) {
 	}
 	if err := e.cubeRemountGuest(ctx, w); err != nil {
 		e.Log.Warn("remount the overlay in the sandbox", "world", w.Name, "err", err)
+	}
+}
+
+// crashHook, when a test sets it, is called at each killPoint: the crash
+// harness SIGKILLs its child process there.
+var crashHook func(point string)
+
+// killPoint names a step of a snapshot, rollback, fork or restore at which
+// a crash must leave the state root consistent; a no-op in production.
+func killPoint(name string) {
+	if h := crashHook; h != nil {
+		h(name)
 	}
 }

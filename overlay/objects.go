@@ -53,12 +53,30 @@ var ErrFileChanged = errors.New("file changed while it was being read")
 // it cannot be read back whole).
 type CorruptObjectError struct {
 	ID     ObjectID
-	Path   string
+	Path   string // the object's file in the store
 	Reason string
+	File   string // when restoring: the manifest path the object was for
+	Err    error  // the underlying error, if any (fs.ErrNotExist for a missing object)
 }
 
 func (e *CorruptObjectError) Error() string {
+	if e.File != "" {
+		what := "is corrupt (" + e.Reason + ")"
+		if errors.Is(e.Err, fs.ErrNotExist) {
+			what = "is missing from the store"
+		}
+		return fmt.Sprintf("snapshot object %s… for %s %s; store file %s; strata gc --verify lists damaged objects", shortID(e.ID), e.File, what, e.Path)
+	}
 	return fmt.Sprintf("corrupt object %s (%s): %s", e.ID, e.Path, e.Reason)
+}
+
+func (e *CorruptObjectError) Unwrap() error { return e.Err }
+
+func shortID(id ObjectID) string {
+	if len(id) > 12 {
+		return string(id[:12])
+	}
+	return string(id)
 }
 
 // DefaultGCGrace is how old an unreferenced object must be before GC removes it.
@@ -202,7 +220,7 @@ func (s *Store) Verify(id ObjectID) error {
 		return &CorruptObjectError{ID: id, Path: p, Reason: err.Error()}
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != string(id) {
-		return &CorruptObjectError{ID: id, Path: p, Reason: "content hashes to " + got}
+		return &CorruptObjectError{ID: id, Path: p, Reason: "hash mismatch: content hashes to " + got}
 	}
 	return nil
 }
@@ -415,7 +433,7 @@ func (s *Store) putFileOnce(path string) (ObjectID, int64, bool, unix.Stat_t, er
 		}
 		return id, n, created, before, nil
 	}
-	id, n, created, err = s.putStream(f)
+	id, n, created, err = s.putSparse(fd, before.Size)
 	if err != nil {
 		return "", 0, false, before, err
 	}
@@ -468,6 +486,35 @@ func (s *Store) putStream(r io.Reader) (ObjectID, int64, bool, error) {
 		return "", 0, false, err
 	}
 	return id, n, created, nil
+}
+
+// putSparse stores the first size bytes of the open file fd through a temp
+// file, keeping its holes (SEEK_DATA/SEEK_HOLE) as holes: a sparse file
+// costs the store only its data.
+func (s *Store) putSparse(fd int, size int64) (ObjectID, int64, bool, error) {
+	tmp, err := s.createTemp()
+	if err != nil {
+		return "", 0, false, err
+	}
+	sum, err := hashSparse(fd, int(tmp.Fd()), size)
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		err = ErrFileChanged // it shrank while read
+	}
+	if err != nil {
+		s.dropTemp(tmp)
+		return "", 0, false, err
+	}
+	id := ObjectID(sum)
+	dst, _ := s.objectPath(id)
+	if s.presentAndTouch(dst, size) {
+		s.dropTemp(tmp)
+		return id, size, false, nil
+	}
+	created, err := s.commitTemp(tmp, dst, id)
+	if err != nil {
+		return "", 0, false, err
+	}
+	return id, size, created, nil
 }
 
 // presentAndTouch reports whether a plausible copy of the object (right
@@ -608,13 +655,20 @@ func (s *Store) CopyTo(id ObjectID, dst string, mode fs.FileMode) error {
 }
 
 // createCopy creates dst with id's content and returns its open fd. When
-// wantSize >= 0 the object's size must match it (a cheap truncation check).
+// wantSize >= 0 the object's size must match it. The content is hashed as
+// it is copied (or, after a reflink, as the clone is read back): an object
+// whose bytes no longer match its id gives *CorruptObjectError and dst is
+// removed, so nothing ever restores unverified content. Holes in the
+// object stay holes in dst.
 func (s *Store) createCopy(id ObjectID, dst string, wantSize int64) (int, error) {
 	src, err := s.objectPath(id)
 	if err != nil {
 		return -1, err
 	}
 	in, err := unix.Open(src, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return -1, &CorruptObjectError{ID: id, Path: src, Reason: "missing", Err: &fs.PathError{Op: "open", Path: src, Err: err}}
+	}
 	if err != nil {
 		return -1, fmt.Errorf("open object %s: %w", id, &fs.PathError{Op: "open", Path: src, Err: err})
 	}
@@ -626,81 +680,124 @@ func (s *Store) createCopy(id ObjectID, dst string, wantSize int64) (int, error)
 	if wantSize >= 0 && st.Size != wantSize {
 		return -1, &CorruptObjectError{ID: id, Path: src, Reason: fmt.Sprintf("size %d, manifest says %d", st.Size, wantSize)}
 	}
-	out, err := unix.Open(dst, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	out, err := unix.Open(dst, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return -1, fmt.Errorf("copy object %s: %w", id, &fs.PathError{Op: "create", Path: dst, Err: err})
 	}
-	if err := s.copyFD(out, in, st.Size); err != nil {
+	fail := func(err error) (int, error) {
 		_ = unix.Close(out)
-		return -1, fmt.Errorf("copy object %s to %s: %w", id, dst, err)
+		_ = os.Remove(dst)
+		return -1, err
+	}
+	sum, err := s.copyFD(out, in, st.Size)
+	if err != nil {
+		return fail(fmt.Errorf("copy object %s to %s: %w", id, dst, err))
+	}
+	if sum != string(id) {
+		return fail(&CorruptObjectError{ID: id, Path: src, Reason: "hash mismatch: content hashes to " + sum})
 	}
 	return out, nil
 }
 
-func (s *Store) copyFD(out, in int, size int64) error {
-	if size == 0 {
-		return nil
-	}
-	if !s.noReflink.Load() {
+// copyFD copies size bytes of in to the empty file out and returns the hex
+// SHA-256 of what out now holds. A reflink (FICLONE) is tried first and
+// the clone is then read back to hash it; otherwise the bytes are read,
+// hashed and written, and runs the source holds as holes are skipped.
+func (s *Store) copyFD(out, in int, size int64) (string, error) {
+	if size > 0 && !s.noReflink.Load() {
 		if err := unix.IoctlFileClone(out, in); err == nil {
-			return nil
+			return hashSparse(out, -1, size)
 		}
 		s.noReflink.Store(true)
 	}
-	var off int64
-	for off < size {
-		n, err := unix.CopyFileRange(in, nil, out, nil, int(size-off), 0)
-		if err != nil {
+	return hashSparse(in, out, size)
+}
+
+// copyBufSize is the chunk copies and hashes read at once.
+const copyBufSize = 256 << 10
+
+var (
+	copyBufs  = sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}
+	zeroChunk = make([]byte, copyBufSize)
+)
+
+// hashSparse hashes the first size bytes of in, copying them to out at the
+// same offsets unless out < 0. Holes (SEEK_HOLE) are hashed as the zeros
+// they read as and never written, so out keeps them; out is extended to
+// size at the end. A file that ends early gives io.ErrUnexpectedEOF.
+func hashSparse(in, out int, size int64) (string, error) {
+	h := sha256.New()
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
+	hashZeros := func(n int64) {
+		for n > 0 {
+			k := min(n, int64(len(zeroChunk)))
+			h.Write(zeroChunk[:k])
+			n -= k
+		}
+	}
+	copyRange := func(off, end int64) error {
+		for off < end {
+			n, err := unix.Pread(in, buf[:min(int64(len(buf)), end-off)], off)
 			if errors.Is(err, unix.EINTR) {
 				continue
 			}
-			if off == 0 && (errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP)) {
-				return copyFDUserspace(out, in)
+			if err != nil {
+				return err
 			}
-			return err
+			if n == 0 {
+				return io.ErrUnexpectedEOF
+			}
+			h.Write(buf[:n])
+			if out >= 0 {
+				for w := 0; w < n; {
+					m, err := unix.Pwrite(out, buf[w:n], off+int64(w))
+					if errors.Is(err, unix.EINTR) {
+						continue
+					}
+					if err != nil {
+						return err
+					}
+					w += m
+				}
+			}
+			off += int64(n)
 		}
-		if n == 0 {
-			return io.ErrUnexpectedEOF
-		}
-		off += int64(n)
+		return nil
 	}
-	return nil
-}
-
-func copyFDUserspace(out, in int) error {
-	buf := make([]byte, 256<<10)
-	for {
-		n, err := unix.Read(in, buf)
-		if errors.Is(err, unix.EINTR) {
-			continue
+	// Small files have no holes worth finding.
+	sparse := size > smallObjectLimit
+	var off int64
+	for off < size {
+		data, hole := off, size
+		if sparse {
+			d, err := unix.Seek(in, off, unix.SEEK_DATA)
+			switch {
+			case errors.Is(err, unix.ENXIO): // only a hole is left
+				d = size
+			case err != nil: // no SEEK_DATA here: treat the rest as data
+				sparse, d = false, off
+			}
+			data = min(d, size)
+			if sparse && data < size {
+				if hl, err := unix.Seek(in, data, unix.SEEK_HOLE); err == nil {
+					hole = min(hl, size)
+				}
+			}
 		}
-		if err != nil {
-			return err
+		hashZeros(data - off)
+		if err := copyRange(data, hole); err != nil {
+			return "", err
 		}
-		if n == 0 {
-			return nil
-		}
-		if _, err := fdWriter(out).Write(buf[:n]); err != nil {
-			return err
+		off = hole
+	}
+	if out >= 0 && size > 0 {
+		if err := unix.Ftruncate(out, size); err != nil {
+			return "", err
 		}
 	}
-}
-
-type fdWriter int
-
-func (w fdWriter) Write(p []byte) (int, error) {
-	total := 0
-	for total < len(p) {
-		n, err := unix.Write(int(w), p[total:])
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return total, err
-		}
-		total += n
-	}
-	return total, nil
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // unixMode converts permission and special bits of an fs.FileMode to st_mode bits.
@@ -782,20 +879,31 @@ func (s *Store) lock(ctx context.Context, how int) (*StoreLock, error) {
 // present, which refreshes the mtime) within the grace period are kept.
 func (s *Store) GC(ctx context.Context, live func(yield func(ObjectID) bool)) (removed int, freed int64, err error) {
 	start := time.Now()
-	grace := s.GCGrace
-	if grace == 0 {
-		grace = DefaultGCGrace
-	}
-	if grace < 0 {
-		grace = 0
-	}
-	cutoff := start.Add(-grace)
 	l, err := s.LockExclusive(ctx)
 	if err != nil {
 		return 0, 0, fmt.Errorf("gc: %w", err)
 	}
 	defer func() { _ = l.Unlock() }()
+	return s.GCLocked(ctx, start, live)
+}
 
+// Grace is how old an unreferenced object (or anything else GC may drop
+// as unreferenced) must be before GC removes it: GCGrace, else DefaultGCGrace.
+func (s *Store) Grace() time.Duration {
+	switch {
+	case s.GCGrace == 0:
+		return DefaultGCGrace
+	case s.GCGrace < 0:
+		return 0
+	}
+	return s.GCGrace
+}
+
+// GCLocked is GC for a caller that already holds LockExclusive (so it can
+// gather the live set, and drop what references objects, under the same
+// lock); start is when that caller's GC began, for the grace period.
+func (s *Store) GCLocked(ctx context.Context, start time.Time, live func(yield func(ObjectID) bool)) (removed int, freed int64, err error) {
+	cutoff := start.Add(-s.Grace())
 	keep := make(map[ObjectID]struct{})
 	live(func(id ObjectID) bool {
 		keep[id] = struct{}{}

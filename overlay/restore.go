@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -26,8 +27,9 @@ type RestoreOptions struct {
 	// captured from a unionfs or OCI layer that lacks its parent dirs).
 	// Without it they get 0755, root, and the current time.
 	Lower string
-	// Verify rehashes every object before copying it; without it only the
-	// object's size is checked against the manifest.
+	// Verify is kept for callers written when only sizes were checked by
+	// default: every object is now hashed while it is copied, so it changes
+	// nothing.
 	Verify bool
 	// DeferCleanup leaves the replaced upper at upper+".restore-tmp" for the
 	// caller to remove with RemoveRestoreLeftovers once the World is
@@ -38,8 +40,12 @@ type RestoreOptions struct {
 	NoSync bool
 }
 
-// restoreTmpSuffix names the sibling directory a restore builds in.
-const restoreTmpSuffix = ".restore-tmp"
+// restoreTmpSuffix names the sibling directory a restore builds in;
+// restorePathsTmpSuffix the one RestorePaths stages file contents in.
+const (
+	restoreTmpSuffix      = ".restore-tmp"
+	restorePathsTmpSuffix = ".restore-paths-tmp"
+)
 
 // RestoreUpper recreates the upper layer at upper exactly as m froze it,
 // in dialect d, replacing whatever is there. See RestoreUpperWith.
@@ -48,25 +54,41 @@ func RestoreUpper(ctx context.Context, store *Store, m *Manifest, upper string, 
 }
 
 // RestoreUpperWith recreates the upper layer at upper exactly as m froze it,
-// spelling whiteouts and opaque dirs in dialect d. The overlay must not be
-// mounted. The new tree is built in the sibling upper+".restore-tmp",
-// synced, and swapped with upper in one renameat2(RENAME_EXCHANGE); the old
-// tree, now at the temp name, is then removed. A crash at any point leaves
-// upper either wholly old or wholly new; the temp directory it may leave is
-// removed by the next restore (or RemoveRestoreLeftovers). File contents are
-// copied from the store, never hard-linked: the overlay writes upper files
-// in place, and a link would let the World change the snapshot.
+// spelling whiteouts and opaque dirs in dialect d: StageUpper, then Swap.
+// The overlay must not be mounted.
 func RestoreUpperWith(ctx context.Context, store *Store, m *Manifest, upper string, d Dialect, opts RestoreOptions) error {
+	su, err := StageUpper(ctx, store, m, upper, d, opts)
+	if err != nil {
+		return err
+	}
+	return su.Swap()
+}
+
+// StagedUpper is a new upper layer built completely, every file verified
+// against its object id, in the sibling directory of the upper it is to
+// replace. Nothing of the live upper has changed until Swap.
+type StagedUpper struct {
+	upper, tmp string
+	opts       RestoreOptions
+}
+
+// StageUpper builds the upper m froze in the sibling upper+".restore-tmp"
+// (the World may still be mounted and running meanwhile: the live upper is
+// not touched) and syncs it. A missing or corrupt object fails here, with
+// the half-built tree removed. File contents are copied from the store,
+// never hard-linked: the overlay writes upper files in place, and a link
+// would let the World change the snapshot.
+func StageUpper(ctx context.Context, store *Store, m *Manifest, upper string, d Dialect, opts RestoreOptions) (*StagedUpper, error) {
 	if err := restoreCheckDialect(d); err != nil {
-		return fmt.Errorf("restore upper %s: %w (restore needs a concrete dialect)", upper, err)
+		return nil, fmt.Errorf("restore upper %s: %w (restore needs a concrete dialect)", upper, err)
 	}
 	upper = filepath.Clean(upper)
 	tmp := upper + restoreTmpSuffix
 	if err := os.RemoveAll(tmp); err != nil {
-		return fmt.Errorf("restore upper %s: remove leftover %s: %w", upper, tmp, err)
+		return nil, fmt.Errorf("restore upper %s: remove leftover %s: %w", upper, tmp, err)
 	}
 	if err := os.Mkdir(tmp, 0o700); err != nil {
-		return fmt.Errorf("restore upper %s: %w", upper, err)
+		return nil, fmt.Errorf("restore upper %s: %w", upper, err)
 	}
 	w := &snapWriter{store: store, root: tmp, d: d, opts: opts}
 	defer w.closeDeep()
@@ -98,21 +120,32 @@ func RestoreUpperWith(ctx context.Context, store *Store, m *Manifest, upper stri
 				return err
 			}
 		}
-		if err := w.createFiles(ctx, files); err != nil {
+		if err := w.createFiles(ctx, files, func(e *ManifestEntry) string { return w.abs(e.Path) }); err != nil {
 			return err
 		}
 		return w.finishDirTimes()
 	}
 	if err := build(); err != nil {
 		_ = os.RemoveAll(tmp)
-		return fmt.Errorf("restore upper %s: %w", upper, err)
+		return nil, fmt.Errorf("restore upper %s: %w", upper, err)
 	}
 	if !opts.NoSync {
 		if err := syncFSOf(tmp); err != nil {
 			_ = os.RemoveAll(tmp)
-			return fmt.Errorf("restore upper %s: %w", upper, err)
+			return nil, fmt.Errorf("restore upper %s: %w", upper, err)
 		}
 	}
+	return &StagedUpper{upper: upper, tmp: tmp, opts: opts}, nil
+}
+
+// Swap puts the staged upper in place of the live one in one
+// renameat2(RENAME_EXCHANGE); the old tree, now at the temp name, is then
+// removed (unless DeferCleanup). A crash at any point leaves upper either
+// wholly old or wholly new; the temp directory it may leave is removed by
+// the next restore (or RemoveRestoreLeftovers). The overlay must not be
+// mounted.
+func (su *StagedUpper) Swap() error {
+	upper, tmp := su.upper, su.tmp
 	err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, upper, unix.RENAME_EXCHANGE)
 	if errors.Is(err, unix.ENOENT) {
 		err = unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, upper, unix.RENAME_NOREPLACE)
@@ -121,7 +154,7 @@ func RestoreUpperWith(ctx context.Context, store *Store, m *Manifest, upper stri
 		_ = os.RemoveAll(tmp)
 		return fmt.Errorf("restore upper %s: swap in %s: %w", upper, tmp, err)
 	}
-	if opts.DeferCleanup {
+	if su.opts.DeferCleanup {
 		return nil
 	}
 	if err := os.RemoveAll(tmp); err != nil {
@@ -130,12 +163,22 @@ func RestoreUpperWith(ctx context.Context, store *Store, m *Manifest, upper stri
 	return nil
 }
 
+// Discard removes the staged upper without touching the live one.
+func (su *StagedUpper) Discard() error {
+	if err := os.RemoveAll(su.tmp); err != nil {
+		return fmt.Errorf("discard staged upper %s: %w", su.tmp, err)
+	}
+	return nil
+}
+
 // RemoveRestoreLeftovers removes what an interrupted restore of upper left
 // behind (the half-built new tree or the not yet removed old one).
 func RemoveRestoreLeftovers(upper string) error {
-	tmp := filepath.Clean(upper) + restoreTmpSuffix
-	if err := os.RemoveAll(tmp); err != nil {
-		return fmt.Errorf("remove restore leftovers %s: %w", tmp, err)
+	for _, suffix := range []string{restoreTmpSuffix, restorePathsTmpSuffix} {
+		tmp := filepath.Clean(upper) + suffix
+		if err := os.RemoveAll(tmp); err != nil {
+			return fmt.Errorf("remove restore leftovers %s: %w", tmp, err)
+		}
 	}
 	return nil
 }
@@ -185,17 +228,53 @@ func RestorePathsWith(ctx context.Context, store *Store, m *Manifest, upper stri
 		clean = append(clean, c)
 	}
 	slices.Sort(clean)
+	var roots []string
+	for _, p := range clean {
+		if !slices.ContainsFunc(roots, func(q string) bool { return p == q || strings.HasPrefix(p, q+"/") }) {
+			roots = append(roots, p)
+		}
+	}
 	w := &snapWriter{store: store, root: filepath.Clean(upper), d: d, opts: opts}
 	defer w.closeDeep()
-	var done []string
-	for _, p := range clean {
+	// Every file's content is copied out of the store and verified before
+	// anything in the upper changes, so a missing or corrupt object fails
+	// with the live upper untouched; the staged files are then renamed over
+	// their targets.
+	stage := filepath.Clean(upper) + restorePathsTmpSuffix
+	if err := os.RemoveAll(stage); err != nil {
+		return fmt.Errorf("restore paths in %s: remove leftover %s: %w", upper, stage, err)
+	}
+	if err := os.Mkdir(stage, 0o700); err != nil {
+		return fmt.Errorf("restore paths in %s: %w", upper, err)
+	}
+	defer func() { _ = os.RemoveAll(stage) }()
+	var files []*ManifestEntry
+	for _, p := range roots {
+		for _, e := range subtree(m, p) {
+			if e.Kind == EntryFile {
+				files = append(files, e)
+			}
+		}
+	}
+	w.staged = make(map[string]string, len(files))
+	for i, e := range files {
+		w.staged[e.Path] = filepath.Join(stage, strconv.Itoa(i))
+	}
+	if err := w.createFiles(ctx, files, func(e *ManifestEntry) string { return w.staged[e.Path] }); err != nil {
+		if _, ok := errors.AsType[*CorruptObjectError](err); ok {
+			return fmt.Errorf("restore paths in %s: %w", upper, err)
+		}
+		return fmt.Errorf("restore paths in %s: %w (the upper was not changed)", upper, err)
+	}
+	if !opts.NoSync && len(files) > 0 {
+		if err := syncFSOf(stage); err != nil {
+			return fmt.Errorf("restore paths in %s: %w", upper, err)
+		}
+	}
+	for _, p := range roots {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("restore paths in %s: %w", upper, err)
 		}
-		if slices.ContainsFunc(done, func(q string) bool { return p == q || strings.HasPrefix(p, q+"/") }) {
-			continue
-		}
-		done = append(done, p)
 		if err := w.restoreOnePath(m, p); err != nil {
 			return fmt.Errorf("restore %q in %s: %w", p, upper, err)
 		}
@@ -255,24 +334,60 @@ func (w *snapWriter) restoreOnePath(m *Manifest, p string) error {
 	if err := unix.Lstat(w.abs(parent), &pst); err != nil {
 		return fmt.Errorf("lstat %s: %w", w.abs(parent), err)
 	}
+	// A file coming back over a non-directory is one rename, which
+	// replaces the live entry atomically: it is never missing in between.
+	if e := m.Lookup(p); e != nil && e.Kind == EntryFile {
+		var cur unix.Stat_t
+		err := unix.Lstat(w.abs(p), &cur)
+		if err == nil && cur.Mode&unix.S_IFMT == unix.S_IFDIR || err != nil && !errors.Is(err, unix.ENOENT) {
+			if err := w.removeCurrent(p); err != nil {
+				return err
+			}
+		}
+		if err := w.createFile(e); err != nil {
+			return err
+		}
+		if err := w.removeNameWhiteout(p); err != nil {
+			return err
+		}
+		if w.d == DialectUnionfs {
+			for _, meta := range snapUnionfsMetaDirs {
+				if err := os.RemoveAll(filepath.Join(w.root, meta, filepath.FromSlash(p))); err != nil {
+					return err
+				}
+			}
+		}
+		w.dirTimes = append(w.dirTimes, dirTime{rel: parent, atime: pst.Atim, mtime: pst.Mtim})
+		return nil
+	}
 	if err := w.removeCurrent(p); err != nil {
 		return err
 	}
-	i, _ := slices.BinarySearchFunc(m.Entries, p, func(e ManifestEntry, q string) int { return strings.Compare(e.Path, q) })
-	for ; i < len(m.Entries); i++ {
-		e := &m.Entries[i]
-		if e.Path != p && !strings.HasPrefix(e.Path, p+"/") {
-			if e.Path > p+"/" {
-				break
-			}
-			continue // a sibling sorting between p and p/ (e.g. "p-x")
-		}
+	for _, e := range subtree(m, p) {
 		if err := w.create(e); err != nil {
 			return err
 		}
 	}
 	w.dirTimes = append(w.dirTimes, dirTime{rel: parent, atime: pst.Atim, mtime: pst.Mtim})
 	return nil
+}
+
+// subtree lists m's entries at p and under it, in order.
+func subtree(m *Manifest, p string) []*ManifestEntry {
+	var out []*ManifestEntry
+	i, _ := slices.BinarySearchFunc(m.Entries, p, func(e ManifestEntry, q string) int { return strings.Compare(e.Path, q) })
+	for ; i < len(m.Entries); i++ {
+		q := m.Entries[i].Path
+		if q == p || strings.HasPrefix(q, p+"/") {
+			out = append(out, &m.Entries[i])
+			continue
+		}
+		if q > p+"/" {
+			break
+		}
+		// a sibling sorting between p and p/ (e.g. "p-x")
+	}
+	return out
 }
 
 // removeCurrent removes whatever the upper holds for p in w's dialect: the
@@ -359,6 +474,9 @@ type snapWriter struct {
 	// names their entries /proc/self/fd/N/NAME (see anchorDir).
 	deepMu sync.Mutex
 	deep   map[string]int
+	// staged maps a file entry's path to its verified content, copied out
+	// of the store ahead (RestorePaths); createFile renames it into place.
+	staged map[string]string
 }
 
 // closeDeep releases the directories abs held open; forget drops those at
@@ -455,13 +573,29 @@ func (w *snapWriter) create(e *ManifestEntry) error {
 	return fmt.Errorf("%s: unknown entry kind %d", e.Path, e.Kind)
 }
 
-// createFile copies a file entry's content from the store and sets its
-// owner, mode, xattrs and times; its parent must exist. Safe to call
-// concurrently for different entries.
+// createFile puts a file entry at its path: its staged copy renamed into
+// place when there is one, else a copy from the store made there.
 func (w *snapWriter) createFile(e *ManifestEntry) error {
 	p := w.abs(e.Path)
+	if sp, ok := w.staged[e.Path]; ok {
+		if err := os.Rename(sp, p); err != nil {
+			return fmt.Errorf("%s: %w", e.Path, err)
+		}
+		return nil
+	}
+	return w.copyFileTo(e, p)
+}
+
+// copyFileTo copies a file entry's content from the store to p, verifying
+// it against the object id, and sets its owner, mode, xattrs and times;
+// p's parent must exist. Safe to call concurrently for different entries.
+func (w *snapWriter) copyFileTo(e *ManifestEntry, p string) error {
 	fd, err := w.store.createCopy(e.Object, p, e.Size)
 	if err != nil {
+		if ce, ok := errors.AsType[*CorruptObjectError](err); ok && ce.File == "" {
+			ce.File = e.Path
+			return err
+		}
 		return fmt.Errorf("%s: %w", e.Path, err)
 	}
 	defer func() { _ = unix.Close(fd) }()
@@ -469,11 +603,6 @@ func (w *snapWriter) createFile(e *ManifestEntry) error {
 		// Start the writeback now; the syncfs before the swap then mostly
 		// waits for I/O already under way.
 		_ = unix.SyncFileRange(fd, 0, 0, unix.SYNC_FILE_RANGE_WRITE)
-	}
-	if w.opts.Verify {
-		if err := w.store.Verify(e.Object); err != nil {
-			return fmt.Errorf("%s: %w", e.Path, err)
-		}
 	}
 	if err := unix.Fchown(fd, e.UID, e.GID); err != nil {
 		return fmt.Errorf("chown %s: %w", p, err)
@@ -493,12 +622,12 @@ func (w *snapWriter) createFile(e *ManifestEntry) error {
 	return nil
 }
 
-// createFiles runs createFile over files with a few workers.
-func (w *snapWriter) createFiles(ctx context.Context, files []*ManifestEntry) error {
+// createFiles runs copyFileTo over files, each to dst(e), with a few workers.
+func (w *snapWriter) createFiles(ctx context.Context, files []*ManifestEntry, dst func(*ManifestEntry) string) error {
 	workers := min(runtime.GOMAXPROCS(0), 4, len(files))
 	if workers <= 1 {
 		for _, e := range files {
-			if err := w.createFile(e); err != nil {
+			if err := w.copyFileTo(e, dst(e)); err != nil {
 				return err
 			}
 		}
@@ -512,7 +641,7 @@ func (w *snapWriter) createFiles(ctx context.Context, files []*ManifestEntry) er
 		go func() {
 			defer wg.Done()
 			for e := range next {
-				if err := w.createFile(e); err != nil {
+				if err := w.copyFileTo(e, dst(e)); err != nil {
 					errs <- err
 					for range next {
 					}

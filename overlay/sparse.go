@@ -2,11 +2,8 @@ package overlay
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"os"
 
@@ -101,42 +98,6 @@ func copySparse(dst, src *os.File, size int64) (int64, error) {
 	return read, nil
 }
 
-// hashSparse feeds the first size bytes of f to h, holes as zeros without
-// reading them.
-func hashSparse(h hash.Hash, f *os.File, size int64) error {
-	buf := make([]byte, bufSize(size))
-	pos := int64(0)
-	zeros := func(n int64) {
-		for n > 0 {
-			k := min(n, int64(len(zeroBlock)))
-			h.Write(zeroBlock[:k])
-			n -= k
-		}
-	}
-	err := dataRanges(f, size, func(start, end int64) error {
-		zeros(start - pos)
-		for off := start; off < end; {
-			n := min(int64(len(buf)), end-off)
-			got, err := f.ReadAt(buf[:n], off)
-			if err != nil && !(errors.Is(err, io.EOF) && int64(got) == n) {
-				if errors.Is(err, io.EOF) {
-					return fmt.Errorf("%w (to %d bytes)", errShrank, off+int64(got))
-				}
-				return err
-			}
-			h.Write(buf[:n])
-			off += n
-		}
-		pos = end
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	zeros(size - pos)
-	return nil
-}
-
 // HashFile returns the sha256 hex and size of an open regular file, reading
 // only its data (holes hash as the zeros they read as).
 func HashFile(f *os.File) (string, int64, error) {
@@ -147,9 +108,12 @@ func HashFile(f *os.File) (string, int64, error) {
 	if !info.Mode().IsRegular() {
 		return "", 0, fmt.Errorf("%s is not a regular file", f.Name())
 	}
-	h := sha256.New()
-	if err := hashSparse(h, f, info.Size()); err != nil {
+	sum, err := hashSparse(int(f.Fd()), -1, info.Size())
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		err = errShrank
+	}
+	if err != nil {
 		return "", 0, fmt.Errorf("hash %s: %w", f.Name(), err)
 	}
-	return hex.EncodeToString(h.Sum(nil)), info.Size(), nil
+	return sum, info.Size(), nil
 }

@@ -18,7 +18,7 @@ func init() {
 		command{name: "fork", args: "NAME [--snap SNAP] [-n N] [--prefix P] [--json]", summary: "create N Worlds from a snapshot (or the live state)", run: cmdFork},
 		command{name: "restore", args: "NAME SNAP PATH...", summary: "bring single paths back from a snapshot", run: cmdRestore},
 		command{name: "snapdiff", args: "NAME A [B] [--json]", summary: "paths that differ between two snapshots, or a snapshot and now", run: cmdSnapDiff},
-		command{name: "gc", args: "[--json]", summary: "drop objects no snapshot references", run: cmdGC},
+		command{name: "gc", args: "[--verify] [--json]", summary: "drop objects and manifests no World's snapshots reference; --verify lists damaged objects", run: cmdGC},
 	)
 }
 
@@ -217,8 +217,9 @@ func cmdSnapDiff(a *app, args []string) error {
 }
 
 func cmdGC(a *app, args []string) error {
-	fs := a.flags("gc", "[--json]")
+	fs := a.flags("gc", "[--verify] [--json]")
 	asJSON := fs.Bool("json", false, "print JSON")
+	verify := fs.Bool("verify", false, "first rehash every object a snapshot needs and list the damaged ones (exit 1 if any)")
 	pos, _, err := parse(fs, args)
 	if err != nil {
 		return usagef("%v", err)
@@ -226,14 +227,32 @@ func cmdGC(a *app, args []string) error {
 	if err := want(fs, pos, 0, 0, ""); err != nil {
 		return err
 	}
+	var damaged []engine.DamagedObject
+	if *verify {
+		if damaged, err = a.eng.VerifyObjects(a.ctx); err != nil {
+			return err
+		}
+	}
 	res, err := a.eng.GC(a.ctx)
 	if err != nil {
 		return err
 	}
 	if *asJSON {
-		return a.printJSON(res)
+		if err := a.printJSON(struct {
+			*engine.GCResult
+			Damaged []engine.DamagedObject `json:"damaged,omitempty"`
+		}{res, damaged}); err != nil {
+			return err
+		}
+	} else {
+		for _, d := range damaged {
+			fmt.Fprintf(a.stdout, "damaged: object %s for %s in snapshot %s: %s\n", d.Object, quotePath(d.Path), d.Snapshot, d.Reason)
+		}
+		fmt.Fprintf(a.stdout, "removed %d objects (%s) and %d manifests of purged Worlds; %d manifests kept\n", res.Removed, humanSize(res.Freed), res.RemovedManifests, res.Manifests)
 	}
-	fmt.Fprintf(a.stdout, "removed %d objects (%s); %d manifests kept\n", res.Removed, humanSize(res.Freed), res.Manifests)
+	if len(damaged) > 0 {
+		return fmt.Errorf("gc --verify: %d damaged objects (listed above); snapshots that need them cannot be restored, rolled back to or forked", len(damaged))
+	}
 	return nil
 }
 
