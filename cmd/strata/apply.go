@@ -245,10 +245,10 @@ func cmdApply(a *app, args []string) error {
 	if err != nil {
 		return err
 	}
+	printWarnings(a, warnings) // on stderr with --json too: a script's log shows them
 	if *asJSON {
 		return a.printJSON(res)
 	}
-	printWarnings(a, warnings)
 	verb := "applied"
 	if res.DryRun {
 		verb = "would apply"
