@@ -51,6 +51,7 @@ const (
 	TabTimeline   = "global.tab-timeline"
 	AllWorlds     = "global.all-worlds"
 	Refresh       = "global.refresh"
+	Messages      = "global.messages"
 
 	WorldsUp      = "worlds.up"
 	WorldsDown    = "worlds.down"
@@ -188,6 +189,7 @@ func defaults() []def {
 		{TabTimeline, k("5"), "Timeline pane", false},
 		{AllWorlds, k("A"), "all Worlds / this source", false},
 		{Refresh, k("ctrl+r"), "reload everything", false},
+		{Messages, k("L"), "message log (full texts)", false},
 
 		{WorldsUp, k("up", "k"), "previous World", false},
 		{WorldsDown, k("down", "j"), "next World", false},

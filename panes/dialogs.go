@@ -32,6 +32,9 @@ type Dialog struct {
 	OnConfirm func(values []string) tea.Msg
 	focus     int
 	Err       string
+	// Hold keeps the dialog open once confirmed (Busy until the root says
+	// how it went), so an error shows in it with the fields kept.
+	Hold, Busy bool
 }
 
 // NewConfirm asks a yes/no question.
@@ -114,7 +117,14 @@ func (d Dialog) Update(msg tea.Msg) (Dialog, tea.Cmd, bool) {
 			d.Err = "type " + d.Require + " exactly, or " + km.Binding(keymap.DialogCancel).Help().Key + " to cancel"
 			return d, nil, false
 		}
+		if d.Busy {
+			return d, nil, false
+		}
 		m := d.OnConfirm(d.Values())
+		if d.Hold {
+			d.Busy, d.Err = true, ""
+			return d, func() tea.Msg { return m }, false
+		}
 		return d, func() tea.Msg { return m }, true
 	case keymap.DialogNextField:
 		if len(d.Fields) > 0 {
@@ -159,7 +169,13 @@ func (d Dialog) View(width int) string {
 		lines = append(lines, label, "› "+f.Input.View(st, inner-2, i == d.focus))
 	}
 	if d.Err != "" {
-		lines = append(lines, "", st.Error.Render(d.Err))
+		lines = append(lines, "")
+		for _, l := range wrapText(d.Err, inner) {
+			lines = append(lines, st.Error.Render(l))
+		}
+	}
+	if d.Busy {
+		lines = append(lines, "", st.Muted.Render("working…"))
 	}
 	km := d.env.Keys
 	hint := km.Binding(keymap.DialogConfirm).Help().Key + " confirm · " + km.Binding(keymap.DialogCancel).Help().Key + " cancel"

@@ -70,7 +70,11 @@ type (
 		lines []string
 		err   error
 	}
-	eventMsg engine.Event
+	eventMsg      engine.Event
+	createDoneMsg struct {
+		name string
+		err  error
+	}
 )
 
 // Requests made by dialogs once the person confirms.
@@ -306,9 +310,9 @@ func createWorld(ctx context.Context, eng *engine.Engine, r createWorldReq) tea.
 	return func() tea.Msg {
 		w, err := eng.Create(ctx, engine.CreateOptions{Name: r.name, Source: r.source, Backend: engine.Runtime(r.backend)})
 		if err != nil {
-			return doneMsg{err: fmt.Errorf("new world %q: %w", r.name, err)}
+			return createDoneMsg{name: r.name, err: fmt.Errorf("new world %q: %w", r.name, err)}
 		}
-		return doneMsg{info: "created World " + w.Name, world: w.Name}
+		return createDoneMsg{name: w.Name}
 	}
 }
 

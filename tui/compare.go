@@ -267,7 +267,7 @@ func (m Model) compareResult(msg tea.Msg) (Model, tea.Cmd, bool) {
 		m.compare = nil
 		return m, nil, true
 	case panes.CompareApplyMsg:
-		m.info, m.lastErr = "applying the adopted versions…", ""
+		m.setResult("applying the adopted versions…", nil)
 		return m, applyAdopted(m.ctx, m.eng, msg.Picks), true
 	case compareAppliedMsg:
 		var cmds []tea.Cmd

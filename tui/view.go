@@ -230,7 +230,15 @@ func (m Model) statusBar() string {
 	}
 	rw := ansi.StringWidth(right)
 	if rw > m.width*2/3 {
-		right = ansi.Truncate(right, m.width*2/3, "…")
+		// Cut, and say where the whole text is.
+		more := ""
+		if k := m.env.Keys.Binding(keymap.Messages).Help().Key; k != "" {
+			more = " " + k + " full text "
+		}
+		right = ansi.Truncate(right, max(m.width*2/3-ansi.StringWidth(more), 1), "…")
+		if more != "" {
+			right += st.StatusKey.Render(more)
+		}
 		rw = ansi.StringWidth(right)
 	}
 	lw := max(m.width-rw, 0)
@@ -244,6 +252,8 @@ func (m Model) overlay() string {
 	switch {
 	case m.dialog != nil:
 		return m.dialog.View(m.width)
+	case m.msgLog != nil:
+		return m.msgLog.View(m.width, m.height)
 	case m.help != nil:
 		return m.help.View(m.width, m.height)
 	case m.palette != nil:
@@ -284,7 +294,7 @@ func fitLine(s string, width int) string {
 // click focuses the pane under the pointer and lets it select the row.
 func (m Model) click(msg tea.MouseClickMsg) (tea.Model, tea.Cmd) {
 	mo := msg.Mouse()
-	if m.dialog != nil || m.help != nil || m.palette != nil || m.conflicts != nil || m.compare != nil || mo.Button != tea.MouseLeft {
+	if m.dialog != nil || m.help != nil || m.msgLog != nil || m.palette != nil || m.conflicts != nil || m.compare != nil || mo.Button != tea.MouseLeft {
 		return m, nil
 	}
 	if !m.wide() && mo.Y == 0 {
@@ -325,6 +335,11 @@ func (m Model) wheel(msg tea.MouseWheelMsg) (tea.Model, tea.Cmd) {
 	if m.help != nil {
 		h, _ := m.help.Update(msg)
 		m.help = &h
+		return m, nil
+	}
+	if m.msgLog != nil {
+		l, _ := m.msgLog.Update(msg)
+		m.msgLog = &l
 		return m, nil
 	}
 	if m.dialog != nil || m.palette != nil || m.conflicts != nil || m.compare != nil {
