@@ -250,8 +250,8 @@ func defaults() []def {
 		{DiffBack, k("esc"), "back to changes", false},
 		{DiffVsSource, k("o"), "World vs the source now / vs its base", false},
 
-		{TimelineUp, k("up", "k"), "newer snapshot", false},
-		{TimelineDown, k("down", "j"), "older snapshot", false},
+		{TimelineUp, k("up", "k"), "older snapshot", false},
+		{TimelineDown, k("down", "j"), "newer snapshot", false},
 		{TimelineSnapshot, k("s"), "take a snapshot", true},
 		{TimelineRollback, k("r"), "roll back to it", true},
 		{TimelineFork, k("f"), "fork from it", true},

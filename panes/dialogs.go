@@ -32,6 +32,9 @@ type Dialog struct {
 	OnConfirm func(values []string) tea.Msg
 	focus     int
 	Err       string
+	// Info makes it a box that only tells: enter or esc closes it, and
+	// nothing is confirmed.
+	Info bool
 	// Hold keeps the dialog open once confirmed (Busy until the root says
 	// how it went), so an error shows in it with the fields kept.
 	Hold, Busy bool
@@ -40,6 +43,11 @@ type Dialog struct {
 // NewConfirm asks a yes/no question.
 func NewConfirm(env *Env, title string, body []string, danger bool, yes tea.Msg) Dialog {
 	return Dialog{env: env, Title: title, Body: body, Danger: danger, OnConfirm: func([]string) tea.Msg { return yes }}
+}
+
+// NewInfo shows information; enter or esc closes it.
+func NewInfo(env *Env, title string, body []string) Dialog {
+	return Dialog{env: env, Title: title, Body: body, Info: true}
 }
 
 // NewPrompt asks for one line of text, with history (oldest first).
@@ -99,6 +107,13 @@ func (d Dialog) Update(msg tea.Msg) (Dialog, tea.Cmd, bool) {
 	if !matched {
 		if len(d.Fields) > 0 {
 			d.Fields[d.focus].Input.Update(k)
+		}
+		return d, nil, false
+	}
+	if d.Info {
+		switch a {
+		case keymap.DialogConfirm, keymap.DialogCancel, keymap.DialogYes, keymap.DialogNo:
+			return d, nil, true
 		}
 		return d, nil, false
 	}
@@ -187,6 +202,9 @@ func (d Dialog) View(width int) string {
 	}
 	if len(d.Fields) == 0 {
 		hint = km.Binding(keymap.DialogYes).Help().Key + "/" + hint
+	}
+	if d.Info {
+		hint = km.Binding(keymap.DialogConfirm).Help().Key + "/" + km.Binding(keymap.DialogCancel).Help().Key + " close"
 	}
 	lines = append(lines, "", st.Muted.Render(hint))
 	for i := range lines {

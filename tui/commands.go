@@ -53,6 +53,7 @@ type (
 		err    error
 		world  string // a World to select afterwards
 		reload bool   // reload the selected World's changes and timeline
+		snap   string // a snapshot just taken: the timeline's cursor goes to it
 	}
 	removeDoneMsg struct {
 		name  string
@@ -354,7 +355,7 @@ func takeSnapshot(ctx context.Context, eng *engine.Engine, r snapshotReq) tea.Cm
 		if err != nil {
 			return doneMsg{err: fmt.Errorf("snapshot %s: %w", r.world, err)}
 		}
-		return doneMsg{info: fmt.Sprintf("snapshot %s of %s (%d files)", shortRef(s.ID), r.world, s.Files), reload: true}
+		return doneMsg{info: fmt.Sprintf("snapshot %s of %s (%s)", shortRef(s.ID), r.world, panes.Count(s.Files, "file", "files")), reload: true, snap: s.ID}
 	}
 }
 

@@ -687,6 +687,9 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m.do(msg.Action)
 	case doneMsg:
 		m.setResult(msg.info, msg.err)
+		if msg.snap != "" {
+			m.timeline = m.timeline.Want(msg.snap)
+		}
 		var cmds []tea.Cmd
 		if msg.world != "" {
 			m.pendingSelect = msg.world
@@ -726,7 +729,7 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.setResult("", msg.err)
 			return m, nil
 		}
-		d := panes.NewConfirm(m.env, msg.title, capLines(msg.lines, 20), false, nil)
+		d := panes.NewInfo(m.env, msg.title, capLines(msg.lines, 20))
 		m.dialog = &d
 		return m, nil
 	case createWorldReq:

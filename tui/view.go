@@ -220,6 +220,12 @@ func (m Model) statusBar() string {
 	for _, b := range m.env.Keys.ShortHelp(m.focusArea()) {
 		help = append(help, st.StatusKey.Render(b.Help().Key)+st.StatusDesc.Render(" "+b.Help().Desc))
 	}
+	if m.dialog != nil && m.dialog.Info {
+		// An info box only tells: nothing to confirm.
+		km := m.env.Keys
+		k := km.Binding(keymap.DialogConfirm).Help().Key + "/" + km.Binding(keymap.DialogCancel).Help().Key
+		help = []string{st.StatusKey.Render(k) + st.StatusDesc.Render(" close")}
+	}
 	left := strings.Join(help, st.StatusDesc.Render("  "))
 	right := ""
 	switch {
