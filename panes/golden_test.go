@@ -54,6 +54,12 @@ func renderPane(t *testing.T, env *Env, pane string, w, h int) string {
 		p, _ = p.Update(keyPress("enter"))
 		p, _ = p.Do(keymap.TranscriptPrevMatch)
 		return p.View(w, h, true)
+	case "transcript-waiting":
+		p := NewTranscript(env)
+		p, _ = p.SetSessions("refactor-auth", []SessionRow{{ID: "s-0002bbbbbbbb", Command: "claude", State: "running", TTY: false, Waiting: true}})
+		p = p.SetHeight(h).Append(fixtureTranscript())
+		p = p.Scroll(-20)
+		return p.View(w, h, true)
 	case "transcript-pty":
 		p := NewTranscript(env)
 		p, _ = p.SetSessions("refactor-auth", []SessionRow{{ID: "s-0003cccccccc", Command: "top", State: "running", TTY: true}})
@@ -169,7 +175,7 @@ func renderPane(t *testing.T, env *Env, pane string, w, h int) string {
 
 func TestGolden(t *testing.T) {
 	panes := []string{
-		"worlds", "worlds-empty", "transcript", "transcript-search", "transcript-pty", "changes", "changes-tree",
+		"worlds", "worlds-empty", "transcript", "transcript-search", "transcript-pty", "transcript-waiting", "changes", "changes-tree",
 		"diff", "diff-side-by-side", "diff-drift", "diff-vs-source", "diff-binary", "timeline", "conflicts", "conflicts-edited", "compare", "worlds-resources", "worlds-forks", "help", "palette", "confirm-remove", "new-world",
 	}
 	for _, pane := range panes {

@@ -163,6 +163,7 @@ func loadSessions(eng *engine.Engine, world string) tea.Cmd {
 			rows = append(rows, panes.SessionRow{
 				ID: s.ID, Command: cmd, State: string(s.State),
 				ExitCode: s.ExitCode, TTY: s.TTY, Started: s.StartedAt,
+				Waiting: s.Attention == engine.AttentionWaiting,
 			})
 		}
 		return sessionsLoadedMsg{world: world, rows: rows}
