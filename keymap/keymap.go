@@ -86,6 +86,8 @@ const (
 	ChangesBottom      = "changes.bottom"
 	ChangesOpen        = "changes.open"
 	ChangesPick        = "changes.pick"
+	ChangesPickAll     = "changes.pick-all"
+	ChangesFold        = "changes.fold"
 	ChangesTree        = "changes.tree"
 	ChangesFilter      = "changes.filter"
 	ChangesKind        = "changes.kind"
@@ -224,6 +226,8 @@ func defaults() []def {
 		{ChangesBottom, k("G", "end"), "last path", false},
 		{ChangesOpen, k("enter"), "open the diff", true},
 		{ChangesPick, k("space"), "pick / unpick path", true},
+		{ChangesPickAll, k("ctrl+a"), "pick / unpick every path shown", false},
+		{ChangesFold, k("z"), "collapse / expand the directory (tree)", false},
 		{ChangesTree, k("t"), "tree / flat list", true},
 		{ChangesFilter, k("/"), "filter by text", true},
 		{ChangesKind, k("f"), "filter by kind", false},

@@ -83,6 +83,19 @@ func renderPane(t *testing.T, env *Env, pane string, w, h int) string {
 		p, _ = p.Do(keymap.ChangesTree)
 		p, _ = p.Do(keymap.ChangesKind) // A only
 		return p.View(w, h, false)
+	case "changes-deleted-dir":
+		p := NewChanges(env)
+		p, _ = p.SetChanges("refactor-auth", bigDeletion(), nil)
+		p = p.SetHeight(h)
+		p, _ = p.Do(keymap.ChangesTree)
+		picks := map[string]PickState{}
+		for _, c := range bigDeletion()[1:] {
+			picks[c.Path] = PickAll
+		}
+		p = p.SetPicks(picks)
+		p, _ = p.Do(keymap.ChangesDown)
+		p, _ = p.Do(keymap.ChangesFold)
+		return p.View(w, h, true)
 	case "diff":
 		old, nw := fixtureOldNew()
 		p := NewDiff(env).SetSize(w, h)
@@ -175,7 +188,7 @@ func renderPane(t *testing.T, env *Env, pane string, w, h int) string {
 
 func TestGolden(t *testing.T) {
 	panes := []string{
-		"worlds", "worlds-empty", "transcript", "transcript-search", "transcript-pty", "transcript-waiting", "changes", "changes-tree",
+		"worlds", "worlds-empty", "transcript", "transcript-search", "transcript-pty", "transcript-waiting", "changes", "changes-tree", "changes-deleted-dir",
 		"diff", "diff-side-by-side", "diff-drift", "diff-vs-source", "diff-binary", "timeline", "conflicts", "conflicts-edited", "compare", "worlds-resources", "worlds-forks", "help", "palette", "confirm-remove", "new-world",
 	}
 	for _, pane := range panes {
