@@ -483,7 +483,7 @@ func (p Changes) View(width, height int, focused bool) string {
 	}
 	var hb strings.Builder
 	hb.WriteString(st.Bold.Render(Thousands(len(p.all))))
-	hb.WriteString(st.Muted.Render(map[bool]string{true: " path", false: " paths"}[len(p.all) == 1]))
+	hb.WriteString(st.Muted.Render(strings.TrimPrefix(Count(len(p.all), "path", "paths"), Thousands(len(p.all)))))
 	for _, k := range []string{"A", "M", "D", "T"} {
 		if counts[k] > 0 {
 			hb.WriteString(" " + st.KindStyle(k).Render(fmt.Sprintf("%s%d", k, counts[k])))

@@ -272,7 +272,7 @@ func (m Model) compareResult(msg tea.Msg) (Model, tea.Cmd, bool) {
 	case compareAppliedMsg:
 		var cmds []tea.Cmd
 		if len(msg.applied) > 0 {
-			m.setResult(fmt.Sprintf("adopted %d paths from %s", msg.paths, strings.Join(msg.applied, ", ")), nil)
+			m.setResult(fmt.Sprintf("adopted %s from %s", panes.Count(msg.paths, "path", "paths"), strings.Join(msg.applied, ", ")), nil)
 		}
 		if msg.err != nil {
 			if len(msg.res.Conflicts) > 0 {

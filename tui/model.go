@@ -994,7 +994,7 @@ func (m Model) paneAction(a panes.ActionMsg) (tea.Model, tea.Cmd) {
 		body := []string{"Its overlay layer, sessions and timeline go to the trash."}
 		for _, r := range m.worlds.Rows() {
 			if r.Name == a.World {
-				body = append([]string{fmt.Sprintf("%d changed paths, %d of %d sessions running.", r.Changes, r.Running, r.Sessions)}, body...)
+				body = append([]string{fmt.Sprintf("%s, %d of %s running.", panes.Count(r.Changes, "changed path", "changed paths"), r.Running, panes.Count(r.Sessions, "session", "sessions"))}, body...)
 			}
 		}
 		d := panes.NewConfirm(m.env, "Remove World "+a.World+"?", body, true, removeWorldReq{name: a.World})
@@ -1201,7 +1201,7 @@ func (m Model) applyDone(msg applyDoneMsg) (tea.Model, tea.Cmd) {
 		// The conflict view replaces any earlier one: a second apply that
 		// conflicts again (the source moved on) starts over.
 		m = m.openConflicts(msg.world, msg.picks, msg.res.Conflicts)
-		m.setResult("", fmt.Errorf("apply: %d conflicts, nothing written: resolve them and apply again", len(msg.res.Conflicts)))
+		m.setResult("", fmt.Errorf("apply: %s, nothing written: resolve %s and apply again", panes.Count(len(msg.res.Conflicts), "conflict", "conflicts"), map[bool]string{true: "it", false: "them"}[len(msg.res.Conflicts) == 1]))
 		return m, nil
 	}
 	m.conflicts, m.conflictPicks = nil, nil
