@@ -458,6 +458,7 @@ func (km *KeyMap) FullHelp(focused Area) []HelpGroup {
 		for _, a := range km.Area(ar) {
 			if a.Binding.Enabled() {
 				g.Bindings = append(g.Bindings, a.Binding)
+				g.Actions = append(g.Actions, a)
 			}
 		}
 		if len(g.Bindings) > 0 {
@@ -471,6 +472,8 @@ func (km *KeyMap) FullHelp(focused Area) []HelpGroup {
 type HelpGroup struct {
 	Area     Area
 	Bindings []key.Binding
+	// Actions are the bindings' actions, in the same order.
+	Actions []*Action
 }
 
 var keyNames = map[string]string{
@@ -478,11 +481,23 @@ var keyNames = map[string]string{
 	"enter": "enter", "space": "space", "pgup": "pgup", "pgdown": "pgdn",
 }
 
-// helpKey renders up to two keys the way help shows them: "↑/k".
-func helpKey(keys []string) string {
+// KeysLabel is every key of the action the way the help overlay and the
+// palette show them ("↑/k/ctrl+p"): keys added in config.toml show there
+// even when the status bar has room for two only.
+func (a *Action) KeysLabel() string {
+	if !a.Binding.Enabled() {
+		return ""
+	}
+	return keysLabel(a.Binding.Keys(), -1)
+}
+
+// helpKey renders up to two keys the way the status bar shows them: "↑/k".
+func helpKey(keys []string) string { return keysLabel(keys, 2) }
+
+func keysLabel(keys []string, most int) string {
 	var parts []string
 	for i, k := range keys {
-		if i == 2 {
+		if i == most {
 			break
 		}
 		if n, ok := keyNames[k]; ok {

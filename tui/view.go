@@ -217,8 +217,15 @@ func (m Model) tabAt(x int) paneID {
 func (m Model) statusBar() string {
 	st := m.env.Styles
 	var help []string
+	pinned := "" // "? help" shows at every width: the other hints give way
+	hb := m.env.Keys.Binding(keymap.Help)
 	for _, b := range m.env.Keys.ShortHelp(m.focusArea()) {
-		help = append(help, st.StatusKey.Render(b.Help().Key)+st.StatusDesc.Render(" "+b.Help().Desc))
+		item := st.StatusKey.Render(b.Help().Key) + st.StatusDesc.Render(" "+b.Help().Desc)
+		if hb.Enabled() && b.Help() == hb.Help() && strings.Join(b.Keys(), " ") == strings.Join(hb.Keys(), " ") {
+			pinned = item
+			continue
+		}
+		help = append(help, item)
 	}
 	if m.dialog != nil && m.dialog.Info {
 		// An info box only tells: nothing to confirm.
@@ -248,6 +255,22 @@ func (m Model) statusBar() string {
 		rw = ansi.StringWidth(right)
 	}
 	lw := max(m.width-rw, 0)
+	if pinned != "" {
+		// As many hints as fit before "? help", in their order.
+		sep := st.StatusDesc.Render("  ")
+		room := lw - ansi.StringWidth(pinned)
+		var kept []string
+		used := 0
+		for _, h := range help {
+			w := ansi.StringWidth(h) + ansi.StringWidth(sep)
+			if used+w > room {
+				break
+			}
+			kept = append(kept, h)
+			used += w
+		}
+		left = strings.Join(append(kept, pinned), sep)
+	}
 	left = ansi.Truncate(left, lw, "…")
 	pad := max(lw-ansi.StringWidth(left), 0)
 	return left + st.StatusBar.Render(strings.Repeat(" ", pad)) + right
