@@ -3,7 +3,11 @@ package tui
 import (
 	"context"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/stratahq/strata/engine"
 )
@@ -57,5 +61,48 @@ func TestTimelineSnapshotCursorAndInfoBox(t *testing.T) {
 	d.keys("enter", "esc")
 	if d.m.dialog != nil {
 		t.Error("esc does not close the info box")
+	}
+}
+
+// A session at a prompt shows as waiting for input in the Transcript's
+// header, with how to answer it, instead of "running".
+func TestTranscriptShowsWaitingSession(t *testing.T) {
+	eng, src := testEngine(t, map[string]string{"a.txt": "a\n"})
+	newWorld(t, eng, src, "w1", "")
+	ctx := context.Background()
+	meta, err := eng.Exec(ctx, "w1", engine.ExecOptions{Argv: []string{"/bin/sh", "-c", "echo ready; read x"}, TTY: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = eng.Kill(context.Background(), "w1", meta.ID, syscall.SIGKILL)
+		_, _ = engine.WaitSession(context.Background(), eng.SessionDir("w1", meta.ID))
+	})
+	// Not through the driver: with a session running, its resource
+	// sampling never settles.
+	dir := eng.SessionDir("w1", meta.ID)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		m, _ := engine.ReadSessionMeta(dir)
+		if m.Attention == engine.AttentionWaiting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session never waiting: %s/%s", m.State, m.Attention)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	msg, ok := loadSessions(eng, "w1")().(sessionsLoadedMsg)
+	if !ok || msg.err != nil || len(msg.rows) != 1 || !msg.rows[0].Waiting {
+		t.Fatalf("sessions loaded: %+v", msg)
+	}
+	m, err := New(ctx, eng, Options{Source: src, Exe: "/bin/false"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, _ := m.transcript.SetSessions("w1", msg.rows)
+	head := ansi.Strip(strings.Split(tr.View(120, 10, true), "\n")[0])
+	if !strings.Contains(head, "waiting for input — enter to attach") || strings.Contains(head, "· running") {
+		t.Errorf("header: %q", head)
 	}
 }
