@@ -133,3 +133,18 @@ func TestNewWorldFormKeepsFieldsOnError(t *testing.T) {
 	}
 	_ = engine.ErrInvalidName
 }
+
+// The same error again (a reload failing on every event) is one log entry.
+func TestMessageLogFoldsRepeats(t *testing.T) {
+	eng, _ := testEngine(t, map[string]string{"a.txt": "a\n"})
+	d := newDriver(t, eng, Options{AllWorlds: true}, 80, 24)
+	n := len(d.m.messages)
+	for range 3 {
+		d.send(doneMsg{err: errors.New("list worlds: permission denied")})
+	}
+	d.send(doneMsg{info: "reloaded"})
+	d.send(doneMsg{err: errors.New("list worlds: permission denied")})
+	if got := len(d.m.messages) - n; got != 3 {
+		t.Errorf("%d entries for error×3, info, error: %+v", got, d.m.messages[n:])
+	}
+}

@@ -833,9 +833,11 @@ func (m *Model) note(info string) {
 // fail shows an error until the next key, keeps it in the message log
 // and logs it to strata.log.
 func (m *Model) fail(text string) {
+	if n := len(m.messages); n == 0 || m.messages[n-1].Text != text || !m.messages[n-1].Err {
+		slog.Error("tui", "world", m.world, "error", text)
+	}
 	m.lastErr, m.info = text, ""
 	m.messages = appendMessage(m.messages, panes.Message{Time: m.clock(), Text: text, Err: true})
-	slog.Error("tui", "world", m.world, "error", text)
 }
 
 func (m *Model) clock() time.Time {
@@ -849,6 +851,11 @@ func (m *Model) clock() time.Time {
 const maxMessages = 500
 
 func appendMessage(ms []panes.Message, msg panes.Message) []panes.Message {
+	if n := len(ms); n > 0 && ms[n-1].Text == msg.Text && ms[n-1].Err == msg.Err {
+		// A reload failing again and again is one entry, at its last time.
+		ms[n-1].Time = msg.Time
+		return ms
+	}
 	ms = append(ms, msg)
 	if len(ms) > maxMessages {
 		ms = append([]panes.Message(nil), ms[len(ms)-maxMessages:]...)
