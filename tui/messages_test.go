@@ -15,11 +15,8 @@ import (
 // whole, wrapped, newest first and timestamped, and strata.log gets it.
 func TestMessageLogKeepsFullText(t *testing.T) {
 	var logBuf bytes.Buffer
-	prev := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(&logBuf, nil)))
-	t.Cleanup(func() { slog.SetDefault(prev) })
-
 	eng, _ := testEngine(t, map[string]string{"a.txt": "a\n"})
+	eng.Log = slog.New(slog.NewTextHandler(&logBuf, nil)) // strata.log
 	d := newDriver(t, eng, Options{AllWorlds: true}, 80, 24)
 	at := time.Date(2026, 12, 1, 9, 41, 7, 0, time.UTC)
 	d.m.now = func() time.Time { return at }

@@ -834,10 +834,19 @@ func (m *Model) note(info string) {
 // and logs it to strata.log.
 func (m *Model) fail(text string) {
 	if n := len(m.messages); n == 0 || m.messages[n-1].Text != text || !m.messages[n-1].Err {
-		slog.Error("tui", "world", m.world, "error", text)
+		m.log().Error("tui", "world", m.world, "error", text)
 	}
 	m.lastErr, m.info = text, ""
 	m.messages = appendMessage(m.messages, panes.Message{Time: m.clock(), Text: text, Err: true})
+}
+
+// log is strata.log: the engine's logger (the default one writes to the
+// terminal, which a TUI never does).
+func (m *Model) log() *slog.Logger {
+	if m.eng != nil && m.eng.Log != nil {
+		return m.eng.Log
+	}
+	return slog.New(slog.DiscardHandler)
 }
 
 func (m *Model) clock() time.Time {
@@ -1229,7 +1238,7 @@ func (m Model) applyDone(msg applyDoneMsg) (tea.Model, tea.Cmd) {
 			info += fmt.Sprintf(" (+%d more in strata.log)", n-1)
 		}
 		for _, w := range msg.res.Warnings {
-			slog.Warn("apply", "world", msg.world, "warning", w)
+			m.log().Warn("apply", "world", msg.world, "warning", w)
 		}
 	}
 	m.setResult(info, nil)
