@@ -51,6 +51,7 @@ const (
 	TabTimeline   = "global.tab-timeline"
 	AllWorlds     = "global.all-worlds"
 	Refresh       = "global.refresh"
+	Messages      = "global.messages"
 
 	WorldsUp      = "worlds.up"
 	WorldsDown    = "worlds.down"
@@ -85,6 +86,8 @@ const (
 	ChangesBottom      = "changes.bottom"
 	ChangesOpen        = "changes.open"
 	ChangesPick        = "changes.pick"
+	ChangesPickAll     = "changes.pick-all"
+	ChangesFold        = "changes.fold"
 	ChangesTree        = "changes.tree"
 	ChangesFilter      = "changes.filter"
 	ChangesKind        = "changes.kind"
@@ -188,6 +191,7 @@ func defaults() []def {
 		{TabTimeline, k("5"), "Timeline pane", false},
 		{AllWorlds, k("A"), "all Worlds / this source", false},
 		{Refresh, k("ctrl+r"), "reload everything", false},
+		{Messages, k("L"), "message log (full texts)", false},
 
 		{WorldsUp, k("up", "k"), "previous World", false},
 		{WorldsDown, k("down", "j"), "next World", false},
@@ -222,6 +226,8 @@ func defaults() []def {
 		{ChangesBottom, k("G", "end"), "last path", false},
 		{ChangesOpen, k("enter"), "open the diff", true},
 		{ChangesPick, k("space"), "pick / unpick path", true},
+		{ChangesPickAll, k("ctrl+a"), "pick / unpick every path shown", false},
+		{ChangesFold, k("z"), "collapse / expand the directory (tree)", false},
 		{ChangesTree, k("t"), "tree / flat list", true},
 		{ChangesFilter, k("/"), "filter by text", true},
 		{ChangesKind, k("f"), "filter by kind", false},
@@ -248,8 +254,8 @@ func defaults() []def {
 		{DiffBack, k("esc"), "back to changes", false},
 		{DiffVsSource, k("o"), "World vs the source now / vs its base", false},
 
-		{TimelineUp, k("up", "k"), "newer snapshot", false},
-		{TimelineDown, k("down", "j"), "older snapshot", false},
+		{TimelineUp, k("up", "k"), "older snapshot", false},
+		{TimelineDown, k("down", "j"), "newer snapshot", false},
 		{TimelineSnapshot, k("s"), "take a snapshot", true},
 		{TimelineRollback, k("r"), "roll back to it", true},
 		{TimelineFork, k("f"), "fork from it", true},
@@ -452,6 +458,7 @@ func (km *KeyMap) FullHelp(focused Area) []HelpGroup {
 		for _, a := range km.Area(ar) {
 			if a.Binding.Enabled() {
 				g.Bindings = append(g.Bindings, a.Binding)
+				g.Actions = append(g.Actions, a)
 			}
 		}
 		if len(g.Bindings) > 0 {
@@ -465,6 +472,8 @@ func (km *KeyMap) FullHelp(focused Area) []HelpGroup {
 type HelpGroup struct {
 	Area     Area
 	Bindings []key.Binding
+	// Actions are the bindings' actions, in the same order.
+	Actions []*Action
 }
 
 var keyNames = map[string]string{
@@ -472,11 +481,23 @@ var keyNames = map[string]string{
 	"enter": "enter", "space": "space", "pgup": "pgup", "pgdown": "pgdn",
 }
 
-// helpKey renders up to two keys the way help shows them: "↑/k".
-func helpKey(keys []string) string {
+// KeysLabel is every key of the action the way the help overlay and the
+// palette show them ("↑/k/ctrl+p"): keys added in config.toml show there
+// even when the status bar has room for two only.
+func (a *Action) KeysLabel() string {
+	if !a.Binding.Enabled() {
+		return ""
+	}
+	return keysLabel(a.Binding.Keys(), -1)
+}
+
+// helpKey renders up to two keys the way the status bar shows them: "↑/k".
+func helpKey(keys []string) string { return keysLabel(keys, 2) }
+
+func keysLabel(keys []string, most int) string {
 	var parts []string
 	for i, k := range keys {
-		if i == 2 {
+		if i == most {
 			break
 		}
 		if n, ok := keyNames[k]; ok {

@@ -266,6 +266,47 @@ var paneActionTests = map[string]func(t *testing.T){
 			t.Errorf("path %q", m.Path)
 		}
 	},
+	keymap.ChangesPickAll: func(t *testing.T) {
+		_, cmd := changesFixture(t).Update(firstKey(t, keymap.ChangesPickAll))
+		m, ok := run(cmd).(PickPathsMsg)
+		if !ok || !m.Pick || len(m.Paths) != len(fixtureChanges()) {
+			t.Fatalf("got %#v", run(cmd))
+		}
+		all := map[string]PickState{}
+		for _, c := range fixtureChanges() {
+			all[c.Path] = PickAll
+		}
+		_, cmd = changesFixture(t).SetPicks(all).Update(firstKey(t, keymap.ChangesPickAll))
+		if m := run(cmd).(PickPathsMsg); m.Pick {
+			t.Error("pick all with everything picked does not unpick")
+		}
+		// Only what the filter shows.
+		p, _ := changesFixture(t).Do(keymap.ChangesKind) // A only
+		_, cmd = p.Do(keymap.ChangesPickAll)
+		if m := run(cmd).(PickPathsMsg); len(m.Paths) != 3 {
+			t.Errorf("pick all under kind A: %v", m.Paths)
+		}
+	},
+	keymap.ChangesFold: func(t *testing.T) {
+		p, _ := changesFixture(t).Do(keymap.ChangesTree)
+		n := len(p.rows)
+		for p.rowPath(p.rows[p.list.Cursor]) != "internal/" {
+			p, _ = p.Do(keymap.ChangesDown)
+		}
+		p, _ = p.Update(firstKey(t, keymap.ChangesFold))
+		if len(p.rows) != n-4 || p.rows[p.list.Cursor].hidden != 4 || !strings.Contains(ansiStrip(p.View(80, 20, true)), "▸ internal/  ▸ 4 rows folded") {
+			t.Fatalf("fold: %d rows of %d\n%s", len(p.rows), n, ansiStrip(p.View(80, 20, true)))
+		}
+		// Space on the folded heading picks what it hides.
+		_, cmd := p.Do(keymap.ChangesPick)
+		if m := run(cmd).(PickPathsMsg); len(m.Paths) != 3 {
+			t.Errorf("pick on a folded heading: %v", m.Paths)
+		}
+		p, _ = p.Do(keymap.ChangesFold)
+		if len(p.rows) != n {
+			t.Errorf("unfold: %d rows, want %d", len(p.rows), n)
+		}
+	},
 	keymap.ChangesPick: func(t *testing.T) {
 		_, cmd := changesFixture(t).Update(firstKey(t, keymap.ChangesPick))
 		m, ok := run(cmd).(PickPathsMsg)

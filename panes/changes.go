@@ -48,6 +48,26 @@ type changeRow struct {
 	change int    // index into all; -1 for a directory heading
 	dir    string // the heading's path, with a trailing slash
 	depth  int
+	hidden int // rows folded away under it
+}
+
+// dirOf is the directory a row opens in the tree ("" for a file), with a
+// trailing slash.
+func (p Changes) dirOf(r changeRow) string {
+	if r.change < 0 {
+		return r.dir
+	}
+	if c := p.all[r.change]; c.Type == overlay.TypeDir {
+		return c.Path + "/"
+	}
+	return ""
+}
+
+func (p Changes) rowPath(r changeRow) string {
+	if r.change < 0 {
+		return r.dir
+	}
+	return p.all[r.change].Path
 }
 
 // Changes lists a World's changed paths.
@@ -66,6 +86,8 @@ type Changes struct {
 	filter  string
 	editing bool
 	input   Input
+	// folded are the tree's collapsed directories, with a trailing slash.
+	folded map[string]bool
 }
 
 // NewChanges makes an empty Changes pane.
@@ -197,9 +219,29 @@ func (p Changes) rebuild(path string) Changes {
 			stack = append(stack, dir)
 		}
 		rows = append(rows, changeRow{change: i, depth: len(stack)})
-		if c.Type == overlay.TypeDir && c.Kind != overlay.Deleted {
+		if c.Type == overlay.TypeDir {
+			// A deleted directory lists its lower paths below it: they
+			// go under its row, not under a second heading of its own.
 			stack = append(stack, c.Path+"/")
 		}
+	}
+	if p.tree && len(p.folded) > 0 {
+		// Rows are depth first: everything under a folded directory's row
+		// follows it, and is hidden until the next row outside it.
+		kept := make([]changeRow, 0, len(rows))
+		fold, at := "", 0
+		for _, r := range rows {
+			if fold != "" && strings.HasPrefix(p.rowPath(r), fold) {
+				kept[at].hidden++
+				continue
+			}
+			fold = ""
+			kept = append(kept, r)
+			if d := p.dirOf(r); d != "" && p.folded[d] {
+				fold, at = d, len(kept)-1
+			}
+		}
+		rows = kept
 	}
 	p.rows = rows
 	p.list.to(p.list.Cursor, len(rows))
@@ -280,8 +322,31 @@ func (p Changes) Do(a string) (Changes, tea.Cmd) {
 	case keymap.ChangesClearFilter:
 		p.filter, p.kind = "", ""
 		p = p.rebuild(before)
-	case keymap.ChangesPick:
+	case keymap.ChangesFold:
+		if !p.tree || p.list.Cursor < 0 || p.list.Cursor >= len(p.rows) {
+			return p, nil
+		}
+		d := p.dirOf(p.rows[p.list.Cursor])
+		if d == "" {
+			return p, nil
+		}
+		if p.folded == nil {
+			p.folded = map[string]bool{}
+		}
+		if p.folded[d] {
+			delete(p.folded, d)
+		} else {
+			p.folded[d] = true
+		}
+		cur := p.list.Cursor
+		p = p.rebuild(before)
+		p.list.to(cur, len(p.rows)) // the cursor stays on the directory's row
+		p.list.window(p.body(), len(p.rows))
+	case keymap.ChangesPick, keymap.ChangesPickAll:
 		paths := p.underCursor()
+		if a == keymap.ChangesPickAll {
+			paths = p.shownPaths()
+		}
 		if len(paths) == 0 {
 			return p, nil
 		}
@@ -313,15 +378,45 @@ func (p Changes) Do(a string) (Changes, tea.Cmd) {
 	return p, nil
 }
 
-// underCursor is the path under the cursor, or every shown path under the
-// directory heading under it.
+// shownPaths are the paths the filters show, folded ones included.
+func (p Changes) shownPaths() []string {
+	var out []string
+	for _, c := range p.all {
+		if p.matches(c) {
+			out = append(out, c.Path)
+		}
+	}
+	return out
+}
+
+// underCursor is the path under the cursor with, for a directory, every
+// change below it (to the engine a directory's pick means all of them),
+// or every shown path under the directory heading under it.
 func (p Changes) underCursor() []string {
 	if p.list.Cursor < 0 || p.list.Cursor >= len(p.rows) {
 		return nil
 	}
 	r := p.rows[p.list.Cursor]
 	if r.change >= 0 {
-		return []string{p.all[r.change].Path}
+		c := p.all[r.change]
+		out := []string{c.Path}
+		if c.Type == overlay.TypeDir {
+			for _, x := range p.all {
+				if strings.HasPrefix(x.Path, c.Path+"/") {
+					out = append(out, x.Path)
+				}
+			}
+		}
+		return out
+	}
+	if r.hidden > 0 || p.folded[r.dir] {
+		var out []string
+		for _, path := range p.shownPaths() {
+			if strings.HasPrefix(path, r.dir) {
+				out = append(out, path)
+			}
+		}
+		return out
 	}
 	var out []string
 	for _, x := range p.rows[p.list.Cursor+1:] {
@@ -372,22 +467,30 @@ func (p Changes) View(width, height int, focused bool) string {
 	}
 	counts := map[string]int{}
 	picked := 0
+	hasBelow := map[string]bool{} // directories with changes below them
+	for _, c := range p.all {
+		if i := strings.LastIndexByte(c.Path, '/'); i > 0 {
+			hasBelow[c.Path[:i]] = true
+		}
+	}
 	for _, c := range p.all {
 		counts[c.Kind.Letter()]++
-		if p.picks[c.Path] != PickNone {
+		// A directory with changes below counts through them: picking a
+		// 1,000-file deletion says 1,000 picked, not 1.
+		if p.picks[c.Path] != PickNone && !(c.Type == overlay.TypeDir && hasBelow[c.Path]) {
 			picked++
 		}
 	}
 	var hb strings.Builder
-	hb.WriteString(st.Bold.Render(fmt.Sprintf("%d", len(p.all))))
-	hb.WriteString(st.Muted.Render(" paths"))
+	hb.WriteString(st.Bold.Render(Thousands(len(p.all))))
+	hb.WriteString(st.Muted.Render(strings.TrimPrefix(Count(len(p.all), "path", "paths"), Thousands(len(p.all)))))
 	for _, k := range []string{"A", "M", "D", "T"} {
 		if counts[k] > 0 {
 			hb.WriteString(" " + st.KindStyle(k).Render(fmt.Sprintf("%s%d", k, counts[k])))
 		}
 	}
 	if picked > 0 {
-		hb.WriteString(st.Picked.Render(fmt.Sprintf(" · %d picked", picked)))
+		hb.WriteString(st.Picked.Render(" · " + Thousands(picked) + " picked"))
 	}
 	if p.tree {
 		hb.WriteString(st.Muted.Render(" · tree"))
@@ -432,9 +535,17 @@ func (p Changes) View(width, height int, focused bool) string {
 func (p Changes) row(r changeRow, width int) string {
 	st := p.env.Styles
 	indent := strings.Repeat("  ", r.depth)
+	folded := ""
+	if r.hidden > 0 {
+		folded = st.Muted.Render("  ▸ " + Count(r.hidden, "row", "rows") + " folded (" + p.env.Keys.Binding(keymap.ChangesFold).Help().Key + ")")
+	}
 	if r.change < 0 {
 		parts := strings.Split(strings.TrimSuffix(r.dir, "/"), "/")
-		return "  " + indent + st.Muted.Render("▾ ") + st.Accent.Render(parts[len(parts)-1]+"/")
+		arrow := "▾ "
+		if r.hidden > 0 {
+			arrow = "▸ "
+		}
+		return "  " + indent + st.Muted.Render(arrow) + st.Accent.Render(parts[len(parts)-1]+"/") + folded
 	}
 	c := p.all[r.change]
 	name := c.Path
@@ -467,5 +578,6 @@ func (p Changes) row(r changeRow, width int) string {
 	if len(tags) > 0 {
 		b.WriteString(st.Muted.Render("  " + strings.Join(tags, " · ")))
 	}
+	b.WriteString(folded)
 	return b.String()
 }

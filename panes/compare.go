@@ -240,7 +240,7 @@ func (c Compare) View(width, height int) string {
 	}
 	lines := []string{
 		st.Bold.Render(strings.Join(c.Worlds, " · ")) + st.Muted.Render(" over "+c.Source),
-		st.Muted.Render(fmt.Sprintf("%d changed paths: ", len(c.paths))) + st.Warning.Render(fmt.Sprintf("%d differ", differ)) +
+		st.Muted.Render(Count(len(c.paths), "changed path", "changed paths")+": ") + st.Warning.Render(fmt.Sprintf("%d differ", differ)) +
 			st.Muted.Render(fmt.Sprintf(", %d agree · %d adopted", len(c.paths)-differ, len(c.chosen))),
 	}
 	if fo := c.FanOut; fo != nil {
@@ -260,7 +260,7 @@ func (c Compare) View(width, height int) string {
 			}
 			changed := "paths changed: ?"
 			if r.Changed >= 0 {
-				changed = fmt.Sprintf("%d paths changed", r.Changed)
+				changed = Count(r.Changed, "path", "paths") + " changed"
 			}
 			lines = append(lines, "  "+fit(r.World, 16)+" "+ss.Render(fit(status, 12))+st.Muted.Render(fit(" "+r.Duration, 10)+" "+changed))
 		}

@@ -12,6 +12,17 @@ import (
 	"github.com/stratahq/strata/keymap"
 )
 
+// conflictReason is the engine's reason with its count in words: it says
+// "N overlapping edit(s)" of a text merge.
+func conflictReason(f ConflictFile) string {
+	if n := len(f.Regions); n > 0 {
+		if _, rest, ok := strings.Cut(f.Reason, " overlapping edit(s)"); ok {
+			return Count(n, "overlapping edit", "overlapping edits") + rest
+		}
+	}
+	return f.Reason
+}
+
 // ConflictFile is one path an apply could not publish, with what the
 // person needs to resolve it. Regions are the overlapping edits of a text
 // merge; without regions the whole file is the conflict (a late base, a
@@ -152,7 +163,7 @@ func (c Conflicts) Resolve(i int) (Resolution, error) {
 		}
 	}
 	if open > 0 {
-		return r, fmt.Errorf("%s: %d of %d conflicts unresolved", f.Path, open, len(st.choices))
+		return r, fmt.Errorf("%s: %d of %s unresolved", f.Path, open, Count(len(st.choices), "conflict", "conflicts"))
 	}
 	if !f.mergeable() {
 		// Only "keep the source's version" is possible here.
@@ -413,7 +424,7 @@ func (c Conflicts) View(width, height int) string {
 	}
 	f := c.files[c.file]
 	lines = append(lines, "")
-	for _, l := range wrapText(f.Reason, width) {
+	for _, l := range wrapText(conflictReason(f), width) {
 		lines = append(lines, st.Muted.Render(l))
 	}
 	if c.Err != "" {

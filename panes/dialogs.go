@@ -32,11 +32,22 @@ type Dialog struct {
 	OnConfirm func(values []string) tea.Msg
 	focus     int
 	Err       string
+	// Info makes it a box that only tells: enter or esc closes it, and
+	// nothing is confirmed.
+	Info bool
+	// Hold keeps the dialog open once confirmed (Busy until the root says
+	// how it went), so an error shows in it with the fields kept.
+	Hold, Busy bool
 }
 
 // NewConfirm asks a yes/no question.
 func NewConfirm(env *Env, title string, body []string, danger bool, yes tea.Msg) Dialog {
 	return Dialog{env: env, Title: title, Body: body, Danger: danger, OnConfirm: func([]string) tea.Msg { return yes }}
+}
+
+// NewInfo shows information; enter or esc closes it.
+func NewInfo(env *Env, title string, body []string) Dialog {
+	return Dialog{env: env, Title: title, Body: body, Info: true}
 }
 
 // NewPrompt asks for one line of text, with history (oldest first).
@@ -99,6 +110,13 @@ func (d Dialog) Update(msg tea.Msg) (Dialog, tea.Cmd, bool) {
 		}
 		return d, nil, false
 	}
+	if d.Info {
+		switch a {
+		case keymap.DialogConfirm, keymap.DialogCancel, keymap.DialogYes, keymap.DialogNo:
+			return d, nil, true
+		}
+		return d, nil, false
+	}
 	switch a {
 	case keymap.DialogCancel:
 		return d, nil, true
@@ -114,7 +132,14 @@ func (d Dialog) Update(msg tea.Msg) (Dialog, tea.Cmd, bool) {
 			d.Err = "type " + d.Require + " exactly, or " + km.Binding(keymap.DialogCancel).Help().Key + " to cancel"
 			return d, nil, false
 		}
+		if d.Busy {
+			return d, nil, false
+		}
 		m := d.OnConfirm(d.Values())
+		if d.Hold {
+			d.Busy, d.Err = true, ""
+			return d, func() tea.Msg { return m }, false
+		}
 		return d, func() tea.Msg { return m }, true
 	case keymap.DialogNextField:
 		if len(d.Fields) > 0 {
@@ -159,7 +184,13 @@ func (d Dialog) View(width int) string {
 		lines = append(lines, label, "› "+f.Input.View(st, inner-2, i == d.focus))
 	}
 	if d.Err != "" {
-		lines = append(lines, "", st.Error.Render(d.Err))
+		lines = append(lines, "")
+		for _, l := range wrapText(d.Err, inner) {
+			lines = append(lines, st.Error.Render(l))
+		}
+	}
+	if d.Busy {
+		lines = append(lines, "", st.Muted.Render("working…"))
 	}
 	km := d.env.Keys
 	hint := km.Binding(keymap.DialogConfirm).Help().Key + " confirm · " + km.Binding(keymap.DialogCancel).Help().Key + " cancel"
@@ -171,6 +202,9 @@ func (d Dialog) View(width int) string {
 	}
 	if len(d.Fields) == 0 {
 		hint = km.Binding(keymap.DialogYes).Help().Key + "/" + hint
+	}
+	if d.Info {
+		hint = km.Binding(keymap.DialogConfirm).Help().Key + "/" + km.Binding(keymap.DialogCancel).Help().Key + " close"
 	}
 	lines = append(lines, "", st.Muted.Render(hint))
 	for i := range lines {
@@ -225,8 +259,13 @@ func (h Help) Lines() []string {
 	var lines []string
 	for _, g := range h.env.Keys.FullHelp(h.Focus) {
 		lines = append(lines, st.Accent.Render(strings.ToUpper(string(g.Area[:1]))+string(g.Area[1:])))
-		for _, b := range g.Bindings {
-			lines = append(lines, "  "+st.StatusKey.UnsetBackground().Render(fit(b.Help().Key, 14))+b.Help().Desc)
+		for _, a := range g.Actions {
+			keys := a.KeysLabel()
+			pad := 14
+			if ansi.StringWidth(keys) >= pad {
+				pad = ansi.StringWidth(keys) + 1 // every key shows, even a long list from config.toml
+			}
+			lines = append(lines, "  "+st.StatusKey.UnsetBackground().Render(fit(keys, pad))+a.Desc())
 		}
 	}
 	return lines
@@ -280,8 +319,7 @@ func (p Palette) filter(q string) []*keymap.Action {
 		if keymap.Modal(a.Area) {
 			continue // only meaningful while their view is open
 		}
-		text := a.Desc() + " " + a.Name
-		if s, ok := FuzzyScore(q, text); ok {
+		if s, ok := paletteScore(q, a); ok {
 			out = append(out, scored{a, s})
 		}
 	}
@@ -291,6 +329,46 @@ func (p Palette) filter(q string) []*keymap.Action {
 		res[i] = o.a
 	}
 	return res
+}
+
+// paletteScore ranks real matches above fuzzy ones: the query starting
+// the action's name or verb, then every query word starting a word of the
+// name or description, then a substring, then a fuzzy match; the fuzzy
+// score orders each tier.
+func paletteScore(q string, a *keymap.Action) (int, bool) {
+	text := a.Desc() + " " + a.Name
+	s, ok := FuzzyScore(q, text)
+	if !ok {
+		return 0, false
+	}
+	ql := strings.ToLower(strings.TrimSpace(q))
+	if ql == "" {
+		return s, true
+	}
+	lower := strings.ToLower(text)
+	_, verb, _ := strings.Cut(a.Name, ".")
+	words := strings.FieldsFunc(lower, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+	allStart := true
+	for _, w := range strings.Fields(ql) {
+		found := false
+		for _, x := range words {
+			if strings.HasPrefix(x, w) {
+				found = true
+				break
+			}
+		}
+		allStart = allStart && found
+	}
+	tier := 0
+	switch {
+	case strings.HasPrefix(verb, ql) || strings.HasPrefix(a.Name, ql):
+		tier = 3
+	case allStart:
+		tier = 2
+	case strings.Contains(lower, ql):
+		tier = 1
+	}
+	return tier*1_000_000 + s, true
 }
 
 // FuzzyScore matches q's characters in order within text (case-insensitive)
@@ -365,9 +443,13 @@ func (p Palette) View(width, height int) string {
 	lines := []string{st.Accent.Render(":") + p.input.View(st, inner-1, true)}
 	body := max(min(height-5, 14), 3)
 	off := clamp(p.cursor-body+1, 0, max(len(p.matches)-body, 0))
+	keyW := 7 // room for every key shown, keys from config.toml included
+	for i := off; i < min(off+body, len(p.matches)); i++ {
+		keyW = max(keyW, min(ansi.StringWidth(p.matches[i].KeysLabel()), 20))
+	}
 	for i := off; i < min(off+body, len(p.matches)); i++ {
 		a := p.matches[i]
-		line := fit(a.Desc(), inner-24) + st.Muted.Render(fit(" "+a.Name, 16)) + " " + st.Accent.Render(fit(a.Binding.Help().Key, 7))
+		line := fit(a.Desc(), inner-17-keyW) + st.Muted.Render(fit(" "+a.Name, 16)) + " " + st.Accent.Render(fit(a.KeysLabel(), keyW))
 		if i == p.cursor {
 			line = selectRow(st, line, inner, true)
 		}

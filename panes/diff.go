@@ -518,7 +518,7 @@ func (p Diff) View(width, height int, focused bool) string {
 		head += st.Warning.Render(" · against the source now: view only")
 	case p.sel != nil:
 		if h, l := p.sel.Count(); l > 0 {
-			head += st.Picked.Render(fmt.Sprintf(" · picked %d/%d hunks, %d lines", h, len(fd.Hunks), l))
+			head += st.Picked.Render(fmt.Sprintf(" · picked %d/%s, %s", h, Count(len(fd.Hunks), "hunk", "hunks"), Count(l, "line", "lines")))
 		}
 	case p.whole:
 		head += st.Picked.Render(" · picked whole")

@@ -14,7 +14,14 @@ import (
 // Golden renders of every pane at 80x24 and 200x60 in the dark and light
 // themes (go test ./panes -update rewrites them).
 
-var sizes = []struct{ w, h int }{{80, 24}, {200, 60}}
+var sizes = []struct{ w, h int }{{80, 24}, {120, 40}, {200, 60}}
+
+// paneSizes adds, per pane, the box the 120x40 screen's layout gives it
+// (the Worlds pane is 46x9 inside its border there).
+var paneSizes = map[string][]struct{ w, h int }{
+	"worlds-resources": {{46, 9}},
+	"worlds-forks":     {{46, 9}},
+}
 
 func renderPane(t *testing.T, env *Env, pane string, w, h int) string {
 	t.Helper()
@@ -47,6 +54,12 @@ func renderPane(t *testing.T, env *Env, pane string, w, h int) string {
 		p, _ = p.Update(keyPress("enter"))
 		p, _ = p.Do(keymap.TranscriptPrevMatch)
 		return p.View(w, h, true)
+	case "transcript-waiting":
+		p := NewTranscript(env)
+		p, _ = p.SetSessions("refactor-auth", []SessionRow{{ID: "s-0002bbbbbbbb", Command: "claude", State: "running", TTY: false, Waiting: true}})
+		p = p.SetHeight(h).Append(fixtureTranscript())
+		p = p.Scroll(-20)
+		return p.View(w, h, true)
 	case "transcript-pty":
 		p := NewTranscript(env)
 		p, _ = p.SetSessions("refactor-auth", []SessionRow{{ID: "s-0003cccccccc", Command: "top", State: "running", TTY: true}})
@@ -70,6 +83,19 @@ func renderPane(t *testing.T, env *Env, pane string, w, h int) string {
 		p, _ = p.Do(keymap.ChangesTree)
 		p, _ = p.Do(keymap.ChangesKind) // A only
 		return p.View(w, h, false)
+	case "changes-deleted-dir":
+		p := NewChanges(env)
+		p, _ = p.SetChanges("refactor-auth", bigDeletion(), nil)
+		p = p.SetHeight(h)
+		p, _ = p.Do(keymap.ChangesTree)
+		picks := map[string]PickState{}
+		for _, c := range bigDeletion()[1:] {
+			picks[c.Path] = PickAll
+		}
+		p = p.SetPicks(picks)
+		p, _ = p.Do(keymap.ChangesDown)
+		p, _ = p.Do(keymap.ChangesFold)
+		return p.View(w, h, true)
 	case "diff":
 		old, nw := fixtureOldNew()
 		p := NewDiff(env).SetSize(w, h)
@@ -129,6 +155,19 @@ func renderPane(t *testing.T, env *Env, pane string, w, h int) string {
 			"tidy":          {History: []float64{30, 0}},
 		}).SetHeight(h)
 		return p.View(w, h, true)
+	case "worlds-forks":
+		p := NewWorlds(env)
+		p.Scope = "/src/app"
+		p, _ = p.SetRows([]WorldRow{
+			{Name: "refactor", Status: "idle", Backend: "local", Changes: 4, Sessions: 1},
+			{Name: "refactor-1", Status: "running", Backend: "local", Changes: 5, Sessions: 1, Running: 1},
+			{Name: "refactor-2", Status: "waiting", Backend: "local", Changes: 7, Sessions: 1, Running: 1},
+		})
+		p = p.SetResources(map[string]WorldResources{
+			"refactor-1": {CPU: 55, Memory: 90 << 20, Processes: 3, History: []float64{10, 50, 55}, Live: true},
+			"refactor-2": {CPU: 2, Memory: 20 << 20, Processes: 1, History: []float64{5, 2}, Live: true},
+		}).SetHeight(h)
+		return p.View(w, h, true)
 	case "help":
 		return NewHelp(env, keymap.Diff).View(w, h)
 	case "palette":
@@ -149,11 +188,11 @@ func renderPane(t *testing.T, env *Env, pane string, w, h int) string {
 
 func TestGolden(t *testing.T) {
 	panes := []string{
-		"worlds", "worlds-empty", "transcript", "transcript-search", "transcript-pty", "changes", "changes-tree",
-		"diff", "diff-side-by-side", "diff-drift", "diff-vs-source", "diff-binary", "timeline", "conflicts", "conflicts-edited", "compare", "worlds-resources", "help", "palette", "confirm-remove", "new-world",
+		"worlds", "worlds-empty", "transcript", "transcript-search", "transcript-pty", "transcript-waiting", "changes", "changes-tree", "changes-deleted-dir",
+		"diff", "diff-side-by-side", "diff-drift", "diff-vs-source", "diff-binary", "timeline", "conflicts", "conflicts-edited", "compare", "worlds-resources", "worlds-forks", "help", "palette", "confirm-remove", "new-world",
 	}
 	for _, pane := range panes {
-		for _, sz := range sizes {
+		for _, sz := range append(sizes, paneSizes[pane]...) {
 			for _, theme := range []string{"dark", "light"} {
 				t.Run(fmt.Sprintf("%s/%dx%d/%s", pane, sz.w, sz.h, theme), func(t *testing.T) {
 					out := renderPane(t, testEnv(t, theme), pane, sz.w, sz.h)

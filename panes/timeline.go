@@ -1,6 +1,7 @@
 package panes
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -23,7 +24,8 @@ type SnapshotRow struct {
 	Head     bool // the World's current state descends from it
 }
 
-// Timeline shows a World's snapshots as a tree, newest first.
+// Timeline shows a World's snapshots as a tree, oldest first (as
+// engine.TimelineTree orders it): up is older, down is newer.
 type Timeline struct {
 	env    *Env
 	World  string
@@ -35,6 +37,22 @@ type Timeline struct {
 	ForkedFrom string
 	// Now is the clock ages are computed from; zero = time.Now (tests fix it).
 	Now time.Time
+	// want is a snapshot the cursor goes to once it is listed (one just taken).
+	want string
+}
+
+// Want puts the cursor on snapshot id, now if it is listed, else when a
+// reload lists it.
+func (p Timeline) Want(id string) Timeline {
+	p.want = id
+	return p.SetRows(p.World, p.rows, p.errValue())
+}
+
+func (p Timeline) errValue() error {
+	if p.err == "" {
+		return nil
+	}
+	return errors.New(p.err)
 }
 
 // NewTimeline makes an empty Timeline pane.
@@ -57,6 +75,11 @@ func (p Timeline) SetRows(world string, rows []SnapshotRow, err error) Timeline 
 	for i, r := range rows {
 		if r.ID == prev {
 			p.list.Cursor = i
+		}
+	}
+	for i, r := range rows {
+		if p.want != "" && r.ID == p.want {
+			p.list.Cursor, p.want = i, ""
 		}
 	}
 	p.list.window(p.height-1, len(rows))
@@ -140,7 +163,7 @@ func (p Timeline) View(width, height int, focused bool) string {
 	if height <= 0 {
 		return ""
 	}
-	head := st.Muted.Render(fmt.Sprintf("%d snapshots", len(p.rows)))
+	head := st.Muted.Render(Count(len(p.rows), "snapshot", "snapshots"))
 	if p.ForkedFrom != "" {
 		head += st.Muted.Render(" · forked from " + p.ForkedFrom)
 	}
@@ -172,11 +195,17 @@ func (p Timeline) View(width, height int, focused bool) string {
 		}
 		var b strings.Builder
 		b.WriteString(st.Muted.Render(r.Prefix))
-		b.WriteString(st.Accent.Render(node))
-		b.WriteString(" " + st.Bold.Render(shortID(r.ID)))
-		b.WriteString(st.Muted.Render(" " + age(now.Sub(r.Time))))
-		b.WriteString(" " + msg)
-		b.WriteString(st.Muted.Render(fmt.Sprintf(" · %d files", r.Files)))
+		if r.Auto {
+			// strata took it (a fork, a rollback): it reads quieter than
+			// the person's own snapshots.
+			b.WriteString(st.Muted.Render(node + " " + shortID(r.ID) + " " + age(now.Sub(r.Time)) + " " + msg + " · " + Count(r.Files, "file", "files")))
+		} else {
+			b.WriteString(st.Accent.Render(node))
+			b.WriteString(" " + st.Bold.Render(shortID(r.ID)))
+			b.WriteString(st.Muted.Render(" " + age(now.Sub(r.Time))))
+			b.WriteString(" " + msg)
+			b.WriteString(st.Muted.Render(" · " + Count(r.Files, "file", "files")))
+		}
 		line := b.String()
 		if i == p.list.Cursor {
 			line = selectRow(st, line, width, focused)

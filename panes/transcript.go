@@ -20,6 +20,9 @@ type SessionRow struct {
 	ExitCode int
 	TTY      bool
 	Started  time.Time
+	// Waiting is a running session waiting for input (its terminal idle
+	// at a prompt): the person is needed.
+	Waiting bool
 }
 
 // TranscriptSessionMsg says the Transcript pane switched to a session; the
@@ -465,19 +468,25 @@ func (p Transcript) View(width, height int, focused bool) string {
 		return block([]string{head, "", msg}, width, height)
 	}
 	s := p.sessions[p.cur]
-	state := s.State
+	state := st.Muted.Render(" · " + s.State)
 	if s.State == "exited" {
-		state = fmt.Sprintf("exit %d", s.ExitCode)
+		state = st.Muted.Render(fmt.Sprintf(" · exit %d", s.ExitCode))
 	}
+	glyph := sessionGlyph(s)
 	stStyle := st.StatusStyle("running")
-	switch sessionGlyph(s) {
+	switch glyph {
 	case "✓":
 		stStyle = st.StatusStyle("done")
 	case "✗":
 		stStyle = st.StatusStyle("failed")
 	}
-	head = stStyle.Render(sessionGlyph(s)) + st.Muted.Render(fmt.Sprintf(" %d/%d ", p.cur+1, len(p.sessions))) +
-		st.Bold.Render(s.Command) + st.Muted.Render(" · "+state+" · "+shortID(s.ID))
+	if s.Waiting && s.State == "running" {
+		stStyle, glyph = st.StatusStyle("waiting"), StatusGlyph("waiting")
+		attach := p.env.Keys.Binding(keymap.TranscriptAttach).Help().Key
+		state = stStyle.Render(" · waiting for input — " + attach + " to attach")
+	}
+	head = stStyle.Render(glyph) + st.Muted.Render(fmt.Sprintf(" %d/%d ", p.cur+1, len(p.sessions))) +
+		st.Bold.Render(s.Command) + state + st.Muted.Render(" · "+shortID(s.ID))
 	if p.term != nil {
 		head += st.Muted.Render(fmt.Sprintf(" · %dx%d", p.term.cols, p.term.rows))
 	}
@@ -486,17 +495,34 @@ func (p Transcript) View(width, height int, focused bool) string {
 	if !p.follow {
 		bottom = clamp(p.bottom, 0, last)
 	}
-	if more := last - bottom; more > 0 {
+	more := last - bottom
+	if more > 0 {
 		head += st.Warning.Render(fmt.Sprintf(" · ↓%d more (%s)", more, p.env.Keys.Binding(keymap.TranscriptFollow).Help().Key))
-	}
-	if p.query != "" {
-		head += st.Muted.Render(fmt.Sprintf(" · /%s %d", p.query, len(p.matches)))
 	}
 	body := height - 1
 	footer := ""
-	if p.searching {
-		body--
+	switch {
+	case p.searching:
 		footer = st.Accent.Render("/") + p.search.View(st, width-1, true)
+	case p.query != "" || more > 0:
+		// Where the view is, and what the search found.
+		var parts []string
+		if p.query != "" {
+			if len(p.matches) == 0 {
+				parts = append(parts, st.Warning.Render("no match for "+p.query))
+			} else {
+				parts = append(parts, st.Accent.Render(fmt.Sprintf("match %d/%d", p.matchIdx+1, len(p.matches)))+st.Muted.Render(" /"+p.query))
+			}
+		}
+		if more > 0 {
+			parts = append(parts, st.Muted.Render(fmt.Sprintf("line %s/%s (%d%%)", Thousands(bottom+1), Thousands(last+1), (bottom+1)*100/(last+1))))
+		}
+		footer = strings.Join(parts, st.Muted.Render(" · "))
+	}
+	if footer != "" && body > 1 {
+		body--
+	} else {
+		footer = ""
 	}
 	// Lay out backwards from the bottom line, wrapping only what is shown.
 	rows := make([]string, 0, body)
@@ -540,39 +566,80 @@ func (p Transcript) View(width, height int, focused bool) string {
 	for len(lines) < body+1 {
 		lines = append(lines, "")
 	}
-	if p.searching {
+	if footer != "" {
 		lines = append(lines, footer)
 	}
 	return block(lines, width, height)
 }
 
-// highlight marks every occurrence of the query; the line loses its own
-// colours where it matches, so the matches stand out in any theme.
+// highlight marks every occurrence of the query. The line keeps its own
+// colours outside the matches: after each match the colours in effect
+// there are set again.
 func (p Transcript) highlight(line string, current bool) string {
 	plain := ansi.Strip(line)
 	hay := plain
 	q := p.query
-	if strings.ToLower(q) == q {
-		hay = strings.ToLower(plain)
+	if low := strings.ToLower(plain); strings.ToLower(q) == q && len(low) == len(plain) {
+		hay = low
 	}
 	if !strings.Contains(hay, q) {
 		return line
+	}
+	var ranges [][2]int
+	for off := 0; ; {
+		i := strings.Index(hay[off:], q)
+		if i < 0 {
+			break
+		}
+		ranges = append(ranges, [2]int{off + i, off + i + len(q)})
+		off += i + len(q)
 	}
 	st := p.env.Styles
 	m := st.Match
 	if current {
 		m = st.MatchCurrent
 	}
-	var b strings.Builder
-	for {
-		i := strings.Index(hay, q)
-		if i < 0 {
-			b.WriteString(plain)
-			break
+	var b, seg strings.Builder
+	active := "" // the SGR sequences in effect since the last reset
+	pos, ri, in := 0, 0, false
+	for i := 0; i < len(line); {
+		if line[i] == 0x1b && i+1 < len(line) && line[i+1] == '[' {
+			j := i + 2
+			for j < len(line) && (line[j] < 0x40 || line[j] > 0x7e) {
+				j++
+			}
+			j = min(j+1, len(line))
+			sgr := line[i:j]
+			if sgr == "\x1b[m" || sgr == "\x1b[0m" {
+				active = ""
+			} else {
+				active += sgr
+			}
+			if !in {
+				b.WriteString(sgr)
+			}
+			i = j
+			continue
 		}
-		b.WriteString(plain[:i])
-		b.WriteString(m.Render(plain[i : i+len(q)]))
-		plain, hay = plain[i+len(q):], hay[i+len(q):]
+		if !in && ri < len(ranges) && pos == ranges[ri][0] {
+			in = true
+			seg.Reset()
+		}
+		if in {
+			seg.WriteByte(line[i])
+		} else {
+			b.WriteByte(line[i])
+		}
+		i++
+		pos++
+		if in && pos == ranges[ri][1] {
+			b.WriteString(m.Render(seg.String()) + "\x1b[m" + active)
+			in = false
+			ri++
+		}
+	}
+	if in {
+		b.WriteString(m.Render(seg.String()))
 	}
 	return b.String()
 }

@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/charmbracelet/x/ansi"
+
 	tea "github.com/stratahq/strata/third_party/bubbletea"
 
 	"github.com/stratahq/strata/keymap"
@@ -307,22 +309,34 @@ func (p Worlds) View(width, height int, focused bool) string {
 	// CPU and its sparkline once anything was sampled, then memory; the
 	// backend gives way first.
 	showRes := len(p.res) > 0 && width >= 44
+	showSpark := showRes
 	showMem := showRes && width >= 58
 	showBackend, showSessions := width >= 46 && (!showRes || width >= 72), width >= 38
-	nameW := width - 2 - 9 - 6
-	if showRes {
-		nameW -= 5 + 1 + SparkWidth
+	nameRoom := func() int {
+		w := width - 2 - 9 - 6
+		for _, c := range []struct {
+			on bool
+			w  int
+		}{{showRes, 5}, {showSpark, 1 + SparkWidth}, {showMem, 6}, {showBackend, 7}, {showSessions, 6}} {
+			if c.on {
+				w -= c.w
+			}
+		}
+		return w
 	}
-	if showMem {
-		nameW -= 6
+	// Names win: forks (refactor-1, refactor-2) must not look alike, so
+	// the figures give way until the longest name fits whole.
+	need := 0
+	for _, r := range p.rows {
+		need = max(need, ansi.StringWidth(r.Name))
 	}
-	if showBackend {
-		nameW -= 7
+	for _, drop := range []*bool{&showSpark, &showMem, &showRes, &showBackend, &showSessions} {
+		if nameRoom() >= need {
+			break
+		}
+		*drop = false
 	}
-	if showSessions {
-		nameW -= 6
-	}
-	nameW = max(nameW, 8)
+	nameW := max(nameRoom(), 8)
 	for i := off; i < min(off+body, len(p.rows)); i++ {
 		r := p.rows[i]
 		ss := st.StatusStyle(r.Status)
@@ -361,7 +375,9 @@ func (p Worlds) View(width, height int, focused bool) string {
 			if showMem {
 				b.WriteString(st.Muted.Render(mem))
 			}
-			b.WriteString(" " + st.Accent.Render(Sparkline(res.History, SparkWidth)))
+			if showSpark {
+				b.WriteString(" " + st.Accent.Render(Sparkline(res.History, SparkWidth)))
+			}
 		}
 		line := fit(b.String(), width)
 		if i == p.list.Cursor {

@@ -109,7 +109,7 @@ func TestFrameBudget(t *testing.T) {
 	per := time.Since(start) / time.Duration(frames)
 	t.Logf("frame %v, heap in use %.1f MB", per, heapMB)
 	scr = ansi.Strip(scr)
-	if !strings.Contains(scr, "file999999.c") || !strings.Contains(scr, "10000 paths") {
+	if !strings.Contains(scr, "file999999.c") || !strings.Contains(scr, "10,000 paths") {
 		t.Fatalf("scenario not on screen:\n%s", scr)
 	}
 	budget := 16 * time.Millisecond

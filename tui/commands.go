@@ -53,6 +53,7 @@ type (
 		err    error
 		world  string // a World to select afterwards
 		reload bool   // reload the selected World's changes and timeline
+		snap   string // a snapshot just taken: the timeline's cursor goes to it
 	}
 	removeDoneMsg struct {
 		name  string
@@ -70,7 +71,11 @@ type (
 		lines []string
 		err   error
 	}
-	eventMsg engine.Event
+	eventMsg      engine.Event
+	createDoneMsg struct {
+		name string
+		err  error
+	}
 )
 
 // Requests made by dialogs once the person confirms.
@@ -158,6 +163,7 @@ func loadSessions(eng *engine.Engine, world string) tea.Cmd {
 			rows = append(rows, panes.SessionRow{
 				ID: s.ID, Command: cmd, State: string(s.State),
 				ExitCode: s.ExitCode, TTY: s.TTY, Started: s.StartedAt,
+				Waiting: s.Attention == engine.AttentionWaiting,
 			})
 		}
 		return sessionsLoadedMsg{world: world, rows: rows}
@@ -306,9 +312,9 @@ func createWorld(ctx context.Context, eng *engine.Engine, r createWorldReq) tea.
 	return func() tea.Msg {
 		w, err := eng.Create(ctx, engine.CreateOptions{Name: r.name, Source: r.source, Backend: engine.Runtime(r.backend)})
 		if err != nil {
-			return doneMsg{err: fmt.Errorf("new world %q: %w", r.name, err)}
+			return createDoneMsg{name: r.name, err: fmt.Errorf("new world %q: %w", r.name, err)}
 		}
-		return doneMsg{info: "created World " + w.Name, world: w.Name}
+		return createDoneMsg{name: w.Name}
 	}
 }
 
@@ -350,7 +356,7 @@ func takeSnapshot(ctx context.Context, eng *engine.Engine, r snapshotReq) tea.Cm
 		if err != nil {
 			return doneMsg{err: fmt.Errorf("snapshot %s: %w", r.world, err)}
 		}
-		return doneMsg{info: fmt.Sprintf("snapshot %s of %s (%d files)", shortRef(s.ID), r.world, s.Files), reload: true}
+		return doneMsg{info: fmt.Sprintf("snapshot %s of %s (%s)", shortRef(s.ID), r.world, panes.Count(s.Files, "file", "files")), reload: true, snap: s.ID}
 	}
 }
 

@@ -267,12 +267,12 @@ func (m Model) compareResult(msg tea.Msg) (Model, tea.Cmd, bool) {
 		m.compare = nil
 		return m, nil, true
 	case panes.CompareApplyMsg:
-		m.info, m.lastErr = "applying the adopted versions…", ""
+		m.setResult("applying the adopted versions…", nil)
 		return m, applyAdopted(m.ctx, m.eng, msg.Picks), true
 	case compareAppliedMsg:
 		var cmds []tea.Cmd
 		if len(msg.applied) > 0 {
-			m.setResult(fmt.Sprintf("adopted %d paths from %s", msg.paths, strings.Join(msg.applied, ", ")), nil)
+			m.setResult(fmt.Sprintf("adopted %s from %s", panes.Count(msg.paths, "path", "paths"), strings.Join(msg.applied, ", ")), nil)
 		}
 		if msg.err != nil {
 			if len(msg.res.Conflicts) > 0 {

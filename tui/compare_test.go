@@ -60,7 +60,7 @@ func TestCompareAdoptAndRemoveOthers(t *testing.T) {
 		t.Fatal("not adopted")
 	}
 	key(keymap.CompareApply)
-	if d.m.lastErr != "" || !strings.Contains(d.m.info, "adopted 1 paths from w-b") {
+	if d.m.lastErr != "" || !strings.Contains(d.m.info, "adopted 1 path from w-b") {
 		t.Fatalf("apply: %q %q", d.m.info, d.m.lastErr)
 	}
 	got, _ := os.ReadFile(filepath.Join(src, "result.txt"))

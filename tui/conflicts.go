@@ -62,7 +62,7 @@ func (m Model) conflictResult(msg tea.Msg) (Model, tea.Cmd, bool) {
 			m.setResult("nothing left to apply: every conflicting path keeps the source's version", nil)
 			return m, nil, true
 		}
-		m.info, m.lastErr = "applying again…", ""
+		m.setResult("applying again…", nil)
 		return m, m.applyPicksCmd(msg.World, picks), true
 	case panes.ConflictsEditMsg:
 		return m, writeConflictFile(msg.World, msg.Path, msg.Text), true

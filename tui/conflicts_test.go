@@ -54,7 +54,7 @@ func TestConflictResolvePerRegion(t *testing.T) {
 			t.Errorf("conflict view lacks %q:\n%s", want, scr)
 		}
 	}
-	if !strings.Contains(d.m.lastErr, "2 overlapping") && !strings.Contains(d.m.lastErr, "1 conflicts") {
+	if !strings.Contains(d.m.lastErr, "2 overlapping") && !strings.Contains(d.m.lastErr, "1 conflict,") {
 		t.Errorf("status: %q", d.m.lastErr)
 	}
 	// The status bar shows the conflict keys, not the panes'.

@@ -201,7 +201,7 @@ func idleCPU(t *testing.T, x tmux) {
 		}
 		return n
 	}
-	time.Sleep(time.Second)
+	time.Sleep(infoTTL + time.Second) // the last info message expires first: that redraw is not idling
 	t0, w0 := ticks(), wakeups()
 	time.Sleep(idle)
 	used, woke := ticks()-t0, wakeups()-w0 // clock ticks are 1/100 s

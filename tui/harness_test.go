@@ -99,6 +99,7 @@ func newDriver(t *testing.T, eng *engine.Engine, o Options, w, h int) *driver {
 	if err != nil {
 		t.Fatal(err)
 	}
+	m.infoTTL = 0 // the synchronous driver would sleep through every expiry
 	d := &driver{t: t, m: *m}
 	d.send(tea.WindowSizeMsg{Width: w, Height: h})
 	d.run(d.m.Init())

@@ -133,9 +133,19 @@ type Model struct {
 	sampling                                             bool // a resource sample is in flight
 
 	info, lastErr string
-	history       []string
-	pendingSelect string
-	quitting      bool
+	// messages is every status message and error, oldest first, for the
+	// message log (the status line cuts them at its width).
+	messages []panes.Message
+	msgLog   *panes.MessageLog
+	// infoSeq numbers info messages; infoTicked is the last one whose
+	// expiry is scheduled, so each gets one tick and an old tick never
+	// clears a newer message.
+	infoSeq, infoTicked int
+	infoTTL             time.Duration // 0: info messages never expire
+	now                 func() time.Time
+	history             []string
+	pendingSelect       string
+	quitting            bool
 }
 
 // New builds the root model. Key and colour configuration errors are
@@ -178,7 +188,7 @@ func New(ctx context.Context, eng *engine.Engine, o Options) (*Model, error) {
 		ctx: ctx, eng: eng, opts: o, env: env, themeOpts: to, source: src,
 		worlds: panes.NewWorlds(env), transcript: panes.NewTranscript(env), changes: panes.NewChanges(env),
 		diff: panes.NewDiff(env), timeline: panes.NewTimeline(env),
-		picks: map[string]*pick{},
+		picks: map[string]*pick{}, infoTTL: infoTTL, now: time.Now,
 	}
 	m.worlds.Scope = src
 	return m, nil
@@ -189,8 +199,37 @@ func (m Model) Init() tea.Cmd {
 	return tea.Batch(loadWorlds(m.ctx, m.eng, m.source), tea.RequestBackgroundColor)
 }
 
-// Update routes one message.
+// infoTTL is how long an info message stays in the status line; errors
+// stay until the next key.
+const infoTTL = 5 * time.Second
+
+// infoExpiredMsg clears info message seq, unless a newer one replaced it.
+type infoExpiredMsg struct{ seq int }
+
+// Update routes one message, and schedules the expiry of a new info message.
 func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	if e, ok := msg.(infoExpiredMsg); ok {
+		if e.seq == m.infoSeq {
+			m.info = ""
+		}
+		return m, nil
+	}
+	if _, ok := msg.(tea.KeyPressMsg); ok && !keymap.Modal(m.focusArea()) && m.msgLog == nil && m.help == nil && m.palette == nil {
+		// An error stays until the next action; a modal view it opened
+		// (conflicts) keeps it while open.
+		m.lastErr = ""
+	}
+	nm, cmd := m.update(msg)
+	mm, ok := nm.(Model)
+	if !ok || mm.info == "" || mm.infoSeq == mm.infoTicked || mm.infoTTL <= 0 {
+		return nm, cmd
+	}
+	mm.infoTicked = mm.infoSeq
+	seq := mm.infoSeq
+	return mm, tea.Batch(cmd, tea.Tick(mm.infoTTL, func(time.Time) tea.Msg { return infoExpiredMsg{seq: seq} }))
+}
+
+func (m Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		m.width, m.height = msg.Width, msg.Height
@@ -247,6 +286,14 @@ func (m Model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		c, cmd := m.compare.Update(k)
 		m.compare = &c
 		return m, cmd
+	case m.msgLog != nil:
+		l, done := m.msgLog.Update(k)
+		if done {
+			m.msgLog = nil
+		} else {
+			m.msgLog = &l
+		}
+		return m, nil
 	case m.help != nil:
 		h, done := m.help.Update(k)
 		if done {
@@ -332,6 +379,9 @@ func (m Model) global(a string) (tea.Model, tea.Cmd) {
 	case keymap.Palette:
 		p := panes.NewPalette(m.env)
 		m.palette = &p
+	case keymap.Messages:
+		l := panes.NewMessageLog(m.env, m.messages)
+		m.msgLog = &l
 	case keymap.FocusNext:
 		m.focus = (m.focus + 1) % paneCount
 	case keymap.FocusPrev:
@@ -353,7 +403,7 @@ func (m Model) global(a string) (tea.Model, tea.Cmd) {
 		m.worlds.Scope = m.source
 		return m.reloadWorlds()
 	case keymap.Refresh:
-		m.info, m.lastErr = "reloaded", ""
+		m.setResult("reloaded", nil)
 		return m.reloadAll()
 	}
 	return m, nil
@@ -504,7 +554,7 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return m, nil
 		}
 		if msg.err != nil {
-			m.lastErr = msg.err.Error()
+			m.fail(msg.err.Error())
 			msg.file.Note = msg.err.Error()
 		}
 		cur := m.diff.File()
@@ -537,7 +587,7 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return m, tea.Batch(cmds...)
 		}
 		if msg.err != nil {
-			m.lastErr = msg.err.Error()
+			m.fail(msg.err.Error())
 		}
 		var cmd tea.Cmd
 		m.transcript, cmd = m.transcript.SetSessions(msg.world, msg.rows)
@@ -637,6 +687,9 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m.do(msg.Action)
 	case doneMsg:
 		m.setResult(msg.info, msg.err)
+		if msg.snap != "" {
+			m.timeline = m.timeline.Want(msg.snap)
+		}
 		var cmds []tea.Cmd
 		if msg.world != "" {
 			m.pendingSelect = msg.world
@@ -676,11 +729,24 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.setResult("", msg.err)
 			return m, nil
 		}
-		d := panes.NewConfirm(m.env, msg.title, capLines(msg.lines, 20), false, nil)
+		d := panes.NewInfo(m.env, msg.title, capLines(msg.lines, 20))
 		m.dialog = &d
 		return m, nil
 	case createWorldReq:
 		return m, createWorld(m.ctx, m.eng, msg)
+	case createDoneMsg:
+		form := m.dialog != nil && m.dialog.Hold
+		if msg.err != nil {
+			m.setResult("", msg.err)
+			if form {
+				m.dialog.Busy, m.dialog.Err = false, msg.err.Error()
+			}
+			return m, nil
+		}
+		if form {
+			m.dialog = nil
+		}
+		return m.update(doneMsg{info: "created World " + msg.name, world: msg.name})
 	case removeWorldReq:
 		return m, removeWorld(m.ctx, m.eng, msg)
 	case runReq:
@@ -745,12 +811,65 @@ func appendHistory(h []string, s string) []string {
 	return h
 }
 
+// setResult shows what an action did: its error, or else info.
 func (m *Model) setResult(info string, err error) {
 	if err != nil {
-		m.lastErr, m.info = err.Error(), ""
+		m.fail(err.Error())
 		return
 	}
+	m.note(info)
+}
+
+// note shows an info message for infoTTL and keeps it in the message log.
+func (m *Model) note(info string) {
 	m.info, m.lastErr = info, ""
+	if info == "" {
+		return
+	}
+	m.infoSeq++
+	m.messages = appendMessage(m.messages, panes.Message{Time: m.clock(), Text: info})
+}
+
+// fail shows an error until the next key, keeps it in the message log
+// and logs it to strata.log.
+func (m *Model) fail(text string) {
+	if n := len(m.messages); n == 0 || m.messages[n-1].Text != text || !m.messages[n-1].Err {
+		m.log().Error("tui", "world", m.world, "error", text)
+	}
+	m.lastErr, m.info = text, ""
+	m.messages = appendMessage(m.messages, panes.Message{Time: m.clock(), Text: text, Err: true})
+}
+
+// log is strata.log: the engine's logger (the default one writes to the
+// terminal, which a TUI never does).
+func (m *Model) log() *slog.Logger {
+	if m.eng != nil && m.eng.Log != nil {
+		return m.eng.Log
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func (m *Model) clock() time.Time {
+	if m.now == nil {
+		return time.Now()
+	}
+	return m.now()
+}
+
+// maxMessages bounds the message log.
+const maxMessages = 500
+
+func appendMessage(ms []panes.Message, msg panes.Message) []panes.Message {
+	if n := len(ms); n > 0 && ms[n-1].Text == msg.Text && ms[n-1].Err == msg.Err {
+		// A reload failing again and again is one entry, at its last time.
+		ms[n-1].Time = msg.Time
+		return ms
+	}
+	ms = append(ms, msg)
+	if len(ms) > maxMessages {
+		ms = append([]panes.Message(nil), ms[len(ms)-maxMessages:]...)
+	}
+	return ms
 }
 
 func (m Model) worldsLoaded(msg worldsLoadedMsg) (tea.Model, tea.Cmd) {
@@ -759,7 +878,7 @@ func (m Model) worldsLoaded(msg worldsLoadedMsg) (tea.Model, tea.Cmd) {
 		cmds = append(cmds, loadWorlds(m.ctx, m.eng, m.source))
 	}
 	if msg.err != nil {
-		m.lastErr = msg.err.Error()
+		m.fail(msg.err.Error())
 		return m, tea.Batch(cmds...)
 	}
 	// Ring and notify when a World starts waiting or fails.
@@ -827,7 +946,7 @@ func (m Model) selectWorld(name string) (tea.Model, tea.Cmd) {
 	m.transcript, _ = m.transcript.SetSessions(name, nil)
 	for _, r := range m.worlds.Rows() {
 		if r.Name == name && r.Status == "broken" {
-			m.lastErr, m.info = fmt.Sprintf("world %s is broken: %s; strata rm --purge %s removes it", name, r.Error, name), ""
+			m.fail(fmt.Sprintf("world %s is broken: %s; strata rm --purge %s removes it", name, r.Error, name))
 		}
 	}
 	return m.reloadWorld()
@@ -837,7 +956,7 @@ func (m Model) transcriptLoaded(msg transcriptLoadedMsg) (tea.Model, tea.Cmd) {
 	stale := msg.world != m.world || msg.session != m.tSession || msg.from != m.tOffset
 	if !stale {
 		if msg.err != nil {
-			m.lastErr = msg.err.Error()
+			m.fail(msg.err.Error())
 		}
 		if len(msg.chunks) > 0 {
 			m.transcript = m.transcript.AppendChunks(msg.chunks)
@@ -883,12 +1002,15 @@ func (m Model) paneAction(a panes.ActionMsg) (tea.Model, tea.Cmd) {
 			[]string{"", src, backend}, func(v []string) tea.Msg {
 				return createWorldReq{name: strings.TrimSpace(v[0]), source: strings.TrimSpace(v[1]), backend: strings.TrimSpace(v[2])}
 			})
+		// The form stays open until the World exists, showing why not
+		// with everything typed kept.
+		d.Hold = true
 		m.dialog = &d
 	case keymap.WorldsRemove:
 		body := []string{"Its overlay layer, sessions and timeline go to the trash."}
 		for _, r := range m.worlds.Rows() {
 			if r.Name == a.World {
-				body = append([]string{fmt.Sprintf("%d changed paths, %d of %d sessions running.", r.Changes, r.Running, r.Sessions)}, body...)
+				body = append([]string{fmt.Sprintf("%s, %d of %s running.", panes.Count(r.Changes, "changed path", "changed paths"), r.Running, panes.Count(r.Sessions, "session", "sessions"))}, body...)
 			}
 		}
 		d := panes.NewConfirm(m.env, "Remove World "+a.World+"?", body, true, removeWorldReq{name: a.World})
@@ -1095,7 +1217,7 @@ func (m Model) applyDone(msg applyDoneMsg) (tea.Model, tea.Cmd) {
 		// The conflict view replaces any earlier one: a second apply that
 		// conflicts again (the source moved on) starts over.
 		m = m.openConflicts(msg.world, msg.picks, msg.res.Conflicts)
-		m.setResult("", fmt.Errorf("apply: %d conflicts, nothing written: resolve them and apply again", len(msg.res.Conflicts)))
+		m.setResult("", fmt.Errorf("apply: %s, nothing written: resolve %s and apply again", panes.Count(len(msg.res.Conflicts), "conflict", "conflicts"), map[bool]string{true: "it", false: "them"}[len(msg.res.Conflicts) == 1]))
 		return m, nil
 	}
 	m.conflicts, m.conflictPicks = nil, nil
@@ -1103,23 +1225,23 @@ func (m Model) applyDone(msg applyDoneMsg) (tea.Model, tea.Cmd) {
 		m.setResult("", fmt.Errorf("apply %s: %w", msg.world, msg.err))
 		return m, nil
 	}
-	if len(msg.res.Applied) == 0 {
-		m.setResult("nothing applied from "+msg.world+": the source already holds every picked version", nil)
-	} else {
-		m.setResult(fmt.Sprintf("applied %s from %s", panes.Count(len(msg.res.Applied), "path", "paths"), msg.world), nil)
+	info := "nothing applied from " + msg.world + ": the source already holds every picked version"
+	if len(msg.res.Applied) > 0 {
+		info = fmt.Sprintf("applied %s from %s", panes.Count(len(msg.res.Applied), "path", "paths"), msg.world)
 	}
 	if n := len(msg.res.Warnings); n > 0 {
 		// What the publication changed from the picks (a stripped setuid
 		// bit) must not pass unseen: the first warning stays in the status
 		// line, every one goes to the log.
-		m.info += " · warning: " + msg.res.Warnings[0]
+		info += " · warning: " + msg.res.Warnings[0]
 		if n > 1 {
-			m.info += fmt.Sprintf(" (+%d more in strata.log)", n-1)
+			info += fmt.Sprintf(" (+%d more in strata.log)", n-1)
 		}
 		for _, w := range msg.res.Warnings {
-			slog.Warn("apply", "world", msg.world, "warning", w)
+			m.log().Warn("apply", "world", msg.world, "warning", w)
 		}
 	}
+	m.setResult(info, nil)
 	if msg.world == m.world {
 		m.picks = map[string]*pick{}
 		m.changes = m.changes.SetPicks(nil)

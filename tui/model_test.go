@@ -57,6 +57,17 @@ var globalActionTests = map[string]func(t *testing.T, d *driver){
 			t.Errorf("palette: focus %v", d.m.focus)
 		}
 	},
+	keymap.Messages: func(t *testing.T, d *driver) {
+		d.send(doneMsg{err: errors.New("something went wrong")})
+		d.keys("L")
+		if d.m.msgLog == nil || !strings.Contains(d.screen(), "something went wrong") {
+			t.Fatalf("no message log:\n%s", d.screen())
+		}
+		d.keys("L")
+		if d.m.msgLog != nil {
+			t.Error("L does not close the message log")
+		}
+	},
 	keymap.FocusNext: func(t *testing.T, d *driver) {
 		d.keys("tab")
 		if d.m.focus != paneTranscript {

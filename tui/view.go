@@ -217,8 +217,21 @@ func (m Model) tabAt(x int) paneID {
 func (m Model) statusBar() string {
 	st := m.env.Styles
 	var help []string
+	pinned := "" // "? help" shows at every width: the other hints give way
+	hb := m.env.Keys.Binding(keymap.Help)
 	for _, b := range m.env.Keys.ShortHelp(m.focusArea()) {
-		help = append(help, st.StatusKey.Render(b.Help().Key)+st.StatusDesc.Render(" "+b.Help().Desc))
+		item := st.StatusKey.Render(b.Help().Key) + st.StatusDesc.Render(" "+b.Help().Desc)
+		if hb.Enabled() && b.Help() == hb.Help() && strings.Join(b.Keys(), " ") == strings.Join(hb.Keys(), " ") {
+			pinned = item
+			continue
+		}
+		help = append(help, item)
+	}
+	if m.dialog != nil && m.dialog.Info {
+		// An info box only tells: nothing to confirm.
+		km := m.env.Keys
+		k := km.Binding(keymap.DialogConfirm).Help().Key + "/" + km.Binding(keymap.DialogCancel).Help().Key
+		help = []string{st.StatusKey.Render(k) + st.StatusDesc.Render(" close")}
 	}
 	left := strings.Join(help, st.StatusDesc.Render("  "))
 	right := ""
@@ -230,10 +243,34 @@ func (m Model) statusBar() string {
 	}
 	rw := ansi.StringWidth(right)
 	if rw > m.width*2/3 {
-		right = ansi.Truncate(right, m.width*2/3, "…")
+		// Cut, and say where the whole text is.
+		more := ""
+		if k := m.env.Keys.Binding(keymap.Messages).Help().Key; k != "" {
+			more = " " + k + " full text "
+		}
+		right = ansi.Truncate(right, max(m.width*2/3-ansi.StringWidth(more), 1), "…")
+		if more != "" {
+			right += st.StatusKey.Render(more)
+		}
 		rw = ansi.StringWidth(right)
 	}
 	lw := max(m.width-rw, 0)
+	if pinned != "" {
+		// As many hints as fit before "? help", in their order.
+		sep := st.StatusDesc.Render("  ")
+		room := lw - ansi.StringWidth(pinned)
+		var kept []string
+		used := 0
+		for _, h := range help {
+			w := ansi.StringWidth(h) + ansi.StringWidth(sep)
+			if used+w > room {
+				break
+			}
+			kept = append(kept, h)
+			used += w
+		}
+		left = strings.Join(append(kept, pinned), sep)
+	}
 	left = ansi.Truncate(left, lw, "…")
 	pad := max(lw-ansi.StringWidth(left), 0)
 	return left + st.StatusBar.Render(strings.Repeat(" ", pad)) + right
@@ -244,6 +281,8 @@ func (m Model) overlay() string {
 	switch {
 	case m.dialog != nil:
 		return m.dialog.View(m.width)
+	case m.msgLog != nil:
+		return m.msgLog.View(m.width, m.height)
 	case m.help != nil:
 		return m.help.View(m.width, m.height)
 	case m.palette != nil:
@@ -284,7 +323,7 @@ func fitLine(s string, width int) string {
 // click focuses the pane under the pointer and lets it select the row.
 func (m Model) click(msg tea.MouseClickMsg) (tea.Model, tea.Cmd) {
 	mo := msg.Mouse()
-	if m.dialog != nil || m.help != nil || m.palette != nil || m.conflicts != nil || m.compare != nil || mo.Button != tea.MouseLeft {
+	if m.dialog != nil || m.help != nil || m.msgLog != nil || m.palette != nil || m.conflicts != nil || m.compare != nil || mo.Button != tea.MouseLeft {
 		return m, nil
 	}
 	if !m.wide() && mo.Y == 0 {
@@ -325,6 +364,11 @@ func (m Model) wheel(msg tea.MouseWheelMsg) (tea.Model, tea.Cmd) {
 	if m.help != nil {
 		h, _ := m.help.Update(msg)
 		m.help = &h
+		return m, nil
+	}
+	if m.msgLog != nil {
+		l, _ := m.msgLog.Update(msg)
+		m.msgLog = &l
 		return m, nil
 	}
 	if m.dialog != nil || m.palette != nil || m.conflicts != nil || m.compare != nil {

@@ -1,0 +1,84 @@
+package panes
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/stratahq/strata/keymap"
+)
+
+// The keys labelled "older snapshot" and "newer snapshot" move that way.
+func TestTimelineKeysMatchTheirHelp(t *testing.T) {
+	env := testEnv(t, "dark")
+	byDesc := map[string]string{}
+	for _, a := range env.Keys.Area(keymap.Timeline) {
+		byDesc[a.Desc()] = a.Name
+	}
+	for _, c := range []struct {
+		desc  string
+		older bool
+	}{{"older snapshot", true}, {"newer snapshot", false}} {
+		name, ok := byDesc[c.desc]
+		if !ok {
+			t.Fatalf("no timeline action says %q", c.desc)
+		}
+		p := NewTimeline(env).SetRows("w", fixtureSnapshots(), nil).SetHeight(10)
+		p, _ = p.Do(keymap.TimelineDown) // snap-0002, between older and newer
+		rows := fixtureSnapshots()
+		before := rows[1].Time
+		p, _ = p.Do(name)
+		var after SnapshotRow
+		for _, r := range rows {
+			if r.ID == p.Selected() {
+				after = r
+			}
+		}
+		if got := after.Time.Before(before); got != c.older {
+			t.Errorf("%q (%s) moved from %v to %s at %v", c.desc, name, before, after.ID, after.Time)
+		}
+	}
+}
+
+// Automatic snapshots read muted: no bold id, no plain text, unlike the
+// person's own.
+func TestTimelineAutoSnapshotsMuted(t *testing.T) {
+	env := testEnv(t, "dark")
+	st := env.Styles
+	rows := fixtureSnapshots()
+	rows[2].Message = "fork into 2"
+	p := NewTimeline(env).SetRows("w", rows, nil).SetHeight(10)
+	p.Now = fixedNow
+	lines := strings.Split(p.View(80, 10, false), "\n")
+	var auto, manual string
+	for _, l := range lines {
+		switch {
+		case strings.Contains(ansi.Strip(l), "fork into 2"):
+			auto = l
+		case strings.Contains(ansi.Strip(l), "auth works"):
+			manual = l
+		}
+	}
+	if !strings.Contains(manual, st.Bold.Render("snap-000")) {
+		t.Fatalf("test premise: a manual snapshot's id is bold: %q", manual)
+	}
+	if strings.Contains(auto, st.Bold.Render("snap-000")) || !strings.Contains(auto, st.Muted.Render(ansi.Strip(strings.TrimRight(auto, " "))[len("├─"):])) {
+		t.Errorf("automatic snapshot not muted: %q", auto)
+	}
+}
+
+// An info box closes with enter or esc, sends nothing and says close.
+func TestInfoBoxOnlyTells(t *testing.T) {
+	env := testEnv(t, "dark")
+	d := NewInfo(env, "Changes in snapshot snap-0002", []string{"A b.txt"})
+	if v := ansi.Strip(d.View(80)); strings.Contains(strings.ToLower(v), "confirm") || !strings.Contains(v, "close") {
+		t.Errorf("info box:\n%s", v)
+	}
+	for _, k := range []string{"enter", "esc"} {
+		_, cmd, done := d.Update(keyPress(k))
+		if !done || cmd != nil {
+			t.Errorf("%s: done %v cmd %v", k, done, cmd != nil)
+		}
+	}
+}

@@ -1,0 +1,76 @@
+package panes
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/charmbracelet/x/ansi"
+)
+
+func transcriptWith(t *testing.T, rows []SessionRow, data string) Transcript {
+	t.Helper()
+	p := NewTranscript(testEnv(t, "dark"))
+	p, _ = p.SetSessions("w", rows)
+	return p.SetHeight(10).Append([]byte(data))
+}
+
+// A session waiting for input says so, and how to answer it.
+func TestTranscriptWaitingHeader(t *testing.T) {
+	p := transcriptWith(t, []SessionRow{{ID: "s-0001aaaaaaaa", Command: "claude", State: "running", TTY: false, Waiting: true}}, "Allow edit? [y/n] ")
+	head := ansi.Strip(strings.Split(p.View(100, 10, true), "\n")[0])
+	if !strings.Contains(head, "waiting for input — enter to attach") || strings.Contains(head, "running") {
+		t.Errorf("header: %q", head)
+	}
+}
+
+// Search says which match is shown of how many, and says so when nothing
+// matches.
+func TestTranscriptSearchSaysWhere(t *testing.T) {
+	p := transcriptWith(t, fixtureSessions(), string(fixtureTranscript()))
+	p = p.runSearch("fail")
+	out := ansi.Strip(p.View(80, 10, true))
+	if !strings.Contains(out, "match 6/6") {
+		t.Errorf("no match count:\n%s", out)
+	}
+	p = p.jumpMatch(1)
+	if out := ansi.Strip(p.View(80, 10, true)); !strings.Contains(out, "match 1/6") {
+		t.Errorf("n does not move the count:\n%s", out)
+	}
+	p = p.runSearch("zebra")
+	if out := ansi.Strip(p.View(80, 10, true)); !strings.Contains(out, "no match for zebra") {
+		t.Errorf("no-match not said:\n%s", out)
+	}
+}
+
+// A matched line keeps its own colours outside the match.
+func TestTranscriptSearchKeepsColours(t *testing.T) {
+	p := transcriptWith(t, fixtureSessions(), "\x1b[31mred fail here\x1b[0m plain\n")
+	p = p.runSearch("fail")
+	out := p.View(80, 10, true)
+	if !strings.Contains(out, "\x1b[31mred ") {
+		t.Errorf("the colour before the match is lost: %q", out)
+	}
+	if !strings.Contains(out, "\x1b[m\x1b[31m here") {
+		t.Errorf("the colour after the match is not restored: %q", out)
+	}
+	if !strings.Contains(ansi.Strip(out), "red fail here plain") {
+		t.Errorf("text changed: %q", ansi.Strip(out))
+	}
+}
+
+// Scrolled away from the tail, the pane says where it is.
+func TestTranscriptPosition(t *testing.T) {
+	var b strings.Builder
+	for i := 1; i <= 5000; i++ {
+		fmt.Fprintf(&b, "line %d\n", i)
+	}
+	p := transcriptWith(t, fixtureSessions(), b.String())
+	if out := ansi.Strip(p.View(80, 10, true)); strings.Contains(out, "line 5,000/5,000") || strings.Contains(out, "%)") {
+		t.Errorf("position shown while following:\n%s", out)
+	}
+	p = p.Scroll(-3000)
+	if out := ansi.Strip(p.View(80, 10, true)); !strings.Contains(out, "line 2,000/5,000 (40%)") {
+		t.Errorf("no position:\n%s", out)
+	}
+}
