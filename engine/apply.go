@@ -208,7 +208,7 @@ var ErrConflict = errors.New("apply conflicts")
 
 func (e *ConflictError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "apply world %q: %d conflict(s), nothing was written:", e.World, len(e.Conflicts))
+	fmt.Fprintf(&b, "apply world %q: %s, nothing was written:", e.World, countOf(len(e.Conflicts), "conflict", "conflicts"))
 	for _, c := range e.Conflicts {
 		fmt.Fprintf(&b, "\n  %s: %s", overlay.QuotePath(c.Path), c.Reason)
 	}
@@ -765,7 +765,7 @@ func (e *Engine) planApply(ctx context.Context, w *World, changes []overlay.Chan
 			}
 			mr := diffview.Merge3(string(base.data), string(ours.data), string(theirs.data))
 			if !mr.Clean {
-				cf := Conflict{Path: c.Path, Reason: fmt.Sprintf("%d overlapping edit(s) in the World and the source", len(mr.Conflicts)), Regions: mr.Conflicts, Merged: mr.Merged, TheirsHash: theirs.hash()}
+				cf := Conflict{Path: c.Path, Reason: countOf(len(mr.Conflicts), "overlapping edit", "overlapping edits") + " in the World and the source", Regions: mr.Conflicts, Merged: mr.Merged, TheirsHash: theirs.hash()}
 				if isSmallText(base, ours, theirs) {
 					cf.Base, cf.Ours, cf.Theirs = string(base.data), string(ours.data), string(theirs.data)
 				}
@@ -1012,4 +1012,12 @@ func dropUpperPath(upper, rel string) error {
 		return nil
 	}
 	return os.Remove(p)
+}
+
+// countOf is "1 thing" or "N things", for messages a person reads.
+func countOf(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

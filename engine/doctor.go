@@ -179,7 +179,7 @@ func (e *Engine) Doctor(ctx context.Context) *DoctorReport {
 		p := journalProblem(j)
 		if strings.TrimPrefix(j.Action, "would_") == "refused" && len(broken) > 0 {
 			// A broken World's source is unknown: it may be this one.
-			p += fmt.Sprintf(" (%d broken World(s) may use it: fix their world.toml, then run it again)", len(broken))
+			p += " (" + countOf(len(broken), "broken World", "broken Worlds") + " may use it: fix their world.toml, then run it again)"
 		}
 		r.Problems = append(r.Problems, p)
 	}
