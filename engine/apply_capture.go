@@ -255,7 +255,7 @@ func (e *Engine) writersOf(w *World, changes []overlay.Change) []WritingPath {
 				continue
 			}
 			if st, ok := info.Sys().(*syscall.Stat_t); ok {
-				targets[devIno{uint64(st.Dev), st.Ino}] = c.Path
+				targets[devIno{st.Dev, st.Ino}] = c.Path
 			}
 		}
 	}

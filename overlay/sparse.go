@@ -73,7 +73,7 @@ func copySparse(dst, src *os.File, size int64) (int64, error) {
 			}
 			got, err := src.ReadAt(buf[:n], off)
 			read += int64(got)
-			if err != nil && !(errors.Is(err, io.EOF) && int64(got) == n) {
+			if err != nil && (!errors.Is(err, io.EOF) || int64(got) != n) {
 				if errors.Is(err, io.EOF) {
 					return fmt.Errorf("%w (to %d bytes)", errShrank, off+int64(got))
 				}

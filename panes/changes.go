@@ -477,7 +477,7 @@ func (p Changes) View(width, height int, focused bool) string {
 		counts[c.Kind.Letter()]++
 		// A directory with changes below counts through them: picking a
 		// 1,000-file deletion says 1,000 picked, not 1.
-		if p.picks[c.Path] != PickNone && !(c.Type == overlay.TypeDir && hasBelow[c.Path]) {
+		if p.picks[c.Path] != PickNone && (c.Type != overlay.TypeDir || !hasBelow[c.Path]) {
 			picked++
 		}
 	}

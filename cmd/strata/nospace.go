@@ -36,7 +36,7 @@ func (e *noSpaceError) Unwrap() error { return e.err }
 // explainNoSpace rewrites an ENOSPC (or EDQUOT) error of command cmd; any
 // other error comes back as it is.
 func (a *app) explainNoSpace(cmd string, err error) error {
-	if err == nil || !(errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)) {
+	if err == nil || !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, syscall.EDQUOT) {
 		return err
 	}
 	ne := &noSpaceError{err: err}
