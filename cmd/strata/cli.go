@@ -45,6 +45,7 @@ type app struct {
 	stdout, stderr io.Writer
 	ctx            context.Context
 	eng            *engine.Engine
+	lastFlags      *flag.FlagSet // the FlagSet the command built last (see flagSetOf)
 }
 
 type command struct {
@@ -110,16 +111,27 @@ func dispatch(a *app, args []string) error {
 	}
 	switch args[0] {
 	case "help", "-h", "--help":
+		if len(args) > 1 && args[0] == "help" {
+			return helpFor(a, args[1])
+		}
 		printHelp(a.stdout)
 		return nil
 	case "version", "--version":
 		fmt.Fprintln(a.stdout, "strata", versionString())
 		return nil
 	case "tui":
+		if err := checkFlags(a, command{name: "tui", run: runTUI}, args[1:]); err != nil {
+			return err
+		}
 		return runTUI(a, args[1:])
 	}
 	for _, c := range commands {
 		if c.name == args[0] {
+			// Help and flag mistakes are answered before the engine opens:
+			// neither may create the state root or the log.
+			if err := checkFlags(a, c, args[1:]); err != nil {
+				return err
+			}
 			if !c.noEng {
 				if err := a.open(); err != nil {
 					return err
@@ -129,6 +141,53 @@ func dispatch(a *app, args []string) error {
 		}
 	}
 	return usagef("unknown command %q (strata help lists them)", args[0])
+}
+
+// flagSetOf returns the FlagSet command c builds, by running it with
+// --help against an app without an engine: every command builds and parses
+// its flags before anything else, so it stops there. The table of commands
+// stays the one declaration of the flags (help, docs test, completion).
+func flagSetOf(ctx context.Context, c command) *flag.FlagSet {
+	probe := &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, ctx: ctx}
+	_ = c.run(probe, []string{"--help"})
+	return probe.lastFlags
+}
+
+// checkFlags parses args with c's flags without running c. It returns
+// flag.ErrHelp (after printing c's usage) when they ask for help, a usage
+// error when they are wrong, and nil otherwise: c then runs as usual.
+func checkFlags(a *app, c command, args []string) error {
+	fs := flagSetOf(a.ctx, c)
+	if fs == nil {
+		return nil
+	}
+	// Asked-for help goes to stdout (strata ls --help | less), a mistake's
+	// usage to stderr.
+	var out strings.Builder
+	fs.SetOutput(&out)
+	_, _, err := parse(fs, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		io.WriteString(a.stdout, out.String())
+		return err
+	case err != nil:
+		io.WriteString(a.stderr, out.String())
+		return usagef("%v", err)
+	}
+	return nil
+}
+
+// helpFor answers `strata help VERB` with VERB's usage, like VERB --help.
+func helpFor(a *app, name string) error {
+	if name == "tui" {
+		return checkFlags(a, command{name: "tui", run: runTUI}, []string{"--help"})
+	}
+	for _, c := range commands {
+		if c.name == name {
+			return checkFlags(a, c, []string{"--help"})
+		}
+	}
+	return usagef("help: unknown command %q (strata help lists them)", name)
 }
 
 // helpGroups orders `strata help` by what a person is doing; a command not
@@ -214,9 +273,10 @@ func (a *app) flags(name, args string) *flag.FlagSet {
 	fs := flag.NewFlagSet("strata "+name, flag.ContinueOnError)
 	fs.SetOutput(a.stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(a.stderr, "Usage: strata %s %s\n", name, args)
+		fmt.Fprintf(fs.Output(), "Usage: strata %s %s\n", name, args)
 		fs.PrintDefaults()
 	}
+	a.lastFlags = fs
 	return fs
 }
 
