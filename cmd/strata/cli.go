@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -17,6 +18,8 @@ import (
 	"syscall"
 
 	"github.com/stratahq/strata/engine"
+	"github.com/stratahq/strata/keymap"
+	"github.com/stratahq/strata/themes"
 )
 
 // exitError carries a specific exit status up to main.
@@ -99,7 +102,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, "strata:", err)
 	var ue *usageError
-	if errors.As(err, &ue) || errors.Is(err, flag.ErrHelp) {
+	var ce *engine.ConfigError
+	if errors.As(err, &ue) || errors.Is(err, flag.ErrHelp) || errors.As(err, &ce) {
 		return 2
 	}
 	return 1
@@ -242,8 +246,17 @@ func (a *app) open() error {
 	if a.eng != nil {
 		return nil
 	}
+	// The whole config, the TUI's part included, is checked before anything
+	// is created: every command refuses a config the TUI would refuse.
+	cfg, err := engine.LoadConfig(engine.DefaultConfigPath())
+	if err != nil {
+		return err
+	}
+	if err := checkUIConfig(cfg); err != nil {
+		return err
+	}
 	logger := openLog()
-	eng, err := engine.Open(a.ctx, engine.Options{Logger: logger})
+	eng, err := engine.Open(a.ctx, engine.Options{Logger: logger, Config: cfg})
 	if err != nil {
 		return err
 	}
@@ -266,6 +279,32 @@ func openLog() *slog.Logger {
 		level = slog.LevelDebug
 	}
 	return slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: level})).With("pid", os.Getpid())
+}
+
+// checkUIConfig checks config.toml's [keys], theme and [colors] with the
+// functions the TUI builds its keymap and styles with, one entry at a time
+// so the error names the entry's line.
+func checkUIConfig(cfg *engine.Config) error {
+	problem := func(key string, err error) error {
+		return &engine.ConfigError{Path: cfg.Path(), Line: engine.ConfigLine(cfg.Path(), key), Err: err}
+	}
+	for _, n := range slices.Sorted(maps.Keys(cfg.Keys)) {
+		if _, err := keymap.Load(map[string][]string{n: cfg.Keys[n]}); err != nil {
+			return problem("keys."+n, err)
+		}
+	}
+	if _, err := keymap.Load(cfg.Keys); err != nil { // one key bound twice
+		return problem("keys", err)
+	}
+	if _, err := themes.Resolve(themes.Options{Theme: cfg.Theme}); err != nil {
+		return problem("theme", err)
+	}
+	for _, role := range slices.Sorted(maps.Keys(cfg.Colors)) {
+		if _, err := themes.Resolve(themes.Options{Theme: cfg.Theme, Colors: map[string]string{role: cfg.Colors[role]}}); err != nil {
+			return problem("colors."+role, err)
+		}
+	}
+	return nil
 }
 
 // flags builds a FlagSet whose errors and help go to stderr.

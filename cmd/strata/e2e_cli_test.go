@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stratahq/strata/themes"
 )
 
 // cleanEnv is a user's environment with every strata and XDG location (and
@@ -83,6 +85,61 @@ func TestE2EHelpHasNoSideEffects(t *testing.T) {
 		}
 		if ents, _ := os.ReadDir(base); len(ents) != 0 {
 			t.Fatalf("strata %s --no-such-flag created files in %s", n, base)
+		}
+	}
+}
+
+// A mistake in config.toml stops every command the way it stops the TUI:
+// the same message (file, line, entry), exit 2, nothing created.
+func TestE2EConfigCheckedByEveryCommand(t *testing.T) {
+	cases := []struct{ config, want string }{
+		{"theme = \"dark\"\n\n[keys]\n\"global.quit\" = [\"q\"]\n\"global.nonsense\" = [\"x\"]\n", `config.toml:5: keys: unknown action "global.nonsense"`},
+		{"[keys]\n\"global.help\" = [\"ctrl+shift+banana\"]\n", `config.toml:2: keys: action "global.help": key "ctrl+shift+banana": "banana" is not a key`},
+		{"backend = \"local\"\ntheme = \"solarized\"\n", `config.toml:2: theme "solarized": not dark, light, high-contrast, auto or a theme file`},
+		{"theme = \"mine.toml\"\n", `config.toml:1: read theme`},
+		{"[colors]\naccent = \"#12\"\n", `config.toml:2: colors: accent = "#12" is not a colour`},
+		{"[colors]\naccnt = \"#123\"\n", `config.toml:2: colors: unknown colour role "accnt"`},
+		{"[keys]\n\"global.help\" = [\"q\"]\n", `config.toml:2: keys: "q" is bound to both global.quit and global.help`},
+		{"isolation = \"tree\"\nthme = \"dark\"\n", `config.toml:2: thme: unknown key`},
+		{"\nisolation = tree\n", `config.toml:2: `},
+	}
+	for _, tc := range cases {
+		base := t.TempDir()
+		cfg := filepath.Join(base, "cfg", "config.toml")
+		must(t, os.MkdirAll(filepath.Dir(cfg), 0o755))
+		must(t, os.WriteFile(cfg, []byte(tc.config), 0o644))
+		if strings.Contains(tc.config, "mine.toml") {
+			// A theme file next to the config, with a key themes do not have.
+			must(t, os.WriteFile(filepath.Join(base, "cfg", "mine.toml"), []byte("base = \"dark\"\naccent = \"#fff\"\n"), 0o644))
+		}
+		vars := append(cleanEnv(base), "STRATA_CONFIG="+cfg)
+		work := t.TempDir()
+		var first string
+		for _, args := range [][]string{{"ls"}, {}, {"tui"}, {"ls", "--all", "--json"}} {
+			_, errs, code := runIn(t, vars, work, args...)
+			if code != 2 || !strings.Contains(errs, tc.want) || !strings.Contains(errs, cfg) {
+				t.Errorf("config %q: strata %v: exit %d, stderr %q; want exit 2 and %q naming %s", tc.config, args, code, errs, tc.want, cfg)
+			}
+			if first == "" {
+				first = errs
+			} else if errs != first {
+				t.Errorf("config %q: strata %v says %q, strata ls says %q", tc.config, args, errs, first)
+			}
+		}
+		ents, _ := os.ReadDir(base)
+		if len(ents) != 1 {
+			t.Errorf("config %q: a refused config created %v", tc.config, ents)
+		}
+	}
+}
+
+// docs/themes.md lists every colour role a theme file may set.
+func TestThemesDocListsEveryRole(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/themes.md")
+	must(t, err)
+	for _, r := range themes.Roles() {
+		if !strings.Contains(string(doc), "| `"+string(r)+"` |") {
+			t.Errorf("docs/themes.md: role %q is missing from the Roles table", r)
 		}
 	}
 }
