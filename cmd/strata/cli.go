@@ -72,7 +72,7 @@ var commands = []command{
 	{name: "shell", args: "NAME", summary: "open an interactive shell in a World", run: cmdShell},
 	{name: "attach", args: "NAME [SESSION]", summary: "attach to a TTY session (detach: ctrl-])", run: cmdAttach},
 	{name: "sessions", args: "NAME [--json]", summary: "list a World's sessions", run: cmdSessions},
-	{name: "logs", args: "NAME [SESSION] [-f] [--json]", summary: "print a session's transcript", run: cmdLogs},
+	{name: "logs", args: "NAME [SESSION] [-f] [--raw] [--json]", summary: "print a session's output as text (newest command session unless SESSION)", run: cmdLogs},
 	{name: "kill", args: "NAME SESSION [--signal SIG]", summary: "signal a session", run: cmdKill},
 	{name: "doctor", args: "[--json]", summary: "check kernel, backends, state root and journals", run: cmdDoctor},
 	{name: "events", args: "[-f] [--json] [--world NAME]", summary: "print (and follow) the activity log", run: cmdEvents},

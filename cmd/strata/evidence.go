@@ -106,6 +106,31 @@ func cmdTop(a *app, args []string) error {
 		}
 		return a.printJSON(rs)
 	}
+	if !isTerminal(a.stdout) {
+		// A pipe or a file gets plain tables, no cursor codes: one by
+		// default (CPU use measured over --interval), --count N for N.
+		for n := 0; n < max(*count, 1); n++ {
+			rs, err := a.eng.SampleResources(a.ctx, names, *interval)
+			if a.ctx.Err() != nil {
+				return nil // interrupted
+			}
+			if err != nil {
+				return err
+			}
+			var b bytes.Buffer
+			if n > 0 {
+				b.WriteString("\n")
+			}
+			writeTopTable(&b, rs, true)
+			if _, err := a.stdout.Write(b.Bytes()); err != nil {
+				return err
+			}
+			if a.ctx.Err() != nil {
+				return nil
+			}
+		}
+		return nil
+	}
 	prev := map[string]engine.Resources{}
 	// Redraw in place: home the cursor, overwrite each line and clear its
 	// rest, then clear below; no full-screen clear, so nothing flickers.
