@@ -49,6 +49,7 @@ type app struct {
 	ctx            context.Context
 	eng            *engine.Engine
 	lastFlags      *flag.FlagSet // the FlagSet the command built last (see flagSetOf)
+	jsonErrors     bool          // --json: errors go to stderr as JSON alone, no usage text
 }
 
 type command struct {
@@ -68,7 +69,7 @@ var commands = []command{
 	{name: "rm", args: "NAME [--force] [--purge] [--kill] [--json]", summary: "remove a World (to the trash with --force)", run: cmdRm},
 	{name: "trash", args: "[--json]", summary: "list removed Worlds kept for 7 days", run: cmdTrash},
 	{name: "restore-world", args: "NAME|TRASH-ID [--as NAME]", summary: "bring a World back from the trash", run: cmdRestoreWorld},
-	{name: "exec", args: "NAME [--tty] [--detach] [--env K=V]... [--cwd DIR] [--no-network] [--isolation tree|strict] [--snap] -- CMD ARGS...", summary: "run a command isolated in a World", run: cmdExec},
+	{name: "exec", args: "NAME [--tty] [--detach [--json]] [--env K=V]... [--cwd DIR] [--no-network] [--isolation tree|strict] [--snap] -- CMD ARGS...", summary: "run a command isolated in a World", run: cmdExec},
 	{name: "shell", args: "NAME", summary: "open an interactive shell in a World", run: cmdShell},
 	{name: "attach", args: "NAME [SESSION]", summary: "attach to a TTY session (detach: ctrl-])", run: cmdAttach},
 	{name: "sessions", args: "NAME [--json]", summary: "list a World's sessions", run: cmdSessions},
@@ -89,18 +90,20 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			}
 		}
 	}
+	a.jsonErrors = len(args) > 0 && wantsJSON(args[1:])
 	err := dispatch(a, args)
 	if err == nil || strings.HasSuffix(err.Error(), flag.ErrHelp.Error()) {
 		return 0 // --help printed the usage; asking for help is not an error
 	}
+	asJSON := a.jsonErrors
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil {
-			fmt.Fprintln(stderr, "strata:", ee.err)
+			a.printError(stderr, ee.err, asJSON)
 		}
 		return ee.code
 	}
-	fmt.Fprintln(stderr, "strata:", err)
+	a.printError(stderr, err, asJSON)
 	var ue *usageError
 	var ce *engine.ConfigError
 	if errors.As(err, &ue) || errors.Is(err, flag.ErrHelp) || errors.As(err, &ce) {
@@ -175,7 +178,9 @@ func checkFlags(a *app, c command, args []string) error {
 		io.WriteString(a.stdout, out.String())
 		return err
 	case err != nil:
-		io.WriteString(a.stderr, out.String())
+		if !a.jsonErrors {
+			io.WriteString(a.stderr, out.String())
+		}
 		return usagef("%v", err)
 	}
 	return nil
@@ -311,6 +316,9 @@ func checkUIConfig(cfg *engine.Config) error {
 func (a *app) flags(name, args string) *flag.FlagSet {
 	fs := flag.NewFlagSet("strata "+name, flag.ContinueOnError)
 	fs.SetOutput(a.stderr)
+	if a.jsonErrors {
+		fs.SetOutput(io.Discard) // the error alone, as JSON
+	}
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: strata %s %s\n", name, args)
 		fs.PrintDefaults()
@@ -365,20 +373,22 @@ func want(fs *flag.FlagSet, pos []string, min, max int, what string) error {
 }
 
 func (a *app) printJSON(v any) error {
-	enc := json.NewEncoder(a.stdout)
+	enc := jsonEncoder(a.stdout)
 	enc.SetIndent("", "  ")
-	// Commands and paths hold > and &: print them as they are, not as
-	// \u003e (this is for terminals and scripts, not HTML).
-	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
 }
 
 // printJSONLine prints v as one line of JSON (for streams of records),
 // unescaped like printJSON.
-func (a *app) printJSONLine(v any) error {
-	enc := json.NewEncoder(a.stdout)
+func (a *app) printJSONLine(v any) error { return jsonEncoder(a.stdout).Encode(v) }
+
+// jsonEncoder writes JSON as strata prints it: commands and paths hold >
+// and &, printed as they are, not as \u003e (this is for terminals and
+// scripts, not HTML).
+func jsonEncoder(w io.Writer) *json.Encoder {
+	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
+	return enc
 }
 
 // oneOf refuses a flag value outside its allowed set ("" means the flag was

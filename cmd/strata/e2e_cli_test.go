@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -117,6 +118,14 @@ func TestE2EConfigCheckedByEveryCommand(t *testing.T) {
 		var first string
 		for _, args := range [][]string{{"ls"}, {}, {"tui"}, {"ls", "--all", "--json"}} {
 			_, errs, code := runIn(t, vars, work, args...)
+			if len(args) > 0 && args[len(args)-1] == "--json" { // the same message, as JSON
+				var v struct {
+					Error struct{ Code, Message string }
+				}
+				if json.Unmarshal([]byte(errs), &v) == nil && v.Error.Code == "config" {
+					errs = "strata: " + v.Error.Message + "\n"
+				}
+			}
 			if code != 2 || !strings.Contains(errs, tc.want) || !strings.Contains(errs, cfg) {
 				t.Errorf("config %q: strata %v: exit %d, stderr %q; want exit 2 and %q naming %s", tc.config, args, code, errs, tc.want, cfg)
 			}
@@ -143,3 +152,65 @@ func TestThemesDocListsEveryRole(t *testing.T) {
 		}
 	}
 }
+
+// With --json an error is one JSON object on stderr with a stable code, and
+// modes are octal strings in every JSON output.
+func TestE2EJSONErrors(t *testing.T) {
+	e := newEnv(t)
+	e.ok("new", "w")
+	e.ok("exec", "w", "--", "sh", "-c", "echo changed >> a.txt")
+	check := func(code, exit int, args ...string) {
+		t.Helper()
+		out, errs, got := e.run(args...)
+		var v struct {
+			Error struct {
+				Code    string `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		lines := strings.Split(strings.TrimSpace(errs), "\n")
+		if got != exit || len(lines) != 1 || json.Unmarshal([]byte(lines[0]), &v) != nil || v.Error.Code != codes[code] || v.Error.Message == "" {
+			t.Errorf("strata %s: exit %d (want %d), stderr %q: want one JSON error with code %q (stdout %q)", strings.Join(args, " "), got, exit, errs, codes[code], out)
+		}
+	}
+	check(notFound, 1, "show", "nope", "--json")
+	check(notFound, 1, "status", "--json", "nope")
+	check(usage, 2, "ls", "--bogus", "--json")
+	check(usage, 2, "show", "--json")
+	check(usage, 2, "exec", "w", "--json", "--", "true")
+	check(exists, 1, "new", "w", "--json")
+	check(unsaved, 1, "rm", "w", "--json")
+	check(notFound, 1, "rollback", "w", "nosuchsnap", "--json")
+	// Without --json the error stays text.
+	if _, errs, _ := e.run("show", "nope"); !strings.HasPrefix(errs, "strata: world not found") {
+		t.Errorf("text error: %q", errs)
+	}
+	// Modes: octal strings, in status and in diff.
+	var st struct {
+		Changes []struct {
+			Mode any `json:"mode"`
+		} `json:"changes"`
+	}
+	must(t, json.Unmarshal([]byte(e.ok("status", "w", "--json")), &st))
+	var df []struct {
+		Old struct {
+			Mode any `json:"mode"`
+		} `json:"old"`
+		New struct {
+			Mode any `json:"mode"`
+		} `json:"new"`
+	}
+	must(t, json.Unmarshal([]byte(e.ok("diff", "w", "--json")), &df))
+	if len(st.Changes) != 1 || st.Changes[0].Mode != "0644" || len(df) != 1 || df[0].Old.Mode != "100644" || df[0].New.Mode != "100644" {
+		t.Errorf("modes: status %+v, diff %+v; want \"0644\" and \"100644\"", st.Changes, df)
+	}
+}
+
+const (
+	usage = iota
+	notFound
+	exists
+	unsaved
+)
+
+var codes = map[int]string{usage: "usage", notFound: "not_found", exists: "exists", unsaved: "unsaved_work"}

@@ -26,7 +26,7 @@ func cmdExec(a *app, args []string) error {
 	noNet := fs.Bool("no-network", false, "run without network (a private network namespace with only lo)")
 	iso := fs.String("isolation", "", "tree (default) or strict (the host read-only but the World)")
 	snap := fs.Bool("snap", false, "take a snapshot before running (undo with strata rollback)")
-	asJSON := fs.Bool("json", false, "with --detach, print the session as JSON")
+	asJSON := fs.Bool("json", false, "with --detach: print the session as JSON (refused without --detach)")
 	worlds := fs.String("worlds", "", "run in several Worlds at once: a,b,c (fan-out)")
 	all := fs.Bool("all", false, "run in every World of the current source at once (fan-out)")
 	var envs multiFlag
@@ -45,6 +45,10 @@ func cmdExec(a *app, args []string) error {
 			return usagef("--env %q: want KEY=VALUE", kv)
 		}
 		env = append(env, kv)
+	}
+	if *asJSON && !*detach {
+		// Without --detach the command's own output is what exec prints.
+		return usagef("exec: --json needs --detach (it prints the session; strata sessions NAME --json describes one afterwards)")
 	}
 	if *worlds != "" || *all {
 		rest = append(pos, rest...)
