@@ -126,6 +126,8 @@ func dispatch(a *app, args []string) error {
 	case "version", "--version":
 		fmt.Fprintln(a.stdout, "strata", versionString())
 		return nil
+	case "__complete": // hidden: what the completion scripts ask
+		return cmdComplete(a, args[1:])
 	case "tui":
 		if err := checkFlags(a, command{name: "tui", run: runTUI}, args[1:]); err != nil {
 			return err
@@ -211,7 +213,7 @@ var helpGroups = []struct {
 	{"Snapshots", []string{"snap", "timeline", "rollback", "fork", "restore", "snapdiff", "gc"}},
 	{"Evidence", []string{"blame", "top", "compare", "events"}},
 	{"CubeSandbox", []string{"up", "stop"}},
-	{"Machine", []string{"doctor"}},
+	{"Machine", []string{"doctor", "completion"}},
 }
 
 func printHelp(w io.Writer) {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -214,3 +215,76 @@ const (
 )
 
 var codes = map[int]string{usage: "usage", notFound: "not_found", exists: "exists", unsaved: "unsaved_work"}
+
+// The completion scripts are valid for their shells, and what they ask
+// (strata __complete) lists verbs, flags, Worlds, sessions and snapshots,
+// creating nothing.
+func TestE2ECompletion(t *testing.T) {
+	e := newEnv(t)
+	for _, sh := range []string{"bash", "zsh", "fish"} {
+		script := e.ok("completion", sh)
+		if _, err := exec.LookPath(sh); err != nil {
+			if sh == "fish" {
+				t.Logf("fish not installed: its script is not syntax-checked")
+				continue
+			}
+			t.Fatalf("%s not installed (make deps installs it): %v", sh, err)
+		}
+		c := exec.Command(sh, "-n")
+		c.Stdin = strings.NewReader(script)
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Errorf("%s -n rejects strata completion %s: %v\n%s", sh, sh, err, out)
+		}
+	}
+	complete := func(words ...string) []string {
+		t.Helper()
+		return strings.Fields(e.ok(append([]string{"__complete"}, words...)...))
+	}
+	// Nothing exists yet: no Worlds, and asking creates no state root.
+	if got := complete("status", ""); len(got) != 0 {
+		t.Errorf("__complete status '' with no state root: %q", got)
+	}
+	if _, err := os.Stat(e.home); err == nil {
+		t.Fatalf("__complete created the state root %s", e.home)
+	}
+	e.ok("new", "alpha")
+	e.ok("new", "beta")
+	id := strings.TrimSpace(e.ok("exec", "alpha", "--detach", "--", "true"))
+	var snap struct {
+		ID string `json:"id"`
+	}
+	must(t, json.Unmarshal([]byte(e.ok("snap", "alpha", "-m", "one", "--json")), &snap))
+	for _, tc := range []struct {
+		words []string
+		want  []string
+	}{
+		{[]string{"sta"}, []string{"status"}},
+		{[]string{"comp"}, []string{"compare", "completion"}},
+		{[]string{"status", ""}, []string{"alpha", "beta"}},
+		{[]string{"status", "a"}, []string{"alpha"}},
+		{[]string{"apply", "--dr"}, []string{"--drop-applied", "--dry-run"}},
+		{[]string{"logs", "-"}, []string{"--json", "--raw", "-f"}},
+		{[]string{"logs", "alpha", ""}, []string{id}},
+		{[]string{"rollback", "alpha", ""}, []string{snap.ID}},
+		{[]string{"fork", "alpha", "--snap", ""}, []string{snap.ID}},
+		{[]string{"exec", "--isolation", ""}, []string{"strict", "tree"}},
+		{[]string{"events", "--world", "b"}, []string{"beta"}},
+		{[]string{"completion", ""}, []string{"bash", "fish", "zsh"}},
+	} {
+		got := complete(tc.words...)
+		slices.Sort(got)
+		slices.Sort(tc.want)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("__complete %q = %q, want %q", tc.words, got, tc.want)
+		}
+	}
+	// bash itself, through the script: strata status <TAB> offers the Worlds.
+	script := e.ok("completion", "bash")
+	c := exec.Command("bash", "-c", script+"\nCOMP_WORDS=(strata status ''); COMP_CWORD=2; _strata; printf '%s\\n' \"${COMPREPLY[@]}\"")
+	c.Env = append(append(os.Environ(), e.vars...), "PATH="+filepath.Dir(strataBin)+":"+os.Getenv("PATH"))
+	c.Dir = e.source
+	out, err := c.CombinedOutput()
+	if err != nil || strings.Fields(string(out))[0] != "alpha" || !strings.Contains(string(out), "beta") {
+		t.Errorf("bash completion of 'strata status ': %v %q", err, out)
+	}
+}
