@@ -136,7 +136,26 @@ func cmdDiff(a *app, args []string) error {
 			}
 		}
 	}
-	_, err = fmt.Fprint(a.stdout, engine.Patch(fcs))
+	if *against != "base" || *againstWorld != "" {
+		_, err = fmt.Fprint(a.stdout, engine.Patch(fcs))
+		return err
+	}
+	// A deleted file whose content reappears under another name is one
+	// rename entry, as git shows it.
+	renamedTo, renamedFrom := map[int]rename{}, map[int]bool{}
+	for _, r := range findRenames(fcs) {
+		renamedTo[r.to], renamedFrom[r.from] = r, true
+	}
+	var b strings.Builder
+	for i := range fcs {
+		switch r, ok := renamedTo[i]; {
+		case ok:
+			b.WriteString(renamePatch(fcs, r, c))
+		case !renamedFrom[i]:
+			b.WriteString(engine.Patch(fcs[i : i+1]))
+		}
+	}
+	_, err = fmt.Fprint(a.stdout, b.String())
 	return err
 }
 

@@ -66,7 +66,7 @@ func cmdBlame(a *app, args []string) error {
 			fmt.Fprintf(tw, "%s\t", world)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", w.Session, w.Op, w.First.Local().Format("2006-01-02 15:04:05.000"),
-			w.Last.Local().Format("15:04:05.000"), shellQuote(w.Command))
+			w.Last.Local().Format("15:04:05.000"), oneLine(shellQuote(w.Command)))
 	}
 	return tw.Flush()
 }
@@ -190,6 +190,12 @@ func writeTopTable(w *bytes.Buffer, rows []engine.Resources, havePercent bool) {
 			humanBytes(r.UpperBytes), r.UpperFiles, r.Accounting)
 	}
 	_ = tw.Flush()
+}
+
+// oneLine keeps a command on its table row: a script's newlines, tabs and
+// carriage returns are written as \n, \t and \r.
+func oneLine(s string) string {
+	return strings.NewReplacer("\n", `\n`, "\t", `\t`, "\r", `\r`).Replace(s)
 }
 
 func humanBytes(n int64) string { return engine.HumanBytes(n) }
