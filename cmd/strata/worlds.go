@@ -20,6 +20,11 @@ func cmdNew(a *app, args []string) error {
 	mb := fs.String("mount-backend", "", "overlay backend: auto, kernel, fuse-overlayfs or unionfs-fuse")
 	iso := fs.String("isolation", "", "session isolation: tree or strict")
 	tpl := fs.String("template", "", "cube template id")
+	// newWithResources (cube.go) takes these off the command line before
+	// cmdNew runs; declared here so help, flag checks and completion know them.
+	fs.Int("cpu", 0, "cube: CPU in millicores; with --memory and --disk, picks the smallest template that fits")
+	fs.Int("memory", 0, "cube: memory in MB (see --cpu)")
+	fs.Int("disk", 0, "cube: disk in MB (see --cpu)")
 	asJSON := fs.Bool("json", false, "print the World as JSON")
 	var labels multiFlag
 	fs.Var(&labels, "label", "label K=V (repeatable)")
