@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -64,6 +65,93 @@ type CubeTemplate struct {
 	DiskMB   int    `toml:"disk_mb"`   //
 }
 
+// ConfigError is a mistake in config.toml: which file, which line (0 when
+// it cannot be told) and which key, and what is wrong with it.
+type ConfigError struct {
+	Path string
+	Line int
+	Key  string // dotted: "theme", "keys.global.quit"; "" for a syntax error
+	Err  error
+}
+
+func (e *ConfigError) Error() string {
+	where := e.Path
+	if e.Line > 0 {
+		where = fmt.Sprintf("%s:%d", e.Path, e.Line)
+	}
+	if e.Key == "" {
+		return fmt.Sprintf("config %s: %v", where, e.Err)
+	}
+	return fmt.Sprintf("config %s: %s: %v", where, e.Key, e.Err)
+}
+
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// tomlError is a TOML syntax error said without its own "toml: line N"
+// (the ConfigError says where).
+type tomlError struct{ pe toml.ParseError }
+
+func (e tomlError) Error() string {
+	if e.pe.LastKey != "" {
+		return fmt.Sprintf("after key %q: %s", e.pe.LastKey, e.pe.Message)
+	}
+	return e.pe.Message
+}
+
+func (e tomlError) Unwrap() error { return e.pe }
+
+// Problem returns a *ConfigError for key (dotted, as in ConfigError.Key),
+// finding the key's line in the file.
+func (c *Config) Problem(key string, err error) *ConfigError {
+	return &ConfigError{Path: c.path, Line: ConfigLine(c.path, key), Key: key, Err: err}
+}
+
+// ConfigLine is the line of path that sets the dotted key ("keys.diff.apply"
+// is `"diff.apply" = ...` under [keys]; "keys" is the [keys] header), or 0.
+// It reads the simple TOML a person writes: one key per line, tables as
+// [headers].
+func ConfigLine(path, key string) int {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	unquote := func(s string) string {
+		s = strings.TrimSpace(s)
+		if len(s) >= 2 && (s[0] == '"' || s[0] == '\'') && s[len(s)-1] == s[0] {
+			return s[1 : len(s)-1]
+		}
+		return s
+	}
+	table := ""
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(line, "[[") && strings.HasSuffix(line, "]]"):
+			table = unquote(line[2 : len(line)-2])
+		case strings.HasPrefix(line, "["):
+			if end := strings.Index(line, "]"); end > 0 {
+				table = unquote(line[1:end])
+				if table == key {
+					return i + 1
+				}
+			}
+		default:
+			k, _, ok := strings.Cut(line, "=")
+			if !ok {
+				continue
+			}
+			full := unquote(k)
+			if table != "" {
+				full = table + "." + full
+			}
+			if full == key {
+				return i + 1
+			}
+		}
+	}
+	return 0
+}
+
 // Path is the file the config was read from ("" for defaults).
 func (c *Config) Path() string { return c.path }
 
@@ -78,19 +166,41 @@ func LoadConfig(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read config %s: %w", path, err)
 	}
+	c.path = path
 	md, err := toml.Decode(string(data), c)
 	if err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return nil, &ConfigError{Path: path, Line: pe.Position.Line, Err: tomlError{pe}}
+		}
+		return nil, &ConfigError{Path: path, Err: err}
 	}
 	if und := md.Undecoded(); len(und) > 0 {
 		keys := make([]string, 0, len(und))
 		for _, k := range und {
 			keys = append(keys, k.String())
 		}
-		return nil, fmt.Errorf("config %s: unknown keys: %s", path, strings.Join(keys, ", "))
+		msg := "unknown key (the keys are backend, mount_backend, isolation, strict_binds, ignore, env_redact, auto_snapshot, theme and the tables [keys], [colors], [cube])"
+		if len(keys) > 1 {
+			msg += "; also unknown: " + strings.Join(keys[1:], ", ")
+		}
+		err := errors.New(msg)
+		return nil, c.Problem(keys[0], err)
 	}
-	c.path = path
-	return c.withDefaults(), c.validate()
+	c.withDefaults()
+	// A theme file named relative to the config is found next to it,
+	// whatever directory strata runs in.
+	switch c.Theme {
+	case "", "auto", "dark", "light", "high-contrast":
+	default:
+		if !filepath.IsAbs(c.Theme) && (strings.ContainsRune(c.Theme, filepath.Separator) || strings.HasSuffix(c.Theme, ".toml")) {
+			c.Theme = filepath.Join(filepath.Dir(path), c.Theme)
+		}
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 func (c *Config) withDefaults() *Config {
@@ -113,17 +223,17 @@ func (c *Config) validate() error {
 	switch c.Backend {
 	case "local", "cube":
 	default:
-		return fmt.Errorf("config %s: backend %q: want local or cube", c.path, c.Backend)
+		return c.Problem("backend", fmt.Errorf("%q: want local or cube", c.Backend))
 	}
 	switch c.MountBackend {
 	case "auto", "kernel", "fuse-overlayfs", "unionfs-fuse":
 	default:
-		return fmt.Errorf("config %s: mount_backend %q: want auto, kernel, fuse-overlayfs or unionfs-fuse", c.path, c.MountBackend)
+		return c.Problem("mount_backend", fmt.Errorf("%q: want auto, kernel, fuse-overlayfs or unionfs-fuse", c.MountBackend))
 	}
 	switch c.Isolation {
 	case "tree", "strict":
 	default:
-		return fmt.Errorf("config %s: isolation %q: want tree or strict", c.path, c.Isolation)
+		return c.Problem("isolation", fmt.Errorf("%q: want tree or strict", c.Isolation))
 	}
 	return nil
 }

@@ -41,7 +41,7 @@ const DefaultMaxWatches = 8192
 const (
 	OpCreate = "create" // the path did not exist in the source
 	OpWrite  = "write"  // the path existed in the source and was changed
-	OpDelete = "delete" // a whiteout: the World deleted the source's path
+	OpDelete = "delete" // a whiteout: the World deleted the source's path; or the session removed a path it had created
 )
 
 // provRecord is one line of worlds/<name>/provenance/<session>.jsonl. A path
@@ -334,7 +334,8 @@ func (w *upperWatcher) drain(buf []byte) {
 		for _, rel := range order {
 			p := batch[rel]
 			if p.mask&(unix.IN_CREATE|unix.IN_MODIFY|unix.IN_ATTRIB|unix.IN_CLOSE_WRITE|unix.IN_MOVED_TO) == 0 {
-				continue // gone from the upper: nothing left to record
+				w.gone(rel, time.Now()) // gone from the upper
+				continue
 			}
 			w.handle(rel, time.Now(), p.mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0)
 		}
@@ -416,6 +417,23 @@ func (w *upperWatcher) walkChanged(dir string, since time.Time) {
 	}
 }
 
+// gone records the removal of a path this session had created: it leaves
+// no whiteout (the source never had it), only its absence, and its blame
+// must not end on "create".
+func (w *upperWatcher) gone(rel string, at time.Time) {
+	var st unix.Stat_t
+	if unix.Lstat(w.full(rel), &st) == nil || w.lowerType(rel) != 0 {
+		return
+	}
+	w.mu.Lock()
+	r := w.recs[rel]
+	known := r != nil && r.Op != OpDelete
+	w.mu.Unlock()
+	if known {
+		w.record(rel, OpDelete, at)
+	}
+}
+
 // lowerType is the source's type of rel (0 = absent).
 func (w *upperWatcher) lowerType(rel string) overlay.FileType {
 	st, err := overlay.LstatBeneath(w.lower, rel)
@@ -430,7 +448,11 @@ func (w *upperWatcher) lowerType(rel string) overlay.FileType {
 // watched and its content handled too, since that may predate the watch.
 func (w *upperWatcher) handle(rel string, at time.Time, created bool) {
 	target, op, isDir, ok := w.classify(rel)
-	if !ok || w.ignored(target, isDir) {
+	if !ok {
+		w.gone(rel, at) // written, then removed before we looked
+		return
+	}
+	if w.ignored(target, isDir) {
 		return
 	}
 	if !w.based[target] {

@@ -330,6 +330,9 @@ func Load(overrides map[string][]string) (*KeyMap, error) {
 			if strings.TrimSpace(k) == "" {
 				return nil, fmt.Errorf("keys: action %q: empty key name", n)
 			}
+			if err := CheckKey(k); err != nil {
+				return nil, fmt.Errorf("keys: action %q: %w", n, err)
+			}
 		}
 		if len(keys) == 0 {
 			a.Binding.Unbind()

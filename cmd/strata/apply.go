@@ -63,13 +63,31 @@ func cmdDiff(a *app, args []string) error {
 			PickNumbers []int    `json:"pick_numbers,omitempty"`
 			Lines       []string `json:"lines"`
 		}
+		// A side's mode is an octal string like status's ("100644", as git
+		// writes it), not the number.
+		type sideJSON struct {
+			Type   string `json:"type,omitempty"`
+			Mode   string `json:"mode,omitempty"`
+			Target string `json:"target,omitempty"`
+		}
+		side := func(t string, mode uint32, target string) sideJSON {
+			s := sideJSON{Type: t, Target: target}
+			if mode != 0 {
+				s.Mode = fmt.Sprintf("%06o", mode)
+			}
+			return s
+		}
 		type fileJSON struct {
 			engine.FileChange
+			Old      sideJSON   `json:"old"`
+			New      sideJSON   `json:"new"`
 			HunkList []hunkJSON `json:"hunk_list"`
 		}
 		out := make([]fileJSON, 0, len(fcs))
 		for _, fc := range fcs {
 			fj := fileJSON{FileChange: fc, HunkList: []hunkJSON{}}
+			fj.Old = side(fc.Old.Type, fc.Old.Mode, fc.Old.Target)
+			fj.New = side(fc.New.Type, fc.New.Mode, fc.New.Target)
 			fj.Path, fj.PathBytes = overlay.JSONPath(fc.Path)
 			for i, h := range fc.Diff.Hunks {
 				hj := hunkJSON{Number: i + 1, Header: h.Header}
@@ -118,7 +136,26 @@ func cmdDiff(a *app, args []string) error {
 			}
 		}
 	}
-	_, err = fmt.Fprint(a.stdout, engine.Patch(fcs))
+	if *against != "base" || *againstWorld != "" {
+		_, err = fmt.Fprint(a.stdout, engine.Patch(fcs))
+		return err
+	}
+	// A deleted file whose content reappears under another name is one
+	// rename entry, as git shows it.
+	renamedTo, renamedFrom := map[int]rename{}, map[int]bool{}
+	for _, r := range findRenames(fcs) {
+		renamedTo[r.to], renamedFrom[r.from] = r, true
+	}
+	var b strings.Builder
+	for i := range fcs {
+		switch r, ok := renamedTo[i]; {
+		case ok:
+			b.WriteString(renamePatch(fcs, r, c))
+		case !renamedFrom[i]:
+			b.WriteString(engine.Patch(fcs[i : i+1]))
+		}
+	}
+	_, err = fmt.Fprint(a.stdout, b.String())
 	return err
 }
 

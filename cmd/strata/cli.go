@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -17,6 +18,8 @@ import (
 	"syscall"
 
 	"github.com/stratahq/strata/engine"
+	"github.com/stratahq/strata/keymap"
+	"github.com/stratahq/strata/themes"
 )
 
 // exitError carries a specific exit status up to main.
@@ -45,6 +48,8 @@ type app struct {
 	stdout, stderr io.Writer
 	ctx            context.Context
 	eng            *engine.Engine
+	lastFlags      *flag.FlagSet // the FlagSet the command built last (see flagSetOf)
+	jsonErrors     bool          // --json: errors go to stderr as JSON alone, no usage text
 }
 
 type command struct {
@@ -64,11 +69,11 @@ var commands = []command{
 	{name: "rm", args: "NAME [--force] [--purge] [--kill] [--json]", summary: "remove a World (to the trash with --force)", run: cmdRm},
 	{name: "trash", args: "[--json]", summary: "list removed Worlds kept for 7 days", run: cmdTrash},
 	{name: "restore-world", args: "NAME|TRASH-ID [--as NAME]", summary: "bring a World back from the trash", run: cmdRestoreWorld},
-	{name: "exec", args: "NAME [--tty] [--detach] [--env K=V]... [--cwd DIR] [--no-network] [--isolation tree|strict] [--snap] -- CMD ARGS...", summary: "run a command isolated in a World", run: cmdExec},
+	{name: "exec", args: "NAME [--tty] [--detach [--json]] [--env K=V]... [--cwd DIR] [--no-network] [--isolation tree|strict] [--snap] -- CMD ARGS...", summary: "run a command isolated in a World", run: cmdExec},
 	{name: "shell", args: "NAME", summary: "open an interactive shell in a World", run: cmdShell},
 	{name: "attach", args: "NAME [SESSION]", summary: "attach to a TTY session (detach: ctrl-])", run: cmdAttach},
 	{name: "sessions", args: "NAME [--json]", summary: "list a World's sessions", run: cmdSessions},
-	{name: "logs", args: "NAME [SESSION] [-f] [--json]", summary: "print a session's transcript", run: cmdLogs},
+	{name: "logs", args: "NAME [SESSION] [-f] [--raw] [--json]", summary: "print a session's output as text (newest command session unless SESSION)", run: cmdLogs},
 	{name: "kill", args: "NAME SESSION [--signal SIG]", summary: "signal a session", run: cmdKill},
 	{name: "doctor", args: "[--json]", summary: "check kernel, backends, state root and journals", run: cmdDoctor},
 	{name: "events", args: "[-f] [--json] [--world NAME]", summary: "print (and follow) the activity log", run: cmdEvents},
@@ -85,20 +90,23 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			}
 		}
 	}
+	a.jsonErrors = len(args) > 0 && wantsJSON(args[1:])
 	err := dispatch(a, args)
 	if err == nil || strings.HasSuffix(err.Error(), flag.ErrHelp.Error()) {
 		return 0 // --help printed the usage; asking for help is not an error
 	}
+	asJSON := a.jsonErrors
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil {
-			fmt.Fprintln(stderr, "strata:", ee.err)
+			a.printError(stderr, ee.err, asJSON)
 		}
 		return ee.code
 	}
-	fmt.Fprintln(stderr, "strata:", err)
+	a.printError(stderr, err, asJSON)
 	var ue *usageError
-	if errors.As(err, &ue) || errors.Is(err, flag.ErrHelp) {
+	var ce *engine.ConfigError
+	if errors.As(err, &ue) || errors.Is(err, flag.ErrHelp) || errors.As(err, &ce) {
 		return 2
 	}
 	return 1
@@ -110,16 +118,29 @@ func dispatch(a *app, args []string) error {
 	}
 	switch args[0] {
 	case "help", "-h", "--help":
+		if len(args) > 1 && args[0] == "help" {
+			return helpFor(a, args[1])
+		}
 		printHelp(a.stdout)
 		return nil
 	case "version", "--version":
 		fmt.Fprintln(a.stdout, "strata", versionString())
 		return nil
+	case "__complete": // hidden: what the completion scripts ask
+		return cmdComplete(a, args[1:])
 	case "tui":
+		if err := checkFlags(a, command{name: "tui", run: runTUI}, args[1:]); err != nil {
+			return err
+		}
 		return runTUI(a, args[1:])
 	}
 	for _, c := range commands {
 		if c.name == args[0] {
+			// Help and flag mistakes are answered before the engine opens:
+			// neither may create the state root or the log.
+			if err := checkFlags(a, c, args[1:]); err != nil {
+				return err
+			}
 			if !c.noEng {
 				if err := a.open(); err != nil {
 					return err
@@ -129,6 +150,55 @@ func dispatch(a *app, args []string) error {
 		}
 	}
 	return usagef("unknown command %q (strata help lists them)", args[0])
+}
+
+// flagSetOf returns the FlagSet command c builds, by running it with
+// --help against an app without an engine: every command builds and parses
+// its flags before anything else, so it stops there. The table of commands
+// stays the one declaration of the flags (help, docs test, completion).
+func flagSetOf(ctx context.Context, c command) *flag.FlagSet {
+	probe := &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, ctx: ctx}
+	_ = c.run(probe, []string{"--help"})
+	return probe.lastFlags
+}
+
+// checkFlags parses args with c's flags without running c. It returns
+// flag.ErrHelp (after printing c's usage) when they ask for help, a usage
+// error when they are wrong, and nil otherwise: c then runs as usual.
+func checkFlags(a *app, c command, args []string) error {
+	fs := flagSetOf(a.ctx, c)
+	if fs == nil {
+		return nil
+	}
+	// Asked-for help goes to stdout (strata ls --help | less), a mistake's
+	// usage to stderr.
+	var out strings.Builder
+	fs.SetOutput(&out)
+	_, _, err := parse(fs, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		io.WriteString(a.stdout, out.String())
+		return err
+	case err != nil:
+		if !a.jsonErrors {
+			io.WriteString(a.stderr, out.String())
+		}
+		return usagef("%v", err)
+	}
+	return nil
+}
+
+// helpFor answers `strata help VERB` with VERB's usage, like VERB --help.
+func helpFor(a *app, name string) error {
+	if name == "tui" {
+		return checkFlags(a, command{name: "tui", run: runTUI}, []string{"--help"})
+	}
+	for _, c := range commands {
+		if c.name == name {
+			return checkFlags(a, c, []string{"--help"})
+		}
+	}
+	return usagef("help: unknown command %q (strata help lists them)", name)
 }
 
 // helpGroups orders `strata help` by what a person is doing; a command not
@@ -143,7 +213,7 @@ var helpGroups = []struct {
 	{"Snapshots", []string{"snap", "timeline", "rollback", "fork", "restore", "snapdiff", "gc"}},
 	{"Evidence", []string{"blame", "top", "compare", "events"}},
 	{"CubeSandbox", []string{"up", "stop"}},
-	{"Machine", []string{"doctor"}},
+	{"Machine", []string{"doctor", "completion"}},
 }
 
 func printHelp(w io.Writer) {
@@ -183,8 +253,17 @@ func (a *app) open() error {
 	if a.eng != nil {
 		return nil
 	}
+	// The whole config, the TUI's part included, is checked before anything
+	// is created: every command refuses a config the TUI would refuse.
+	cfg, err := engine.LoadConfig(engine.DefaultConfigPath())
+	if err != nil {
+		return err
+	}
+	if err := checkUIConfig(cfg); err != nil {
+		return err
+	}
 	logger := openLog()
-	eng, err := engine.Open(a.ctx, engine.Options{Logger: logger})
+	eng, err := engine.Open(a.ctx, engine.Options{Logger: logger, Config: cfg})
 	if err != nil {
 		return err
 	}
@@ -209,14 +288,44 @@ func openLog() *slog.Logger {
 	return slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: level})).With("pid", os.Getpid())
 }
 
+// checkUIConfig checks config.toml's [keys], theme and [colors] with the
+// functions the TUI builds its keymap and styles with, one entry at a time
+// so the error names the entry's line.
+func checkUIConfig(cfg *engine.Config) error {
+	problem := func(key string, err error) error {
+		return &engine.ConfigError{Path: cfg.Path(), Line: engine.ConfigLine(cfg.Path(), key), Err: err}
+	}
+	for _, n := range slices.Sorted(maps.Keys(cfg.Keys)) {
+		if _, err := keymap.Load(map[string][]string{n: cfg.Keys[n]}); err != nil {
+			return problem("keys."+n, err)
+		}
+	}
+	if _, err := keymap.Load(cfg.Keys); err != nil { // one key bound twice
+		return problem("keys", err)
+	}
+	if _, err := themes.Resolve(themes.Options{Theme: cfg.Theme}); err != nil {
+		return problem("theme", err)
+	}
+	for _, role := range slices.Sorted(maps.Keys(cfg.Colors)) {
+		if _, err := themes.Resolve(themes.Options{Theme: cfg.Theme, Colors: map[string]string{role: cfg.Colors[role]}}); err != nil {
+			return problem("colors."+role, err)
+		}
+	}
+	return nil
+}
+
 // flags builds a FlagSet whose errors and help go to stderr.
 func (a *app) flags(name, args string) *flag.FlagSet {
 	fs := flag.NewFlagSet("strata "+name, flag.ContinueOnError)
 	fs.SetOutput(a.stderr)
+	if a.jsonErrors {
+		fs.SetOutput(io.Discard) // the error alone, as JSON
+	}
 	fs.Usage = func() {
-		fmt.Fprintf(a.stderr, "Usage: strata %s %s\n", name, args)
+		fmt.Fprintf(fs.Output(), "Usage: strata %s %s\n", name, args)
 		fs.PrintDefaults()
 	}
+	a.lastFlags = fs
 	return fs
 }
 
@@ -266,20 +375,22 @@ func want(fs *flag.FlagSet, pos []string, min, max int, what string) error {
 }
 
 func (a *app) printJSON(v any) error {
-	enc := json.NewEncoder(a.stdout)
+	enc := jsonEncoder(a.stdout)
 	enc.SetIndent("", "  ")
-	// Commands and paths hold > and &: print them as they are, not as
-	// \u003e (this is for terminals and scripts, not HTML).
-	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
 }
 
 // printJSONLine prints v as one line of JSON (for streams of records),
 // unescaped like printJSON.
-func (a *app) printJSONLine(v any) error {
-	enc := json.NewEncoder(a.stdout)
+func (a *app) printJSONLine(v any) error { return jsonEncoder(a.stdout).Encode(v) }
+
+// jsonEncoder writes JSON as strata prints it: commands and paths hold >
+// and &, printed as they are, not as \u003e (this is for terminals and
+// scripts, not HTML).
+func jsonEncoder(w io.Writer) *json.Encoder {
+	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
+	return enc
 }
 
 // oneOf refuses a flag value outside its allowed set ("" means the flag was

@@ -333,6 +333,7 @@ var usageCases = map[string][][]string{
 	"compare":       {{"compare", "a"}},
 	"up":            {{"up"}, {"up", "w", "x"}},
 	"stop":          {{"stop"}, {"stop", "w", "x"}},
+	"completion":    {{"completion"}, {"completion", "tcsh"}, {"completion", "bash", "zsh"}},
 }
 
 // Every usage error exits 2, for every command: an unknown flag, a missing or

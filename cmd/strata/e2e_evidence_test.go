@@ -131,7 +131,7 @@ func TestE2ETop(t *testing.T) {
 	if want := du(t, "-s", "-B1", upper); idle.UpperDiskBytes != want {
 		t.Errorf("upper_disk_bytes %d, du -s -B1 %d", idle.UpperDiskBytes, want)
 	}
-	live := e.ok("top", "--count", "2", "--interval", "200ms", "busy", "idle")
+	live := e.onTerminal("top", "--count", "2", "--interval", "200ms", "busy", "idle")
 	if strings.Count(live, "\x1b[H") != 3 || strings.Contains(live, "\x1b[2J\x1b[H") && strings.Count(live, "\x1b[2J") != 1 {
 		t.Errorf("live table does not redraw in place: %q", live)
 	}

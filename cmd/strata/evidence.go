@@ -66,7 +66,7 @@ func cmdBlame(a *app, args []string) error {
 			fmt.Fprintf(tw, "%s\t", world)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", w.Session, w.Op, w.First.Local().Format("2006-01-02 15:04:05.000"),
-			w.Last.Local().Format("15:04:05.000"), shellQuote(w.Command))
+			w.Last.Local().Format("15:04:05.000"), oneLine(shellQuote(w.Command)))
 	}
 	return tw.Flush()
 }
@@ -105,6 +105,31 @@ func cmdTop(a *app, args []string) error {
 			rs = []engine.Resources{}
 		}
 		return a.printJSON(rs)
+	}
+	if !isTerminal(a.stdout) {
+		// A pipe or a file gets plain tables, no cursor codes: one by
+		// default (CPU use measured over --interval), --count N for N.
+		for n := 0; n < max(*count, 1); n++ {
+			rs, err := a.eng.SampleResources(a.ctx, names, *interval)
+			if a.ctx.Err() != nil {
+				return nil // interrupted
+			}
+			if err != nil {
+				return err
+			}
+			var b bytes.Buffer
+			if n > 0 {
+				b.WriteString("\n")
+			}
+			writeTopTable(&b, rs, true)
+			if _, err := a.stdout.Write(b.Bytes()); err != nil {
+				return err
+			}
+			if a.ctx.Err() != nil {
+				return nil
+			}
+		}
+		return nil
 	}
 	prev := map[string]engine.Resources{}
 	// Redraw in place: home the cursor, overwrite each line and clear its
@@ -165,6 +190,12 @@ func writeTopTable(w *bytes.Buffer, rows []engine.Resources, havePercent bool) {
 			humanBytes(r.UpperBytes), r.UpperFiles, r.Accounting)
 	}
 	_ = tw.Flush()
+}
+
+// oneLine keeps a command on its table row: a script's newlines, tabs and
+// carriage returns are written as \n, \t and \r.
+func oneLine(s string) string {
+	return strings.NewReplacer("\n", `\n`, "\t", `\t`, "\r", `\r`).Replace(s)
 }
 
 func humanBytes(n int64) string { return engine.HumanBytes(n) }

@@ -3,8 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -23,7 +26,7 @@ func cmdExec(a *app, args []string) error {
 	noNet := fs.Bool("no-network", false, "run without network (a private network namespace with only lo)")
 	iso := fs.String("isolation", "", "tree (default) or strict (the host read-only but the World)")
 	snap := fs.Bool("snap", false, "take a snapshot before running (undo with strata rollback)")
-	asJSON := fs.Bool("json", false, "with --detach, print the session as JSON")
+	asJSON := fs.Bool("json", false, "with --detach: print the session as JSON (refused without --detach)")
 	worlds := fs.String("worlds", "", "run in several Worlds at once: a,b,c (fan-out)")
 	all := fs.Bool("all", false, "run in every World of the current source at once (fan-out)")
 	var envs multiFlag
@@ -42,6 +45,10 @@ func cmdExec(a *app, args []string) error {
 			return usagef("--env %q: want KEY=VALUE", kv)
 		}
 		env = append(env, kv)
+	}
+	if *asJSON && !*detach {
+		// Without --detach the command's own output is what exec prints.
+		return usagef("exec: --json needs --detach (it prints the session; strata sessions NAME --json describes one afterwards)")
 	}
 	if *worlds != "" || *all {
 		rest = append(pos, rest...)
@@ -287,9 +294,10 @@ func cmdSessions(a *app, args []string) error {
 }
 
 func cmdLogs(a *app, args []string) error {
-	fs := a.flags("logs", "NAME [SESSION] [-f] [--json]")
+	fs := a.flags("logs", "NAME [SESSION] [-f] [--raw] [--json]")
 	follow := fs.Bool("f", false, "follow the output until the session ends")
-	asJSON := fs.Bool("json", false, "print records as JSON lines {time, stream, data}")
+	raw := fs.Bool("raw", false, "the output as recorded, terminal escape sequences and carriage returns included")
+	asJSON := fs.Bool("json", false, "print records as JSON lines {time, stream, data} (a resize: {time, stream, rows, cols})")
 	pos, _, err := parse(fs, args)
 	if err != nil {
 		return usagef("%v", err)
@@ -297,28 +305,46 @@ func cmdLogs(a *app, args []string) error {
 	if err := want(fs, pos, 1, 2, "NAME"); err != nil {
 		return err
 	}
-	ref := ""
+	var meta engine.SessionMeta
 	if len(pos) == 2 {
-		ref = pos[1]
+		meta, err = a.eng.Session(pos[0], pos[1])
+	} else {
+		meta, err = a.agentSession(pos[0])
 	}
-	meta, err := a.eng.Session(pos[0], ref)
 	if err != nil {
 		return err
 	}
 	dir := a.eng.SessionDir(pos[0], meta.ID)
+	var stdout, stderr io.Writer = a.stdout, a.stderr
+	if !*raw {
+		po, pe := &plainText{w: a.stdout}, &plainText{w: a.stderr}
+		defer po.Close()
+		defer pe.Close()
+		stdout, stderr = po, pe
+	}
 	emit := func(r engine.Record) error {
 		if *asJSON {
-			return a.printJSONLine(struct {
+			type rec struct {
 				Time   time.Time `json:"time"`
 				Stream string    `json:"stream"`
-				Data   string    `json:"data"`
-			}{r.Time, r.Stream.String(), string(r.Data)})
+				Data   *string   `json:"data,omitempty"`
+				Rows   uint16    `json:"rows,omitempty"`
+				Cols   uint16    `json:"cols,omitempty"`
+			}
+			if ws, ok := r.WinSize(); ok {
+				return a.printJSONLine(rec{Time: r.Time, Stream: r.Stream.String(), Rows: ws.Rows, Cols: ws.Cols})
+			}
+			data := string(r.Data)
+			return a.printJSONLine(rec{Time: r.Time, Stream: r.Stream.String(), Data: &data})
 		}
-		if r.Stream == engine.StreamStderr {
-			_, err := a.stderr.Write(r.Data)
-			return err
+		var err error
+		switch r.Stream {
+		case engine.StreamResize: // a terminal size, not output
+		case engine.StreamStderr:
+			_, err = stderr.Write(r.Data)
+		default:
+			_, err = stdout.Write(r.Data)
 		}
-		_, err := a.stdout.Write(r.Data)
 		return err
 	}
 	if meta.State == engine.SessionBroken {
@@ -339,6 +365,53 @@ func cmdLogs(a *app, args []string) error {
 		}
 	}
 	return nil
+}
+
+// agentSession is the session a person means by `strata logs NAME`: the
+// newest one running a command (an agent's, a build's), not the newest
+// interactive shell or editor on a terminal, as `strata shell` and the
+// TUI's edit key start them. A World with only those gives the newest.
+func (a *app) agentSession(world string) (engine.SessionMeta, error) {
+	ss, err := a.eng.Sessions(world)
+	if err != nil || len(ss) == 0 {
+		return a.eng.Session(world, "") // its error says how to start one
+	}
+	shell, _ := a.eng.ShellArgv(world, "")
+	for i := len(ss) - 1; i >= 0; i-- {
+		if !interactiveSession(ss[i], shell) {
+			return ss[i], nil
+		}
+	}
+	return ss[len(ss)-1], nil
+}
+
+// interactiveSession reports whether s is a person's shell or editor on a
+// terminal rather than a command running on its own.
+func interactiveSession(s engine.SessionMeta, shell []string) bool {
+	if !s.TTY || len(s.Argv) == 0 {
+		return false
+	}
+	if slices.Equal(s.Argv, shell) {
+		return true
+	}
+	prog := filepath.Base(s.Argv[0])
+	switch prog {
+	case "sh", "bash", "zsh", "fish", "dash", "ksh", "mksh", "tcsh", "csh", "nu", "elvish":
+		for _, arg := range s.Argv[1:] {
+			if arg != "-i" && arg != "-l" && arg != "--login" && arg != "--interactive" {
+				return false
+			}
+		}
+		return true
+	case "vi", "vim", "nvim", "view", "nano", "pico", "emacs", "emacsclient", "micro", "hx", "helix", "kak", "mg", "joe", "ne", "ed":
+		return true
+	}
+	for _, v := range []string{"VISUAL", "EDITOR"} {
+		if f := strings.Fields(os.Getenv(v)); len(f) > 0 && filepath.Base(f[0]) == prog {
+			return true
+		}
+	}
+	return false
 }
 
 func cmdKill(a *app, args []string) error {

@@ -20,6 +20,11 @@ func cmdNew(a *app, args []string) error {
 	mb := fs.String("mount-backend", "", "overlay backend: auto, kernel, fuse-overlayfs or unionfs-fuse")
 	iso := fs.String("isolation", "", "session isolation: tree or strict")
 	tpl := fs.String("template", "", "cube template id")
+	// newWithResources (cube.go) takes these off the command line before
+	// cmdNew runs; declared here so help, flag checks and completion know them.
+	fs.Int("cpu", 0, "cube: CPU in millicores; with --memory and --disk, picks the smallest template that fits")
+	fs.Int("memory", 0, "cube: memory in MB (see --cpu)")
+	fs.Int("disk", 0, "cube: disk in MB (see --cpu)")
 	asJSON := fs.Bool("json", false, "print the World as JSON")
 	var labels multiFlag
 	fs.Var(&labels, "label", "label K=V (repeatable)")
@@ -248,6 +253,11 @@ type changeJSON struct {
 	Opaque      bool   `json:"opaque,omitempty"`
 	Ignored     bool   `json:"ignored,omitempty"`
 	Note        string `json:"note,omitempty"`
+	// A rename (docs/cli.md): the deleted path names where its content
+	// went, the added one where it came from and how much of it is the same.
+	RenamedTo   string `json:"renamed_to,omitempty"`
+	RenamedFrom string `json:"renamed_from,omitempty"`
+	Similarity  int    `json:"similarity,omitempty"`
 	// Provenance: the sessions that wrote the path, oldest first.
 	Provenance []engine.PathWrite `json:"provenance"`
 }
@@ -290,6 +300,10 @@ func cmdStatus(a *app, args []string) error {
 	if err != nil {
 		return err
 	}
+	renames, err := a.statusRenames(w.Name, cs.Changes)
+	if err != nil {
+		return err
+	}
 	if *asJSON {
 		out := struct {
 			World   string       `json:"world"`
@@ -310,7 +324,16 @@ func cmdStatus(a *app, args []string) error {
 				out.Sessions[writes[i].Session] = sessionJSON{Command: writes[i].Command}
 				writes[i].Command = nil
 			}
-			out.Changes = append(out.Changes, toChangeJSON(c, writes))
+			cj := toChangeJSON(c, writes)
+			if r, ok := renames[c.Path]; ok {
+				if r.to == c.Path {
+					cj.RenamedFrom, _ = overlay.JSONPath(r.from)
+					cj.Similarity = r.similarity
+				} else {
+					cj.RenamedTo, _ = overlay.JSONPath(r.to)
+				}
+			}
+			out.Changes = append(out.Changes, cj)
 		}
 		return a.printJSON(out)
 	}
@@ -319,6 +342,12 @@ func cmdStatus(a *app, args []string) error {
 		return nil
 	}
 	for _, c := range cs.Changes {
+		if r, ok := renames[c.Path]; ok {
+			if r.to == c.Path {
+				fmt.Fprintf(a.stdout, "R  %s -> %s (%d%%)\n", quotePath(r.from), quotePath(r.to), r.similarity)
+			}
+			continue
+		}
 		marks := ""
 		if c.Whiteout {
 			marks += " (whiteout)"
@@ -342,6 +371,40 @@ func cmdStatus(a *app, args []string) error {
 		fmt.Fprintf(a.stdout, "%s  %s%s\n", c.Kind.Letter(), p, marks)
 	}
 	return nil
+}
+
+// statusRename is one rename as status shows it, under both its paths.
+type statusRename struct {
+	from, to   string
+	similarity int
+}
+
+// statusRenames finds the renames among a World's changes (findRenames),
+// diffing only its deleted and added files.
+func (a *app) statusRenames(world string, changes []overlay.Change) (map[string]statusRename, error) {
+	var dels, adds []overlay.Change
+	for _, c := range changes {
+		switch {
+		case c.Type != overlay.TypeFile:
+		case c.Kind == overlay.Deleted:
+			dels = append(dels, c)
+		case c.Kind == overlay.Added:
+			adds = append(adds, c)
+		}
+	}
+	if len(dels) == 0 || len(adds) == 0 {
+		return nil, nil
+	}
+	fcs, err := a.eng.Diff(a.ctx, world, engine.DiffOptions{Changes: append(dels, adds...)})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]statusRename{}
+	for _, r := range findRenames(fcs) {
+		sr := statusRename{from: fcs[r.from].Path, to: fcs[r.to].Path, similarity: r.similarity}
+		out[sr.from], out[sr.to] = sr, sr
+	}
+	return out, nil
 }
 
 // quotePath quotes names a terminal would mangle (newlines, control bytes,

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"strings"
+	"syscall"
+
+	"github.com/stratahq/strata/engine"
+	"github.com/stratahq/strata/overlay"
+)
+
+// errorCodes map the errors a script may want to tell apart to the stable
+// codes of `--json` errors (docs/cli.md); the first match wins. Anything
+// else is "error".
+var errorCodes = []struct {
+	code  string
+	match func(error) bool
+}{
+	{"usage", func(err error) bool { var ue *usageError; return errors.As(err, &ue) || errors.Is(err, flag.ErrHelp) }},
+	{"config", func(err error) bool { var ce *engine.ConfigError; return errors.As(err, &ce) }},
+	{"stale_pick", is(engine.ErrStalePick)},
+	{"conflict", is(engine.ErrConflict)},
+	{"not_found", is(engine.ErrWorldNotFound, engine.ErrSnapshotNotFound, engine.ErrNoSession)},
+	{"exists", is(engine.ErrWorldExists)},
+	{"invalid_name", is(engine.ErrInvalidName)},
+	{"sessions_running", is(engine.ErrSessionsRunning)},
+	{"unsaved_work", is(engine.ErrUnsavedWork)},
+	{"source_missing", is(engine.ErrSourceMissing)},
+	{"world_broken", is(engine.ErrWorldBroken)},
+	{"world_writing", is(engine.ErrWorldWriting)},
+	{"session_not_running", is(engine.ErrSessionNotRunning)},
+	{"start_failed", is(engine.ErrStartFailed)},
+	{"no_space", is(syscall.ENOSPC, syscall.EDQUOT)},
+	{"no_backend", is(overlay.ErrNoBackend)},
+	{"cube_not_configured", is(engine.ErrCubeNotConfigured)},
+	{"unfinished_publication", is(overlay.ErrIncomplete)},
+	{"corrupt", is(engine.ErrCorruptTranscript)},
+}
+
+func is(targets ...error) func(error) bool {
+	return func(err error) bool {
+		for _, t := range targets {
+			if errors.Is(err, t) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// errorCode is err's stable code for `--json` errors.
+func errorCode(err error) string {
+	for _, c := range errorCodes {
+		if c.match(err) {
+			return c.code
+		}
+	}
+	return "error"
+}
+
+// wantsJSON reports whether the command line asks for JSON (--json before
+// any "--"), so that its errors are JSON too.
+func wantsJSON(args []string) bool {
+	for _, s := range args {
+		if s == "--" {
+			return false
+		}
+		switch strings.TrimLeft(s, "-") {
+		case "json", "json=true", "json=1":
+			if strings.HasPrefix(s, "-") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// printError writes err to stderr: "strata: message", or with --json
+// {"error": {"code": ..., "message": ...}} on one line.
+func (a *app) printError(w io.Writer, err error, asJSON bool) {
+	if !asJSON {
+		io.WriteString(w, "strata: "+err.Error()+"\n")
+		return
+	}
+	type body struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}
+	enc := jsonEncoder(w)
+	_ = enc.Encode(struct {
+		Error body `json:"error"`
+	}{body{errorCode(err), err.Error()}})
+}
