@@ -177,11 +177,11 @@ func checkFlags(a *app, c command, args []string) error {
 	_, _, err := parse(fs, args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
-		io.WriteString(a.stdout, out.String())
+		_, _ = io.WriteString(a.stdout, out.String())
 		return err
 	case err != nil:
 		if !a.jsonErrors {
-			io.WriteString(a.stderr, out.String())
+			_, _ = io.WriteString(a.stderr, out.String())
 		}
 		return usagef("%v", err)
 	}

@@ -81,7 +81,7 @@ func wantsJSON(args []string) bool {
 // {"error": {"code": ..., "message": ...}} on one line.
 func (a *app) printError(w io.Writer, err error, asJSON bool) {
 	if !asJSON {
-		io.WriteString(w, "strata: "+err.Error()+"\n")
+		_, _ = io.WriteString(w, "strata: "+err.Error()+"\n")
 		return
 	}
 	type body struct {

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -315,11 +314,11 @@ func cmdLogs(a *app, args []string) error {
 		return err
 	}
 	dir := a.eng.SessionDir(pos[0], meta.ID)
-	var stdout, stderr io.Writer = a.stdout, a.stderr
+	stdout, stderr := a.stdout, a.stderr
 	if !*raw {
 		po, pe := &plainText{w: a.stdout}, &plainText{w: a.stderr}
-		defer po.Close()
-		defer pe.Close()
+		defer func() { _ = po.Close() }() // flushes what the filter holds back
+		defer func() { _ = pe.Close() }()
 		stdout, stderr = po, pe
 	}
 	emit := func(r engine.Record) error {
