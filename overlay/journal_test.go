@@ -79,31 +79,7 @@ var sweepOps = []PublishOp{
 // still reach the all-new state.
 func TestPublishCrashAtEveryStepInProcess(t *testing.T) {
 	ctx := context.Background()
-	base := t.TempDir()
-	oldRoot, newRoot := filepath.Join(base, "old"), filepath.Join(base, "new")
-	pubWriteTree(t, oldRoot, sweepTree)
-	pubWriteTree(t, newRoot, sweepTree)
-	oldHash := pubTreeHash(t, oldRoot)
-	var maxStep atomic.Int64
-	publishHook = func(step int) { maxStep.Store(max(maxStep.Load(), int64(step))) }
-	_, err := Publish(ctx, newRoot, filepath.Join(base, "j-new"), sweepOps, PublishOptions{})
-	publishHook = nil
-	total := int(maxStep.Load())
-	if err != nil {
-		t.Fatal(err)
-	}
-	newHash := pubTreeHash(t, newRoot)
-	if total < 20 {
-		t.Fatalf("only %d steps", total)
-	}
-	outcomes := map[string]int{}
-	for k := 1; k <= total; k++ {
-		root, journal := filepath.Join(base, "r", "root"), filepath.Join(base, "r", "journal")
-		os.RemoveAll(filepath.Join(base, "r"))
-		pubWriteTree(t, root, sweepTree)
-		if !publishCrashingAt(t, k, func() { _, _ = Publish(ctx, root, journal, sweepOps, PublishOptions{}) }) {
-			t.Fatalf("step %d: no crash", k)
-		}
+	total, outcomes := crashSweep(t, sweepTree, sweepOps, func(k int, root, journal string) {
 		// Crash the recovery too, at each of its steps in turn, until one run finishes.
 		for rk := 1; ; rk++ {
 			var rerr error
@@ -111,12 +87,51 @@ func TestPublishCrashAtEveryStepInProcess(t *testing.T) {
 				if rerr != nil {
 					t.Fatalf("step %d: recover: %v", k, rerr)
 				}
-				break
+				return
 			}
 			if rk > 1000 {
 				t.Fatalf("step %d: recovery never finishes", k)
 			}
 		}
+	})
+	if total < 20 {
+		t.Fatalf("only %d steps", total)
+	}
+	if outcomes["old"] == 0 || outcomes["new"] == 0 {
+		t.Errorf("sweep never reached one side: %v", outcomes)
+	}
+}
+
+// crashSweep publishes ops over tree once to count its steps, then once per
+// step crashing there, runs recoverAll on what is left, and checks the tree
+// is exactly the old or the new one with nothing left behind. It returns
+// the step count and how many crash points ended old and new.
+func crashSweep(t *testing.T, tree map[string]string, ops []PublishOp, recoverAll func(k int, root, journal string)) (int, map[string]int) {
+	t.Helper()
+	ctx := context.Background()
+	base := t.TempDir()
+	oldRoot, newRoot := filepath.Join(base, "old"), filepath.Join(base, "new")
+	pubWriteTree(t, oldRoot, tree)
+	pubWriteTree(t, newRoot, tree)
+	oldHash := pubTreeHash(t, oldRoot)
+	var maxStep atomic.Int64
+	publishHook = func(step int) { maxStep.Store(max(maxStep.Load(), int64(step))) }
+	_, err := Publish(ctx, newRoot, filepath.Join(base, "j-new"), ops, PublishOptions{})
+	publishHook = nil
+	total := int(maxStep.Load())
+	if err != nil {
+		t.Fatal(err)
+	}
+	newHash := pubTreeHash(t, newRoot)
+	outcomes := map[string]int{}
+	for k := 1; k <= total; k++ {
+		root, journal := filepath.Join(base, "r", "root"), filepath.Join(base, "r", "journal")
+		os.RemoveAll(filepath.Join(base, "r"))
+		pubWriteTree(t, root, tree)
+		if !publishCrashingAt(t, k, func() { _, _ = Publish(ctx, root, journal, ops, PublishOptions{}) }) {
+			t.Fatalf("step %d: no crash", k)
+		}
+		recoverAll(k, root, journal)
 		switch pubTreeHash(t, root) {
 		case oldHash:
 			outcomes["old"]++
@@ -128,9 +143,7 @@ func TestPublishCrashAtEveryStepInProcess(t *testing.T) {
 		pubAssertClean(t, root, journal)
 	}
 	t.Logf("%d crash points: %v", total, outcomes)
-	if outcomes["old"] == 0 || outcomes["new"] == 0 {
-		t.Errorf("sweep never reached one side: %v", outcomes)
-	}
+	return total, outcomes
 }
 
 func TestRecoverCorruptJournalChangesNothing(t *testing.T) {

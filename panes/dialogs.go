@@ -273,14 +273,19 @@ func (h Help) Lines() []string {
 
 // View draws the help box within width x height.
 func (h Help) View(width, height int) string {
-	st := h.env.Styles
-	lines := h.Lines()
 	inner := min(max(width-4, 20), 56)
+	return h.env.scrollBox("Keys", "  (config.toml [keys] overrides them)", h.Lines(), h.offset, inner, height)
+}
+
+// scrollBox draws a scrolled list of lines in a dialog box inner columns
+// wide and at most height rows high: a title, the lines from offset, and
+// the scroll hint.
+func (e *Env) scrollBox(title, note string, lines []string, offset, inner, height int) string {
+	st := e.Styles
 	body := max(height-6, 3)
-	off := clamp(h.offset, 0, max(len(lines)-body, 0))
-	shown := lines[off:min(off+body, len(lines))]
-	out := []string{st.DialogTitle.Render("Keys") + st.Muted.Render("  (config.toml [keys] overrides them)")}
-	out = append(out, shown...)
+	off := clamp(offset, 0, max(len(lines)-body, 0))
+	out := []string{st.DialogTitle.Render(title) + st.Muted.Render(note)}
+	out = append(out, lines[off:min(off+body, len(lines))]...)
 	out = append(out, st.Muted.Render("↑↓ scroll · esc close"))
 	for i := range out {
 		out[i] = fit(out[i], inner)

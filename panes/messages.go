@@ -1,7 +1,6 @@
 package panes
 
 import (
-	"strings"
 	"time"
 
 	tea "github.com/stratahq/strata/third_party/bubbletea"
@@ -89,17 +88,6 @@ func (l MessageLog) Lines(inner int) []string {
 
 // View draws the log box within width x height.
 func (l MessageLog) View(width, height int) string {
-	st := l.env.Styles
 	inner := min(max(width-4, 20), 100)
-	lines := l.Lines(inner)
-	body := max(height-6, 3)
-	off := clamp(l.offset, 0, max(len(lines)-body, 0))
-	shown := lines[off:min(off+body, len(lines))]
-	out := []string{st.DialogTitle.Render("Messages") + st.Muted.Render("  (newest first; errors also go to strata.log)")}
-	out = append(out, shown...)
-	out = append(out, st.Muted.Render("↑↓ scroll · esc close"))
-	for i := range out {
-		out[i] = fit(out[i], inner)
-	}
-	return st.Dialog.Render(strings.Join(out, "\n"))
+	return l.env.scrollBox("Messages", "  (newest first; errors also go to strata.log)", l.Lines(inner), l.offset, inner, height)
 }
