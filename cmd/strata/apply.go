@@ -255,7 +255,7 @@ func cmdApply(a *app, args []string) error {
 			return &exitError{code: 1}
 		}
 		printWarnings(a, warnings)
-		fmt.Fprintf(a.stderr, "strata: apply %s: %d conflict(s); nothing was written:\n", w.Name, len(ce.Conflicts))
+		fmt.Fprintf(a.stderr, "strata: apply %s: %s; nothing was written:\n", w.Name, count(len(ce.Conflicts), "conflict", "conflicts"))
 		for _, c := range ce.Conflicts {
 			fmt.Fprintf(a.stderr, "  %s: %s\n", quotePath(c.Path), c.Reason)
 			for _, r := range c.Regions {
@@ -299,12 +299,12 @@ func cmdApply(a *app, args []string) error {
 	}
 	switch {
 	case res.Branch != "":
-		fmt.Fprintf(a.stdout, "%s %d path(s) from world %s as commit %s on branch %s\n", verb, len(res.Paths), w.Name, short(res.Commit), res.Branch)
+		fmt.Fprintf(a.stdout, "%s %s from world %s as commit %s on branch %s\n", verb, count(len(res.Paths), "path", "paths"), w.Name, short(res.Commit), res.Branch)
 	default:
-		fmt.Fprintf(a.stdout, "%s %d path(s) from world %s to %s in %s\n", verb, len(res.Paths), w.Name, res.Source, res.Duration)
+		fmt.Fprintf(a.stdout, "%s %s from world %s to %s in %s\n", verb, count(len(res.Paths), "path", "paths"), w.Name, res.Source, res.Duration)
 	}
 	if len(res.Dropped) > 0 {
-		fmt.Fprintf(a.stdout, "dropped %d applied path(s) from the World\n", len(res.Dropped))
+		fmt.Fprintf(a.stdout, "dropped %s from the World\n", count(len(res.Dropped), "applied path", "applied paths"))
 	}
 	return nil
 }

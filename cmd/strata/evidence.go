@@ -244,8 +244,8 @@ func cmdCompare(a *app, args []string) error {
 			fmt.Fprintf(a.stdout, "    %s: %s\n", strings.Join(v.Worlds, ", "), desc)
 		}
 	}
-	fmt.Fprintf(a.stdout, "\n%d changed path(s): %d agree, %d disagree; every other path is unchanged in all Worlds (agree)\n",
-		len(cmp.Paths), cmp.Agreed, cmp.Disagreed)
+	fmt.Fprintf(a.stdout, "\n%s: %d agree, %d disagree; every other path is unchanged in all Worlds (agree)\n",
+		count(len(cmp.Paths), "changed path", "changed paths"), cmp.Agreed, cmp.Disagreed)
 	if cmp.Disagreed > 0 {
 		fmt.Fprintf(a.stdout, "adopt one World's version of a path: strata apply WORLD PATH\n")
 	}

@@ -287,7 +287,7 @@ func cmdSessions(a *app, args []string) error {
 		return err
 	}
 	if broken > 0 {
-		fmt.Fprintf(a.stderr, "%d session(s) with an unreadable meta.json; their output: strata logs %s SESSION\n", broken, pos[0])
+		fmt.Fprintf(a.stderr, "%s with an unreadable meta.json; their output: strata logs %s SESSION\n", count(broken, "session", "sessions"), pos[0])
 	}
 	return nil
 }

@@ -168,7 +168,7 @@ func cmdRestore(a *app, args []string) error {
 	if err := a.eng.RestorePaths(a.ctx, pos[0], pos[1], paths); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "restored %d path(s) in world %s from %s\n", len(pos)-2, pos[0], pos[1])
+	fmt.Fprintf(a.stdout, "restored %s in world %s from %s\n", count(len(pos)-2, "path", "paths"), pos[0], pos[1])
 	return nil
 }
 

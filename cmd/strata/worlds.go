@@ -140,7 +140,7 @@ func cmdLs(a *app, args []string) error {
 		return err
 	}
 	if len(broken) > 0 {
-		fmt.Fprintf(a.stderr, "%d broken World(s): strata show NAME says why; strata rm --purge NAME removes one\n", len(broken))
+		fmt.Fprintf(a.stderr, "%s: strata show NAME says why; strata rm --purge NAME removes one\n", count(len(broken), "broken World", "broken Worlds"))
 	}
 	return nil
 }
