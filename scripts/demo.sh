@@ -86,7 +86,7 @@ TXT
 
 # Each agent narrates in colour, as real agents do, and works in steps.
 cat > "$agents/refactor.sh" <<'TXT'
-say() { printf '\033[36m[refactor]\033[0m %s\n' "$*"; sleep "${2:-3}"; }
+say() { printf '\033[36m[refactor]\033[0m %s\n' "$1"; sleep "${2:-3}"; }
 say "reading src/app.py"
 say "renaming add_item -> add_stock"
 sed -i 's/add_item/add_stock/g' src/app.py tests/test_app.py
@@ -98,7 +98,7 @@ for i in 1 2 3 4 5 6; do say "running checks ($i/6)" 4; done
 printf '\033[32mrefactor done: 3 files changed\033[0m\n'
 TXT
 cat > "$agents/add-feature.sh" <<'TXT'
-say() { printf '\033[35m[feature]\033[0m %s\n' "$*"; sleep 3; }
+say() { printf '\033[35m[feature]\033[0m %s\n' "$1"; sleep 3; }
 say "planning: add a low-stock report"
 cat >> src/app.py <<'PY'
 
@@ -117,7 +117,7 @@ printf 'migrated: %s\n' "${answer:-no}" > MIGRATION.txt
 printf '\033[32mfeature done\033[0m\n'
 TXT
 cat > "$agents/cleanup.sh" <<'TXT'
-say() { printf '\033[34m[cleanup]\033[0m %s\n' "$*"; sleep 3; }
+say() { printf '\033[34m[cleanup]\033[0m %s\n' "$1"; sleep 3; }
 say "removing the outdated guide"
 rm -f docs/guide.md
 say "tidying README"
