@@ -234,23 +234,34 @@ func (h Help) Update(msg tea.Msg) (Help, bool) {
 		switch m.String() {
 		case "esc", "q", "?", "enter":
 			return h, true
+		}
+	}
+	h.offset = scrollBy(msg, h.offset)
+	return h, false
+}
+
+// scrollBy moves a scroll box's offset (scrollBox) for a key or wheel
+// message: a line, ten lines, or three lines a wheel notch.
+func scrollBy(msg tea.Msg, offset int) int {
+	switch m := msg.(type) {
+	case tea.KeyPressMsg:
+		switch m.String() {
 		case "down", "j":
-			h.offset++
+			return offset + 1
 		case "up", "k":
-			h.offset = max(h.offset-1, 0)
+			return max(offset-1, 0)
 		case "pgdown", "space":
-			h.offset += 10
+			return offset + 10
 		case "pgup":
-			h.offset = max(h.offset-10, 0)
+			return max(offset-10, 0)
 		}
 	case tea.MouseWheelMsg:
 		if m.Button == tea.MouseWheelDown {
-			h.offset += 3
-		} else {
-			h.offset = max(h.offset-3, 0)
+			return offset + 3
 		}
+		return max(offset-3, 0)
 	}
-	return h, false
+	return offset
 }
 
 // Lines are the help's lines, one group per area.

@@ -39,24 +39,12 @@ func (l MessageLog) Update(msg tea.Msg) (MessageLog, bool) {
 		switch m.String() {
 		case "esc", "q", "enter":
 			return l, true
-		case "down", "j":
-			l.offset++
-		case "up", "k":
-			l.offset = max(l.offset-1, 0)
-		case "pgdown", "space":
-			l.offset += 10
-		case "pgup":
-			l.offset = max(l.offset-10, 0)
 		case "g", "home":
 			l.offset = 0
-		}
-	case tea.MouseWheelMsg:
-		if m.Button == tea.MouseWheelDown {
-			l.offset += 3
-		} else {
-			l.offset = max(l.offset-3, 0)
+			return l, false
 		}
 	}
+	l.offset = scrollBy(msg, l.offset)
 	return l, false
 }
 
