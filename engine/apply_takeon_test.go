@@ -16,11 +16,7 @@ import (
 func TestApplyResolutionStaysResolved(t *testing.T) {
 	ctx := context.Background()
 	e, src := testEngine(t)
-	base := lines(1, 20, func(i int) string { return fmt.Sprint("line ", i) })
-	writeFile(t, filepath.Join(src, "r.txt"), base)
-	time.Sleep(10 * time.Millisecond)
-	merged := mountedWorld(t, e, src, "w")
-	writeFile(t, filepath.Join(merged, "r.txt"), strings.Replace(base, "line 5\n", "world 5\n", 1))
+	base, merged := lineFiveEdited(t, e, src, "r.txt", 20)
 	writeFile(t, filepath.Join(merged, "other.txt"), "other\n")
 	if _, err := e.Apply(ctx, "w", ApplyOptions{DryRun: true}); err != nil { // captures the bases
 		t.Fatal(err)

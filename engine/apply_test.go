@@ -110,11 +110,7 @@ func TestApplyFullFlowAndHunkPick(t *testing.T) {
 func TestApplyMergesAndConflicts(t *testing.T) {
 	ctx := context.Background()
 	e, src := testEngine(t)
-	base := lines(1, 30, func(i int) string { return fmt.Sprint("line ", i) })
-	writeFile(t, filepath.Join(src, "f.txt"), base)
-	time.Sleep(10 * time.Millisecond)
-	merged := mountedWorld(t, e, src, "w")
-	writeFile(t, filepath.Join(merged, "f.txt"), strings.Replace(base, "line 5\n", "world 5\n", 1))
+	base, merged := lineFiveEdited(t, e, src, "f.txt", 30)
 	// Bases are captured while the source still holds them.
 	if _, err := e.CaptureBases(ctx, mustWorld(t, e, "w"), mustChanges(t, e, "w")); err != nil {
 		t.Fatal(err)
@@ -291,4 +287,17 @@ func TestApplyHostileInput(t *testing.T) {
 			t.Fatalf("apply %q succeeded", p)
 		}
 	}
+}
+
+// lineFiveEdited writes name in the source as n numbered lines ("line 1"
+// ...), then makes World "w" over it, mounted, whose copy says "world 5"
+// for line 5. It returns the source's content and the World's merged dir.
+func lineFiveEdited(t *testing.T, e *Engine, src, name string, n int) (base, merged string) {
+	t.Helper()
+	base = lines(1, n, func(i int) string { return fmt.Sprint("line ", i) })
+	writeFile(t, filepath.Join(src, name), base)
+	time.Sleep(10 * time.Millisecond) // the World's copy-up is younger than the source
+	merged = mountedWorld(t, e, src, "w")
+	writeFile(t, filepath.Join(merged, name), strings.Replace(base, "line 5\n", "world 5\n", 1))
+	return base, merged
 }

@@ -180,11 +180,7 @@ func TestApplyRefusesPickOnMovedBase(t *testing.T) {
 func TestApplyAfterTheSourceRevertedAnApplySaysNothing(t *testing.T) {
 	ctx := context.Background()
 	e, src := testEngine(t)
-	base := lines(1, 30, func(i int) string { return fmt.Sprint("line ", i) })
-	writeFile(t, filepath.Join(src, "f.txt"), base)
-	time.Sleep(10 * time.Millisecond)
-	merged := mountedWorld(t, e, src, "w")
-	writeFile(t, filepath.Join(merged, "f.txt"), strings.Replace(base, "line 5\n", "world 5\n", 1))
+	base, _ := lineFiveEdited(t, e, src, "f.txt", 30)
 	if _, err := e.CaptureBases(ctx, mustWorld(t, e, "w"), mustChanges(t, e, "w")); err != nil {
 		t.Fatal(err)
 	}
