@@ -535,6 +535,11 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request, sb *sandbo
 		}
 	}
 	finished = true
+	if req.PTY != nil {
+		// An ended process is gone before its end is reported: input sent
+		// after the end event gets not_found, as from envd.
+		sb.forgetTerminal(pid)
+	}
 	state := cmd.ProcessState
 	end := map[string]any{"status": state.String()}
 	if code := state.ExitCode(); code != 0 {
