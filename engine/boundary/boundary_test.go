@@ -299,3 +299,16 @@ func TestScrubEnvPrefixes(t *testing.T) {
 		t.Fatalf("kept %v dropped %v", kept, dropped)
 	}
 }
+
+// The message a person reads for the commonest mistake.
+func TestCheckMessage(t *testing.T) {
+	c, err := Parse("[boundary]\nshared_caches = [\"/\"]\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Check(Host{Home: "/home/u", StateRoot: "/home/u/.local/share/strata"})
+	want := `boundary.shared_caches: "/": refused path: it would make the whole host writable; name the cache directory itself`
+	if err == nil || err.Error() != want || !errors.Is(err, ErrRefusedPath) {
+		t.Fatalf("Check = %v, want %q", err, want)
+	}
+}

@@ -216,9 +216,9 @@ func checkWritable(s string, h Host, source string, creds []string) error {
 		return fmt.Errorf("%q: %w", s, err)
 	}
 	for _, p := range candidates {
-		shown := s
+		shown := fmt.Sprintf("%q", s)
 		if p != abs {
-			shown = fmt.Sprintf("%s (a link to %s)", s, p)
+			shown = fmt.Sprintf("%q (a link to %s)", s, p)
 		}
 		refuse := func(why string) error {
 			return fmt.Errorf("%s: %w: %s", shown, ErrRefusedPath, why)
