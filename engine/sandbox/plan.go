@@ -57,6 +57,10 @@ type Step struct {
 	Upper    string `json:"upper,omitempty"`
 	Work     string `json:"work,omitempty"`
 	ReadOnly bool   `json:"read_only,omitempty"`
+	// Options are a tmpfs's mount options ("mode=1777").
+	Options string `json:"options,omitempty"`
+	// UserXattr: the overlay is mounted inside a user namespace (rootless).
+	UserXattr bool `json:"user_xattr,omitempty"`
 	// IfExists: skip the step when Source (or, without one, Target) does
 	// not exist at execution time; IfDir: skip it unless Target is a real
 	// directory (/var/run is often a link to /run).
@@ -86,6 +90,9 @@ type Input struct {
 	Merged string
 	// HostDev keeps the host's /dev (a PTY session on an old kernel).
 	HostDev bool
+	// Rootless: the session runs in a user namespace (the home overlay
+	// keeps its xattrs under user.overlay.*).
+	Rootless bool
 }
 
 // ProcKnobs are host-wide /proc files and dirs made read-only at every level.
@@ -138,7 +145,7 @@ func Plan(b *boundary.Boundary, in Input) []Step {
 		}
 	}
 	if b.HomeUpper != "" {
-		add(Step{Op: OpOverlay, Source: b.Home, Target: b.Home, Upper: b.HomeUpper, Work: b.HomeWork, Why: "the World's private layer over the home"})
+		add(Step{Op: OpOverlay, Source: b.Home, Target: b.Home, Upper: b.HomeUpper, Work: b.HomeWork, UserXattr: in.Rootless, Why: "the World's private layer over the home"})
 	}
 	for _, h := range b.Hidden {
 		if h.Kind == boundary.KindState {
@@ -151,7 +158,11 @@ func Plan(b *boundary.Boundary, in Input) []Step {
 			add(Step{Op: OpWritable, Target: b.Home, Why: "the home's writes go to the World's layer"})
 		}
 		for _, d := range []string{"/tmp", "/var/tmp", "/run", "/var/run"} {
-			add(Step{Op: OpTmpfs, Target: d, IfDir: true, Why: "private: host unix sockets (tmux, docker, dbus, ssh-agent, X11) unreachable"})
+			opts := "mode=1777"
+			if strings.HasSuffix(d, "/run") {
+				opts = "mode=0755"
+			}
+			add(Step{Op: OpTmpfs, Target: d, IfDir: true, Options: opts, Why: "private: host unix sockets (tmux, docker, dbus, ssh-agent, X11) unreachable"})
 		}
 		if b.Network == boundary.NetworkHost {
 			for _, r := range resolvPaths {
@@ -162,7 +173,7 @@ func Plan(b *boundary.Boundary, in Input) []Step {
 	if !in.HostDev {
 		add(Step{Op: OpDev, Target: "/dev", Why: "no disks; a devpts and /dev/shm of its own"})
 	} else if sandboxed {
-		add(Step{Op: OpTmpfs, Target: "/dev/shm", Why: "private shared memory"})
+		add(Step{Op: OpTmpfs, Target: "/dev/shm", Options: "mode=1777", Why: "private shared memory"})
 	}
 	add(Step{Op: OpBind, Source: in.Merged, Target: b.Source, Why: "the World's view of the source"})
 	for _, c := range caches {
