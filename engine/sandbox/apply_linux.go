@@ -51,7 +51,13 @@ func (a *applier) step(s Step) error {
 	if s.Source != "" {
 		check = s.Source
 	}
-	if s.IfExists && !exists(check) {
+	if s.Op == OpBind {
+		// A bind's source was cloned while the host was visible; by now
+		// its path may be under a private /tmp.
+		if _, ok := a.clones[s.Source]; !ok && s.IfExists {
+			return nil
+		}
+	} else if s.IfExists && !exists(check) {
 		return nil
 	}
 	if s.IfDir {
@@ -99,6 +105,9 @@ func (a *applier) step(s Step) error {
 		if !ok {
 			return fmt.Errorf("%s was not cloned before it could be covered (a plan bug)", s.Source)
 		}
+		if err := makeMountPoint(fd, s.Target); err != nil {
+			return err
+		}
 		if err := attach(fd, s.Target); err != nil {
 			return err
 		}
@@ -134,6 +143,33 @@ func attach(fd int, target string) error {
 		return fmt.Errorf("no mount point %s", target)
 	}
 	return unix.MoveMount(fd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH)
+}
+
+// makeMountPoint creates target, a dir or a file like the tree fd, where the
+// host lacks it: a source or cache under /tmp is under the private /tmp by
+// now, which is writable. On the read-only host it fails, saying so.
+func makeMountPoint(fd int, target string) error {
+	if exists(target) {
+		return nil
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		if err := os.MkdirAll(target, 0o755); err != nil {
+			return fmt.Errorf("create mount point: %w", err)
+		}
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		return fmt.Errorf("create mount point: %w", err)
+	}
+	f, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("create mount point: %w", err)
+	}
+	return f.Close()
 }
 
 // maskFile covers a file with an empty read-only one from a detached tmpfs

@@ -317,3 +317,41 @@ func TestApplyStrictPlan(t *testing.T) {
 		t.Errorf("strict World write: %s", res["write-world"].Err)
 	}
 }
+
+// A source and a shared cache under /tmp (where tests and scratch checkouts
+// live) are cloned before the private /tmp covers them and attached in it.
+func TestApplySourceAndCacheUnderTmp(t *testing.T) {
+	h := newSandboxHost(t)
+	source, cache := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(source, "real.go"), []byte("real"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, err := boundary.Compute(&boundary.Config{Policy: boundary.Policy{SharedCaches: []string{cache}}}, boundary.World{
+		Name: "w", Source: source, StateRoot: h.state, Home: h.home,
+		HomeUpper: filepath.Join(h.state, "worlds/w/home/upper"), HomeWork: filepath.Join(h.state, "worlds/w/home/work"),
+	}, nil, boundary.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := runPlan(t, Plan(b, Input{Merged: h.merged}), []probe{
+		{"read-world", "read", filepath.Join(source, "main.go")},
+		{"read-real", "read", filepath.Join(source, "real.go")},
+		{"write-world", "write", filepath.Join(source, "new.go")},
+		{"write-cache", "write", filepath.Join(cache, "obj")},
+	})
+	if o := res["read-world"]; o.Data != "package main" {
+		t.Errorf("the source path shows %q (%s), want the World's view", o.Data, o.Err)
+	}
+	if res["read-real"].OK {
+		t.Errorf("the real source shows through the World's view")
+	}
+	if !res["write-world"].OK || !res["write-cache"].OK {
+		t.Fatalf("writes: world %s, cache %s", res["write-world"].Err, res["write-cache"].Err)
+	}
+	if _, err := os.Stat(filepath.Join(source, "new.go")); err == nil {
+		t.Errorf("the World's write reached the real source")
+	}
+	if b, _ := os.ReadFile(filepath.Join(cache, "obj")); string(b) != "hostile" {
+		t.Errorf("the shared cache under /tmp lacks the write (%q)", b)
+	}
+}
