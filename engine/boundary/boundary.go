@@ -158,6 +158,10 @@ func Compute(c *Config, w World, env []string, r Request) (*Boundary, error) {
 		b.EnvAllow = []string{"*"}
 		return b, nil
 	}
+	if !filepath.IsAbs(w.Home) || filepath.Clean(w.Home) == "/" {
+		// Credentials are found under the home: without one, none would be.
+		return nil, fmt.Errorf("%s isolation for world %q: the home %q is not an absolute directory (is HOME set?); set HOME or use --isolation tree", level, w.Name, w.Home)
+	}
 	b.ReadOnlyHost, b.PrivateRun = true, true
 	for _, d := range []string{"/tmp", "/var/tmp", "/dev/shm"} {
 		b.Writable = append(b.Writable, Path{Path: d, Kind: KindPrivate, Exists: true, Dir: true})

@@ -312,3 +312,18 @@ func TestCheckMessage(t *testing.T) {
 		t.Fatalf("Check = %v, want %q", err, want)
 	}
 }
+
+// Without a home, no credential would be found: refused, not silently open.
+func TestComputeRefusesUnknownHome(t *testing.T) {
+	f := newFixture(t)
+	for _, home := range []string{"", "relative", "/"} {
+		w := f.world("w")
+		w.Home = home
+		if _, err := Compute(nil, w, nil, Request{}); err == nil || !strings.Contains(err.Error(), "is HOME set?") {
+			t.Errorf("home %q: Compute = %v, want a refusal", home, err)
+		}
+		if _, err := Compute(nil, w, nil, Request{Level: "tree"}); err != nil {
+			t.Errorf("home %q at tree: %v", home, err)
+		}
+	}
+}
