@@ -83,7 +83,7 @@ type CreateOptions struct {
 	Source       string // "" = current directory
 	Backend      Runtime
 	MountBackend overlay.Backend // "" or auto = probe cheaply
-	Isolation    string
+	Isolation    Isolation       // "" = the configured default
 	Labels       map[string]string
 	Template     string // cube: template id ("" = from config)
 	// FromCubeSnapshot creates a cube World's sandbox from this Cube
@@ -154,13 +154,16 @@ func (e *Engine) stageWorld(ctx context.Context, o CreateOptions) (*World, *stag
 		Labels:    o.Labels,
 	}
 	if w.Backend == "" {
-		w.Backend = Runtime(e.Config.Backend)
+		w.Backend = e.Config.Backend
 	}
 	if w.Isolation == "" {
 		w.Isolation = e.Config.Isolation
 	}
-	if w.Isolation != "tree" && w.Isolation != "strict" {
-		return nil, nil, fmt.Errorf("new world %q: isolation %q: want tree or strict", o.Name, w.Isolation)
+	if err := w.Isolation.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("new world %q: isolation %w", o.Name, err)
+	}
+	if err := w.Backend.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("new world %q: backend %w", o.Name, err)
 	}
 	mb := o.MountBackend
 	if mb == "" {

@@ -20,8 +20,8 @@ type ExecOptions struct {
 	Cwd       string   // inside the World; "" = the source root
 	TTY       bool
 	NoNetwork bool
-	Isolation string // "" = the World's
-	Snapshot  bool   // take a snapshot first (auto_snapshot)
+	Isolation Isolation // "" = the World's
+	Snapshot  bool      // take a snapshot first (auto_snapshot)
 }
 
 // ErrSourceMissing is matched (errors.Is) by a *SourceMissingError.
@@ -87,8 +87,8 @@ func (e *Engine) Exec(ctx context.Context, name string, o ExecOptions) (SessionM
 	if iso == "" {
 		iso = w.Isolation
 	}
-	if iso != "tree" && iso != "strict" {
-		return SessionMeta{}, fmt.Errorf("exec in world %q: isolation %q: want tree or strict", name, iso)
+	if err := iso.Validate(); err != nil {
+		return SessionMeta{}, fmt.Errorf("exec in world %q: isolation %w", name, err)
 	}
 	env, cwd := o.envAndCwd(w)
 	var binds []Bind
@@ -110,7 +110,7 @@ func (e *Engine) Exec(ctx context.Context, name string, o ExecOptions) (SessionM
 		Cwd:       cwd,
 		TTY:       o.TTY,
 		NoNetwork: o.NoNetwork,
-		Isolation: Isolation(iso),
+		Isolation: iso,
 		Binds:     binds,
 		Exe:       e.exe,
 		Watch: &SessionWatch{

@@ -16,14 +16,6 @@ import (
 	"github.com/stratahq/strata/overlay"
 )
 
-// Runtime names where a World's sessions run.
-type Runtime string
-
-const (
-	RuntimeLocal Runtime = "local"
-	RuntimeCube  Runtime = "cube"
-)
-
 // WorldState is the persisted lifecycle state of a World. What a person sees
 // (running, waiting, failed...) is derived from it and the sessions: see
 // WorldInfo.Status.
@@ -46,7 +38,7 @@ type World struct {
 	Backend      Runtime           `toml:"backend" json:"backend"`
 	MountBackend overlay.Backend   `toml:"mount_backend" json:"mount_backend"`
 	Dialect      overlay.Dialect   `toml:"dialect" json:"dialect"`
-	Isolation    string            `toml:"isolation" json:"isolation"`
+	Isolation    Isolation         `toml:"isolation" json:"isolation"`
 	State        WorldState        `toml:"state" json:"state"`
 	Created      time.Time         `toml:"created" json:"created"`
 	Base         string            `toml:"base,omitempty" json:"base,omitempty"` // snapshot it was forked from
@@ -137,10 +129,8 @@ func validateWorld(w *World, name string) error {
 	case !filepath.IsAbs(w.Source):
 		return fmt.Errorf("world.toml source %q is not an absolute path", w.Source)
 	}
-	switch w.Backend {
-	case RuntimeLocal, RuntimeCube:
-	default:
-		return fmt.Errorf("world.toml backend %q: want local or cube", w.Backend)
+	if err := w.Backend.Validate(); err != nil {
+		return fmt.Errorf("world.toml backend %w", err)
 	}
 	return nil
 }
