@@ -785,12 +785,8 @@ func KillSession(dir string, sig syscall.Signal) error {
 	if meta.PID <= 0 {
 		return fmt.Errorf("kill session %s: command pid not recorded yet", meta.ID)
 	}
-	if meta.Runtime == RuntimeCube {
-		// meta.PID is the host runner, which relays signals to the command
-		// in the sandbox; it cannot catch KILL or STOP, so those travel as
-		// stand-ins it turns back into the real signal there.
-		sig = cubeRelaySignal(sig)
-	}
+	// meta.PID is the command, or a runner relaying to it (see sendSignal).
+	sig = runtimeOf(nil, meta.Runtime).sendSignal(sig)
 	err = unix.Kill(-meta.PID, sig)
 	if errors.Is(err, unix.ESRCH) {
 		// The command left its process group; signal it directly.
@@ -823,7 +819,7 @@ func (spec *SessionSpec) deriveEvidence() {
 	}
 	p := Paths{Root: spec.StateRoot}
 	w, err := readWorldFile(p.WorldFile(spec.World))
-	if err != nil || w.Backend != RuntimeLocal {
+	if err != nil || !runtimeOf(nil, w.Backend).hostView() {
 		return
 	}
 	if spec.Watch == nil && !spec.NoWatch {

@@ -76,12 +76,10 @@ func cmdExec(a *app, args []string) error {
 	if err != nil {
 		return err
 	}
-	if w.Backend == engine.RuntimeLocal {
-		// Before anything else (strata shell's terminal check included):
-		// the engine refuses too, but this is what the person must fix.
-		if err := a.eng.CheckSource(w); err != nil {
-			return err
-		}
+	// Before anything else (strata shell's terminal check included):
+	// the engine refuses too, but this is what the person must fix.
+	if err := a.eng.CheckExec(w); err != nil {
+		return err
 	}
 	if *tty && !*detach && !term.IsTerminal(int(os.Stdin.Fd())) {
 		// Checked before starting: a terminal session nobody can attach to
