@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/stratahq/strata/engine/world"
 )
 
 // Config is config.toml. Every field is optional.
@@ -205,13 +207,13 @@ func LoadConfig(path string) (*Config, error) {
 
 func (c *Config) withDefaults() *Config {
 	if c.Backend == "" {
-		c.Backend = runtimes[0]
+		c.Backend = world.DefaultRuntime
 	}
 	if c.MountBackend == "" {
 		c.MountBackend = "auto"
 	}
 	if c.Isolation == "" {
-		c.Isolation = isolations[0]
+		c.Isolation = world.DefaultIsolation
 	}
 	if len(c.EnvRedact) == 0 {
 		c.EnvRedact = []string{"*TOKEN*", "*SECRET*", "*PASSWORD*", "*KEY*", "*CREDENTIAL*"}

@@ -4,13 +4,14 @@ import (
 	"context"
 	"syscall"
 
+	"github.com/stratahq/strata/engine/world"
 	"github.com/stratahq/strata/overlay"
 )
 
 // worldRuntime is what the engine needs from the execution backend a World
 // runs on. The engine picks one per World (runtimeFor) and calls it; only
 // the runtime implementations (local_runtime.go, cube_*.go) know which
-// backend they are. A new runtime is a line in runtimes and
+// backend they are. A new runtime is a line in world.runtimes and
 // runtimeConstructors plus a new implementation of this interface.
 type worldRuntime interface {
 	// kind is the runtime's name in world.toml.
@@ -78,7 +79,7 @@ func runtimeOf(e *Engine, kind Runtime) worldRuntime {
 	if mk, ok := runtimeConstructors[kind]; ok {
 		return mk(e)
 	}
-	return runtimeConstructors[runtimes[0]](e)
+	return runtimeConstructors[world.DefaultRuntime](e)
 }
 
 // CheckExec returns what Exec would refuse the World before anything else

@@ -1,4 +1,4 @@
-package engine
+package world
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 // Isolation says how much of the host a session's command can change.
 //
 // Adding a level is one line in isolations plus its implementation in the
-// session init (see applyIsolation's callers).
+// session init.
 type Isolation string
 
 const (
@@ -19,6 +19,9 @@ const (
 	// /tmp and the read-write binds of the spec.
 	IsolationStrict Isolation = "strict"
 )
+
+// DefaultIsolation is a World's level when neither it nor the config says.
+const DefaultIsolation = IsolationTree
 
 // isolations lists every isolation level, the default first.
 var isolations = []Isolation{IsolationTree, IsolationStrict}
@@ -51,13 +54,16 @@ func (i Isolation) Validate() error {
 // Runtime names where a World's sessions run: its execution backend.
 //
 // Adding one is a line in runtimes plus an implementation of the runtime
-// seam (see runtimeFor).
+// seam (engine/runtime.go).
 type Runtime string
 
 const (
 	RuntimeLocal Runtime = "local"
 	RuntimeCube  Runtime = "cube"
 )
+
+// DefaultRuntime is a new World's runtime when neither it nor the config says.
+const DefaultRuntime = RuntimeLocal
 
 // runtimes lists every runtime, the default first.
 var runtimes = []Runtime{RuntimeLocal, RuntimeCube}
