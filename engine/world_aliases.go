@@ -57,12 +57,9 @@ var (
 	readWorldFile   = world.ReadFile
 	writeWorld      = world.Write
 	writeWorldFile  = world.WriteFile
-	validateWorld   = world.Validate
 	newID           = world.NewID
 	within          = world.Within
 	resolveDir      = world.ResolveDir
 	renameNoReplace = world.RenameNoReplace
 	isRoot          = world.IsRoot
-	validName       = world.ValidName
-	lockFile        = world.LockFile
 )
