@@ -14,7 +14,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 RELEASE_ARCHES := amd64 arm64
 
-.PHONY: all deps build run test test-e2e check install-check release fmt lint vet bench fuzz demo clean tools
+.PHONY: all deps build run test test-e2e check install-check release fmt lint vet arch bench fuzz demo clean tools
 
 all: build
 
@@ -65,7 +65,12 @@ vet:
 lint: tools
 	$(GOBIN)/golangci-lint run $(PKGS)
 
-check: deps fmt vet lint install-check
+# arch fails when code outside the runtime implementations branches on a
+# World's runtime, or compares an isolation level with a string literal.
+arch:
+	$(GO) test -count=1 -run 'TestArch' ./engine/
+
+check: deps fmt vet lint arch install-check
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 
 # install-check proves `go install github.com/stratahq/strata/cmd/strata@VERSION`

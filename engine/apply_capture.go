@@ -116,10 +116,7 @@ func (e *Engine) captureOursOnce(ctx context.Context, w *World, changes []overla
 			release()
 		}
 	}()
-	busy := e.writersOf(w, changes)
-	if w.Backend == RuntimeCube {
-		busy = e.cubeWritersOf(ctx, w, changes)
-	}
+	busy := e.runtimeFor(w).writers(ctx, w, changes)
 	if len(busy) > 0 {
 		return nil, noop, &WritingError{World: w.Name, Paths: busy}
 	}
@@ -148,11 +145,8 @@ func (e *Engine) captureOursOnce(ctx context.Context, w *World, changes []overla
 // them: the snapshot freezer (cgroup, else SIGSTOP) for a local World, the
 // in-sandbox stop of its command groups for a cube World.
 func (e *Engine) pauseWorld(ctx context.Context, w *World) func() {
-	if w.Backend == RuntimeCube {
-		return e.cubeFreeze(ctx, w)
-	}
 	e.thawStale(w)
-	return e.freezeWorld(w)
+	return e.runtimeFor(w).freeze(ctx, w)
 }
 
 // worldVersion reads rel of the World's view; a large file (with stream) is
@@ -224,9 +218,6 @@ type devIno struct{ dev, ino uint64 }
 // mounted view and as its upper hold them. A cube World's processes are in
 // its sandbox (cubeWritersOf).
 func (e *Engine) writersOf(w *World, changes []overlay.Change) []WritingPath {
-	if w.Backend == RuntimeCube {
-		return nil
-	}
 	ss, _ := ListSessions(e.Paths.World(w.Name))
 	byNS := map[string]string{}
 	for _, s := range ss {

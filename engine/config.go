@@ -9,17 +9,19 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/stratahq/strata/engine/world"
 )
 
 // Config is config.toml. Every field is optional.
 type Config struct {
 	// Backend is the default runtime for new Worlds: "local" or "cube".
-	Backend string `toml:"backend"`
+	Backend Runtime `toml:"backend"`
 	// MountBackend is the default overlay backend: auto, kernel,
 	// fuse-overlayfs or unionfs-fuse.
 	MountBackend string `toml:"mount_backend"`
 	// Isolation is the default isolation for sessions: tree or strict.
-	Isolation string `toml:"isolation"`
+	Isolation Isolation `toml:"isolation"`
 	// StrictBinds are read-write binds kept in strict isolation (e.g. a build cache).
 	StrictBinds []string `toml:"strict_binds"`
 	// Ignore lists gitignore-style patterns left out of change sets, in
@@ -205,13 +207,13 @@ func LoadConfig(path string) (*Config, error) {
 
 func (c *Config) withDefaults() *Config {
 	if c.Backend == "" {
-		c.Backend = "local"
+		c.Backend = world.DefaultRuntime
 	}
 	if c.MountBackend == "" {
 		c.MountBackend = "auto"
 	}
 	if c.Isolation == "" {
-		c.Isolation = "tree"
+		c.Isolation = world.DefaultIsolation
 	}
 	if len(c.EnvRedact) == 0 {
 		c.EnvRedact = []string{"*TOKEN*", "*SECRET*", "*PASSWORD*", "*KEY*", "*CREDENTIAL*"}
@@ -220,20 +222,16 @@ func (c *Config) withDefaults() *Config {
 }
 
 func (c *Config) validate() error {
-	switch c.Backend {
-	case "local", "cube":
-	default:
-		return c.Problem("backend", fmt.Errorf("%q: want local or cube", c.Backend))
+	if err := c.Backend.Validate(); err != nil {
+		return c.Problem("backend", err)
 	}
 	switch c.MountBackend {
 	case "auto", "kernel", "fuse-overlayfs", "unionfs-fuse":
 	default:
 		return c.Problem("mount_backend", fmt.Errorf("%q: want auto, kernel, fuse-overlayfs or unionfs-fuse", c.MountBackend))
 	}
-	switch c.Isolation {
-	case "tree", "strict":
-	default:
-		return c.Problem("isolation", fmt.Errorf("%q: want tree or strict", c.Isolation))
+	if err := c.Isolation.Validate(); err != nil {
+		return c.Problem("isolation", err)
 	}
 	return nil
 }

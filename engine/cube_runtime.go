@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/stratahq/strata/cube"
@@ -45,9 +46,15 @@ const (
 	cubeLongTimeout = 5 * time.Minute // snapshot, rollback (CubeAPI allows 240 s)
 )
 
-// cubeClients shares one client (and its connection pool) per deployment
-// among the Engines of a process.
-var cubeClients sync.Map // cube.Config as a string -> *cube.Client
+// cubeClients is an Engine's cube client: the one Options gave, else one
+// per deployment made from the config on first use (and kept, with its
+// connection pool, while the config names that deployment).
+type cubeClients struct {
+	given *cube.Client
+	mu    sync.Mutex
+	key   string
+	made  *cube.Client
+}
 
 // cubeClockKey marks a context whose caller wants to know how long the
 // engine waited on Cube (benchmarks split strata's own time from Cube's).
@@ -78,21 +85,29 @@ func (e *Engine) cubeClientConfig() (cube.Config, error) {
 }
 
 func (e *Engine) cubeClient() (*cube.Client, error) {
+	if e.cube.given != nil {
+		return e.cube.given, nil
+	}
 	cfg, err := e.cubeClientConfig()
 	if err != nil {
 		return nil, err
 	}
 	key := fmt.Sprintf("%q %q %q %q %q", cfg.Endpoint, cfg.APIKey, cfg.AuthHeader, cfg.ProxyAddr, cfg.Scheme)
-	if c, ok := cubeClients.Load(key); ok {
-		return c.(*cube.Client), nil
+	e.cube.mu.Lock()
+	defer e.cube.mu.Unlock()
+	if e.cube.made != nil && e.cube.key == key {
+		return e.cube.made, nil
 	}
 	c, err := cube.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("cube config in %s: %w", e.Config.Path(), err)
 	}
-	actual, _ := cubeClients.LoadOrStore(key, c)
-	return actual.(*cube.Client), nil
+	e.cube.key, e.cube.made = key, c
+	return c, nil
 }
+
+// cubeConfigured reports whether the engine has a Cube to talk to.
+func (e *Engine) cubeConfigured() bool { return e.cube.given != nil || e.Config.Cube.Endpoint != "" }
 
 // CubeResources is what a World asks of its sandbox; zero means "any".
 type CubeResources struct {
@@ -258,7 +273,7 @@ func cubeUnreachable(err error) bool {
 // unreachable: the World stays planned (strata up realises it). Any other
 // failure is returned after removing whatever sandbox the attempt left.
 func (e *Engine) realizeCubeOnCreate(ctx context.Context, w *World, o CreateOptions) error {
-	if e.Config.Cube.Endpoint == "" {
+	if !e.cubeConfigured() {
 		return nil
 	}
 	lk, err := e.lockWorld(ctx, w.Name)
@@ -759,4 +774,104 @@ func cubeTemplateOf(w *World) string {
 		return ""
 	}
 	return w.Cube.Template
+}
+
+// cubeRuntime runs a World's sessions in its CubeSandbox MicroVM, over the
+// World's layers mounted into the guest (cube_guest.go), through a runner
+// process per session on this host (cube_session.go).
+type cubeRuntime struct{ e *Engine }
+
+func (cubeRuntime) kind() Runtime  { return RuntimeCube }
+func (cubeRuntime) hostView() bool { return false }
+
+func (cubeRuntime) layerDirs() []string {
+	return []string{LayersDir, LayersDir + "/upper", LayersDir + "/work", "merged", "sessions"}
+}
+
+func (cubeRuntime) upperIn(worldDir string) string {
+	return filepath.Join(worldDir, LayersDir, "upper")
+}
+
+// sendSignal: the recorded pid is the host runner, which relays signals to
+// the command in the sandbox; it cannot catch KILL or STOP, so those travel
+// as stand-ins it turns back into the real signal there.
+func (cubeRuntime) sendSignal(sig syscall.Signal) syscall.Signal { return cubeRelaySignal(sig) }
+
+func (r cubeRuntime) prepare(ctx context.Context, w *World, o CreateOptions, _ overlay.Backend) error {
+	return r.e.planCube(ctx, w, o)
+}
+
+// realize creates the sandbox; an unreachable Cube leaves the World
+// planned, any other failure is returned.
+func (r cubeRuntime) realize(ctx context.Context, w *World, o CreateOptions) error {
+	return r.e.realizeCubeOnCreate(ctx, w, o)
+}
+
+func (cubeRuntime) precheck(*World) error { return nil }
+
+func (r cubeRuntime) startSession(ctx context.Context, w *World, o ExecOptions) (SessionMeta, error) {
+	return r.e.execCube(ctx, w, o)
+}
+
+const (
+	cubeInteractiveShell = `command -v bash >/dev/null 2>&1 && exec bash -i; exec sh -i`
+	cubeCommandShell     = `command -v bash >/dev/null 2>&1 && exec bash -c "$1"; exec sh -c "$1"`
+)
+
+// shellArgv: a sandbox has its own root file system, where the host's
+// $SHELL may not be: its bash, else sh.
+func (cubeRuntime) shellArgv(command string) []string {
+	if command == "" {
+		return []string{"/bin/sh", "-c", cubeInteractiveShell}
+	}
+	return []string{"/bin/sh", "-c", cubeCommandShell, "strata", command}
+}
+
+// freeze: the commands run in the sandbox; on this host there is only each
+// session's runner, which must keep relaying.
+func (r cubeRuntime) freeze(ctx context.Context, w *World) func() { return r.e.cubeFreeze(ctx, w) }
+
+func (r cubeRuntime) writers(ctx context.Context, w *World, changes []overlay.Change) []WritingPath {
+	return r.e.cubeWritersOf(ctx, w, changes)
+}
+
+// snapshot: the VM snapshot (memory and rootfs) does not hold the
+// host-mounted upper: both are taken together and linked in one timeline
+// entry.
+func (r cubeRuntime) snapshot(ctx context.Context, w *World, snapID string) (string, error) {
+	return r.e.cubeSnapshot(ctx, w, snapID)
+}
+
+func (r cubeRuntime) rollback(ctx context.Context, w *World, target *Snapshot) error {
+	return r.e.cubeRollback(ctx, w, target)
+}
+
+// quiesce unmounts the overlay inside the sandbox before the host changes
+// the upper under it.
+func (r cubeRuntime) quiesce(ctx context.Context, w *World) error {
+	if w.State != StateReady {
+		return nil
+	}
+	return r.e.cubeUnmountGuest(ctx, w)
+}
+
+// resume mounts the overlay in the sandbox again.
+func (r cubeRuntime) resume(ctx context.Context, w *World) {
+	if w.State != StateReady {
+		return
+	}
+	if err := r.e.cubeRemountGuest(ctx, w); err != nil {
+		r.e.Log.Warn("remount the overlay in the sandbox", "world", w.Name, "err", err)
+	}
+}
+
+// usage: the commands run in the sandbox; on this host there are only
+// their runners.
+func (r cubeRuntime) usage(ctx context.Context, w *World, ss []SessionMeta, _ map[int]bool, res *Resources) {
+	res.Accounting = "cube"
+	r.e.cubeUsage(ctx, w, ss, res)
+}
+
+func (r cubeRuntime) destroy(ctx context.Context, w *World) error {
+	return r.e.stopWorldRuntime(ctx, w)
 }

@@ -239,7 +239,7 @@ func TestCubeFullFlow(t *testing.T) {
 
 	// The source at its own path, read through the guest's overlay.
 	out, _, m := ce.run("w", "cat", "a.txt")
-	if out != "hello\n" || m.State != SessionExited || m.Isolation != IsolationCube {
+	if out != "hello\n" || m.State != SessionExited || m.Runtime != RuntimeCube || m.Isolation != "" {
 		t.Fatalf("cat a.txt: %q %+v", out, m)
 	}
 	if pwd := ce.mustSh("w", "pwd"); pwd != ce.src+"\n" {

@@ -32,9 +32,6 @@ import (
 // the local sessions' formats, and turns signals into kills in the sandbox.
 const CubeSessionArg = "__cube-session"
 
-// IsolationCube marks the sessions of cube Worlds: a MicroVM of their own.
-const IsolationCube Isolation = "cube"
-
 // Descriptors the caller hands the runner.
 const (
 	cubeRunnerSpecFD  = 3
@@ -174,7 +171,7 @@ func (e *Engine) execCube(ctx context.Context, w *World, o ExecOptions) (Session
 		Dir: filepath.Join(e.Paths.Sessions(w.Name), id),
 		Meta: SessionMeta{
 			ID: id, World: w.Name, Argv: o.Argv, Env: RedactEnv(env, e.Config.EnvRedact),
-			Source: w.Source, Cwd: cwd, TTY: o.TTY, Isolation: IsolationCube, NoNetwork: o.NoNetwork,
+			Source: w.Source, Cwd: cwd, TTY: o.TTY, Runtime: RuntimeCube, NoNetwork: o.NoNetwork,
 			StartedAt: time.Now(), State: SessionStarting, Attention: AttentionRunning,
 		},
 		Client:  cubeClientSpec{Endpoint: cfg.Endpoint, APIKey: cfg.APIKey, AuthHeader: cfg.AuthHeader, ProxyAddr: cfg.ProxyAddr, Scheme: cfg.Scheme},
@@ -199,7 +196,7 @@ func (e *Engine) execCube(ctx context.Context, w *World, o ExecOptions) (Session
 	if err != nil {
 		return meta, fmt.Errorf("exec in world %q: %w", w.Name, err)
 	}
-	e.activity(ctx, Event{Type: EventSessionStarted, World: w.Name, Session: meta.ID, Detail: map[string]any{"argv": o.Argv, "backend": "cube", "sandbox": sb.SandboxID}})
+	e.activity(ctx, Event{Type: EventSessionStarted, World: w.Name, Session: meta.ID, Detail: map[string]any{"argv": o.Argv, "backend": string(RuntimeCube), "sandbox": sb.SandboxID}})
 	return meta, nil
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stratahq/strata/cube"
 	"github.com/stratahq/strata/overlay"
 )
 
@@ -24,6 +25,11 @@ type Options struct {
 	Config    *Config // nil = LoadConfig(DefaultConfigPath())
 	Logger    *slog.Logger
 	Exe       string // strata binary to re-exec for sessions; "" = this executable
+	// Cube is the client of the cube runtime's in-process calls (create,
+	// snapshot, guest scripts...); nil = one made on first use from the
+	// config's [cube] table. Session runners are processes of their own and
+	// always connect by the config.
+	Cube *cube.Client
 }
 
 // Engine is one process's handle on the shared state root.
@@ -36,6 +42,8 @@ type Engine struct {
 	storeOnce sync.Once
 	objStore  *overlay.Store
 	storeErr  error
+
+	cube cubeClients
 }
 
 // Open prepares the state root and finishes any interrupted publication.
@@ -61,7 +69,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	e := &Engine{Paths: Paths{Root: root}, Config: cfg, Log: log, exe: opts.Exe}
+	e := &Engine{Paths: Paths{Root: root}, Config: cfg, Log: log, exe: opts.Exe, cube: cubeClients{given: opts.Cube}}
 	for _, d := range []string{e.Paths.Worlds(), e.Paths.Objects(), e.Paths.Snapshots(), e.Paths.Journal(), e.Paths.Trash(), e.Paths.Scratch()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("prepare state root %s: %w", root, err)
@@ -83,7 +91,7 @@ type CreateOptions struct {
 	Source       string // "" = current directory
 	Backend      Runtime
 	MountBackend overlay.Backend // "" or auto = probe cheaply
-	Isolation    string
+	Isolation    Isolation       // "" = the configured default
 	Labels       map[string]string
 	Template     string // cube: template id ("" = from config)
 	// FromCubeSnapshot creates a cube World's sandbox from this Cube
@@ -110,13 +118,11 @@ func (e *Engine) Create(ctx context.Context, o CreateOptions) (*World, error) {
 	if err := sw.publish(e); err != nil {
 		return nil, err
 	}
-	if w.Backend == RuntimeCube {
-		// Creates the sandbox; an unreachable Cube leaves the World planned,
-		// any other failure removes it (and any sandbox it got).
-		if err := e.realizeCubeOnCreate(ctx, w, o); err != nil {
-			_ = removeAllForce(e.Paths.World(o.Name))
-			return nil, fmt.Errorf("new world %q: %w", o.Name, err)
-		}
+	// A cube World gets its sandbox; an unreachable Cube leaves the World
+	// planned, any other failure removes it (and any sandbox it got).
+	if err := e.runtimeFor(w).realize(ctx, w, o); err != nil {
+		_ = removeAllForce(e.Paths.World(o.Name))
+		return nil, fmt.Errorf("new world %q: %w", o.Name, err)
 	}
 	e.activity(ctx, Event{Type: EventWorldCreated, World: w.Name, Detail: map[string]any{"source": w.Source, "backend": string(w.Backend)}})
 	return w, nil
@@ -154,25 +160,24 @@ func (e *Engine) stageWorld(ctx context.Context, o CreateOptions) (*World, *stag
 		Labels:    o.Labels,
 	}
 	if w.Backend == "" {
-		w.Backend = Runtime(e.Config.Backend)
+		w.Backend = e.Config.Backend
 	}
 	if w.Isolation == "" {
 		w.Isolation = e.Config.Isolation
 	}
-	if w.Isolation != "tree" && w.Isolation != "strict" {
-		return nil, nil, fmt.Errorf("new world %q: isolation %q: want tree or strict", o.Name, w.Isolation)
+	if err := w.Isolation.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("new world %q: isolation %w", o.Name, err)
+	}
+	if err := w.Backend.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("new world %q: backend %w", o.Name, err)
 	}
 	mb := o.MountBackend
 	if mb == "" {
 		mb = overlay.Backend(e.Config.MountBackend)
 	}
-	if w.Backend == RuntimeLocal {
-		if w.MountBackend, err = chooseMountBackend(mb); err != nil {
-			return nil, nil, fmt.Errorf("new world %q: %w", o.Name, err)
-		}
-		w.Dialect = w.MountBackend.Dialect()
-	} else if w.Backend != RuntimeCube {
-		return nil, nil, fmt.Errorf("new world %q: backend %q: want local or cube", o.Name, w.Backend)
+	rt := e.runtimeFor(w)
+	if err := rt.prepare(ctx, w, o, mb); err != nil {
+		return nil, nil, fmt.Errorf("new world %q: %w", o.Name, err)
 	}
 
 	// Build the World under a temporary name and rename it into place with
@@ -182,18 +187,8 @@ func (e *Engine) stageWorld(ctx context.Context, o CreateOptions) (*World, *stag
 	if err != nil {
 		return nil, nil, fmt.Errorf("new world %q: %w", o.Name, err)
 	}
-	dirs := []string{"upper", "work", "merged", "sessions"}
-	if w.Backend == RuntimeCube {
-		dirs = []string{LayersDir, LayersDir + "/upper", LayersDir + "/work", "merged", "sessions"}
-	}
-	for _, d := range dirs {
+	for _, d := range rt.layerDirs() {
 		if err := os.Mkdir(filepath.Join(sw.dir, d), 0o755); err != nil {
-			sw.discard()
-			return nil, nil, fmt.Errorf("new world %q: %w", o.Name, err)
-		}
-	}
-	if w.Backend == RuntimeCube {
-		if err := e.planCube(ctx, w, o); err != nil {
 			sw.discard()
 			return nil, nil, fmt.Errorf("new world %q: %w", o.Name, err)
 		}

@@ -20,8 +20,8 @@ type ExecOptions struct {
 	Cwd       string   // inside the World; "" = the source root
 	TTY       bool
 	NoNetwork bool
-	Isolation string // "" = the World's
-	Snapshot  bool   // take a snapshot first (auto_snapshot)
+	Isolation Isolation // "" = the World's
+	Snapshot  bool      // take a snapshot first (auto_snapshot)
 }
 
 // ErrSourceMissing is matched (errors.Is) by a *SourceMissingError.
@@ -63,10 +63,14 @@ func (e *Engine) Exec(ctx context.Context, name string, o ExecOptions) (SessionM
 	if len(o.Argv) == 0 {
 		return SessionMeta{}, fmt.Errorf("exec in world %q: no command given (strata exec %s -- CMD ARGS...)", name, name)
 	}
-	if w.Backend == RuntimeCube {
-		return e.execCube(ctx, w, o)
-	}
-	if err := e.CheckSource(w); err != nil {
+	return e.runtimeFor(w).startSession(ctx, w, o)
+}
+
+// execLocal starts a session of a local World: in namespaces of its own,
+// over the World's overlay.
+func (e *Engine) execLocal(ctx context.Context, w *World, o ExecOptions) (SessionMeta, error) {
+	name := w.Name
+	if err := e.CheckExec(w); err != nil {
 		return SessionMeta{}, err // names the World already
 	}
 	e.thawStale(w)
@@ -87,8 +91,8 @@ func (e *Engine) Exec(ctx context.Context, name string, o ExecOptions) (SessionM
 	if iso == "" {
 		iso = w.Isolation
 	}
-	if iso != "tree" && iso != "strict" {
-		return SessionMeta{}, fmt.Errorf("exec in world %q: isolation %q: want tree or strict", name, iso)
+	if err := iso.Validate(); err != nil {
+		return SessionMeta{}, fmt.Errorf("exec in world %q: isolation %w", name, err)
 	}
 	env, cwd := o.envAndCwd(w)
 	var binds []Bind
@@ -110,7 +114,7 @@ func (e *Engine) Exec(ctx context.Context, name string, o ExecOptions) (SessionM
 		Cwd:       cwd,
 		TTY:       o.TTY,
 		NoNetwork: o.NoNetwork,
-		Isolation: Isolation(iso),
+		Isolation: iso,
 		Binds:     binds,
 		Exe:       e.exe,
 		Watch: &SessionWatch{
@@ -202,11 +206,6 @@ func (e *Engine) Kill(ctx context.Context, name, ref string, sig syscall.Signal)
 
 // Shell scripts that pick a cube sandbox's shell: bash when its template
 // has it, else sh. $1 is the command line.
-const (
-	cubeInteractiveShell = `command -v bash >/dev/null 2>&1 && exec bash -i; exec sh -i`
-	cubeCommandShell     = `command -v bash >/dev/null 2>&1 && exec bash -c "$1"; exec sh -c "$1"`
-)
-
 // ShellArgv is the argv that runs a person's command line in a shell in
 // the World, or an interactive shell when command is "". A local World's
 // sessions see this machine's file system: its $SHELL (else /bin/sh). A
@@ -217,20 +216,7 @@ func (e *Engine) ShellArgv(name, command string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if w.Backend == RuntimeCube {
-		if command == "" {
-			return []string{"/bin/sh", "-c", cubeInteractiveShell}, nil
-		}
-		return []string{"/bin/sh", "-c", cubeCommandShell, "strata", command}, nil
-	}
-	sh := os.Getenv("SHELL")
-	if sh == "" {
-		sh = "/bin/sh"
-	}
-	if command == "" {
-		return []string{sh, "-i"}, nil
-	}
-	return []string{sh, "-c", command}, nil
+	return e.runtimeFor(w).shellArgv(command), nil
 }
 
 // ShellQuote renders argv the way a shell user would type it.

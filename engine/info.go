@@ -20,7 +20,7 @@ type WorldInfo struct {
 
 // Info gathers a World's derived state: its status, change count and sessions.
 func (e *Engine) Info(ctx context.Context, w *World) WorldInfo {
-	wi := WorldInfo{World: *w, Mounted: w.Backend == RuntimeLocal && e.Mounted(w)}
+	wi := WorldInfo{World: *w, Mounted: e.runtimeFor(w).hostView() && e.Mounted(w)}
 	if cs, err := e.Changes(ctx, w, false); err == nil {
 		wi.Changes = len(cs.Changes)
 	} else {

@@ -94,7 +94,7 @@ func (e *Engine) Remove(ctx context.Context, name string, o RemoveOptions) (*Rem
 			res.Killed++
 		}
 	}
-	if err := e.stopWorldRuntime(ctx, w); err != nil {
+	if err := e.runtimeFor(w).destroy(ctx, w); err != nil {
 		return nil, fmt.Errorf("remove world %q: %w", name, err)
 	}
 	if err := e.unmountLocked(ctx, w); err != nil {

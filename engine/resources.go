@@ -113,12 +113,21 @@ func (e *Engine) sampleResources(ctx context.Context, w *World, withUpper bool) 
 		}
 	}
 	r.SampledAt = time.Now()
-	if w.Backend == RuntimeCube {
-		// The commands run in the sandbox; on this host there are only
-		// their runners.
-		r.Accounting = "cube"
-		e.cubeUsage(ctx, w, ss, &r)
-	} else if dir := worldCgroupDir(w); dir != "" && fileExists(filepath.Join(dir, "cgroup.procs")) {
+	e.runtimeFor(w).usage(ctx, w, ss, inits, &r)
+	if withUpper {
+		u, err := upperUsage(ctx, e.Paths.Upper(w.Name))
+		if err != nil {
+			return r, fmt.Errorf("resources of world %q: %w", w.Name, err)
+		}
+		r.UpperBytes, r.UpperDiskBytes, r.UpperFiles, r.UpperDirs = u.bytes, u.diskBytes, u.files, u.dirs
+	}
+	return r, nil
+}
+
+// localUsage is a local World's usage: its cgroup's, else its sessions'
+// processes' as /proc has them.
+func (e *Engine) localUsage(w *World, inits map[int]bool, r *Resources) {
+	if dir := worldCgroupDir(w); dir != "" && fileExists(filepath.Join(dir, "cgroup.procs")) {
 		r.Accounting = "cgroup"
 		usec, _ := readKeyedInt(filepath.Join(dir, "cpu.stat"), "usage_usec")
 		r.CPUSeconds = float64(usec) / 1e6
@@ -151,14 +160,6 @@ func (e *Engine) sampleResources(ctx context.Context, w *World, withUpper bool) 
 			r.MemoryBytes += st.rss
 		}
 	}
-	if withUpper {
-		u, err := upperUsage(ctx, e.Paths.Upper(w.Name))
-		if err != nil {
-			return r, fmt.Errorf("resources of world %q: %w", w.Name, err)
-		}
-		r.UpperBytes, r.UpperDiskBytes, r.UpperFiles, r.UpperDirs = u.bytes, u.diskBytes, u.files, u.dirs
-	}
-	return r, nil
 }
 
 // sessionProcesses lists every process of the World's running sessions' PID

@@ -39,18 +39,6 @@ const (
 	metaTempPrefix = ".meta.json.tmp-"
 )
 
-// Isolation says how much of the host a session's command can change.
-type Isolation string
-
-const (
-	// IsolationTree shows the World at the source path and hides strata's state;
-	// the rest of the host is as it is, so toolchains and caches work.
-	IsolationTree Isolation = "tree"
-	// IsolationStrict makes the whole host read-only except the World, a private
-	// /tmp and the read-write binds of the spec.
-	IsolationStrict Isolation = "strict"
-)
-
 // Bind mounts Source (a host path) at Target inside the session.
 type Bind struct {
 	Source   string `json:"source"`
@@ -152,14 +140,19 @@ func (s SessionState) Ended() bool {
 
 // SessionMeta is a session's record, stored as meta.json in its dir.
 type SessionMeta struct {
-	ID        string    `json:"id"`
-	World     string    `json:"world"`
-	Argv      []string  `json:"argv"`
-	Env       []string  `json:"env,omitempty"` // redacted
-	Source    string    `json:"source"`
-	Cwd       string    `json:"cwd"`
-	TTY       bool      `json:"tty"`
-	Isolation Isolation `json:"isolation"`
+	ID     string   `json:"id"`
+	World  string   `json:"world"`
+	Argv   []string `json:"argv"`
+	Env    []string `json:"env,omitempty"` // redacted
+	Source string   `json:"source"`
+	Cwd    string   `json:"cwd"`
+	TTY    bool     `json:"tty"`
+	// Runtime is where the command ran; "" in meta.json written before it
+	// was recorded reads as local.
+	Runtime Runtime `json:"runtime,omitempty"`
+	// Isolation is the local runtime's level; "" for a cube session (a
+	// MicroVM of its own).
+	Isolation Isolation `json:"isolation,omitempty"`
 	NoNetwork bool      `json:"no_network"`
 	// InitPID and PID (the command, also its process group) are host pids.
 	InitPID int `json:"init_pid,omitempty"`
@@ -279,13 +272,11 @@ func (spec *SessionSpec) normalize() error {
 			return fmt.Errorf("bind %s:%s: paths must be absolute", b.Source, b.Target)
 		}
 	}
-	switch spec.Isolation {
-	case "":
-		spec.Isolation = IsolationTree
-	case IsolationTree, IsolationStrict:
-	default:
-		return fmt.Errorf("unknown isolation %q (want %q or %q)", spec.Isolation, IsolationTree, IsolationStrict)
+	iso, err := ParseIsolation(string(spec.Isolation))
+	if err != nil {
+		return fmt.Errorf("isolation %w", err)
 	}
+	spec.Isolation = iso
 	if spec.Cwd == "" {
 		spec.Cwd = spec.Source
 	}
@@ -338,7 +329,7 @@ func StartSession(ctx context.Context, spec SessionSpec) (SessionMeta, error) {
 	}
 	meta := SessionMeta{
 		ID: spec.ID, World: spec.World, Argv: spec.Argv, Env: RedactEnv(spec.Env, spec.EnvRedact),
-		Source: spec.Source, Cwd: spec.Cwd, TTY: spec.TTY, Isolation: spec.Isolation, NoNetwork: spec.NoNetwork,
+		Source: spec.Source, Cwd: spec.Cwd, TTY: spec.TTY, Runtime: RuntimeLocal, Isolation: spec.Isolation, NoNetwork: spec.NoNetwork,
 		StartedAt: time.Now(), State: SessionStarting, Attention: AttentionRunning,
 	}
 	if err := writeSessionMetaPath(spec.Dir, meta); err != nil {
@@ -595,7 +586,23 @@ func readMetaFile(dir string) (SessionMeta, error) {
 	if err := json.Unmarshal(data, &meta); err != nil {
 		return meta, fmt.Errorf("read session meta %s: %w", dir, err)
 	}
+	meta.upgrade()
 	return meta, nil
+}
+
+// legacyIsolationCube is how meta.json recorded a cube session before it
+// had a runtime of its own: as an isolation level.
+const legacyIsolationCube Isolation = "cube"
+
+// upgrade reads older meta.json: no runtime means local, and isolation
+// "cube" meant the cube runtime.
+func (m *SessionMeta) upgrade() {
+	if m.Isolation == legacyIsolationCube {
+		m.Runtime, m.Isolation = RuntimeCube, ""
+	}
+	if m.Runtime == "" {
+		m.Runtime = RuntimeLocal
+	}
 }
 
 // startingGrace is how long a session may stay "starting" without an init pid: the
@@ -778,12 +785,8 @@ func KillSession(dir string, sig syscall.Signal) error {
 	if meta.PID <= 0 {
 		return fmt.Errorf("kill session %s: command pid not recorded yet", meta.ID)
 	}
-	if meta.Isolation == IsolationCube {
-		// meta.PID is the host runner, which relays signals to the command
-		// in the sandbox; it cannot catch KILL or STOP, so those travel as
-		// stand-ins it turns back into the real signal there.
-		sig = cubeRelaySignal(sig)
-	}
+	// meta.PID is the command, or a runner relaying to it (see sendSignal).
+	sig = runtimeOf(nil, meta.Runtime).sendSignal(sig)
 	err = unix.Kill(-meta.PID, sig)
 	if errors.Is(err, unix.ESRCH) {
 		// The command left its process group; signal it directly.
@@ -816,7 +819,7 @@ func (spec *SessionSpec) deriveEvidence() {
 	}
 	p := Paths{Root: spec.StateRoot}
 	w, err := readWorldFile(p.WorldFile(spec.World))
-	if err != nil || w.Backend != RuntimeLocal {
+	if err != nil || !runtimeOf(nil, w.Backend).hostView() {
 		return
 	}
 	if spec.Watch == nil && !spec.NoWatch {

@@ -105,7 +105,7 @@ func (in *sessionInit) run() error {
 	spec := in.spec
 	in.meta = SessionMeta{
 		ID: spec.ID, World: spec.World, Argv: spec.Argv, Env: RedactEnv(spec.Env, spec.EnvRedact),
-		Source: spec.Source, Cwd: spec.Cwd, TTY: spec.TTY, Isolation: spec.Isolation, NoNetwork: spec.NoNetwork,
+		Source: spec.Source, Cwd: spec.Cwd, TTY: spec.TTY, Runtime: RuntimeLocal, Isolation: spec.Isolation, NoNetwork: spec.NoNetwork,
 		StartedAt: time.Now(), State: SessionStarting, Attention: AttentionRunning,
 	}
 	// /proc is still the host's: learn our host pid and start time before the

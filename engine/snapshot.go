@@ -197,12 +197,8 @@ func (e *Engine) snapshotLocked(ctx context.Context, w *World, o SnapshotOptions
 	}
 	// A cube session's commands run in the sandbox; on this host there is
 	// only its runner, which must keep relaying.
-	var thaw func()
-	if w.Backend == RuntimeCube {
-		thaw = e.cubeFreeze(ctx, w)
-	} else {
-		thaw = e.freezeWorld(w)
-	}
+	rt := e.runtimeFor(w)
+	thaw := rt.freeze(ctx, w)
 	killPoint("snapshot.frozen")
 	m, stats, err := overlay.CaptureUpper(ctx, st, e.Paths.Upper(w.Name), w.Dialect, cache)
 	thaw()
@@ -214,12 +210,10 @@ func (e *Engine) snapshotLocked(ctx context.Context, w *World, o SnapshotOptions
 		Files: stats.Files, Dirs: stats.Dirs, Symlinks: stats.Symlinks, Whiteouts: stats.Whiteouts, Opaque: stats.Opaque,
 		Hashed: stats.Hashed, NewObjects: stats.NewObjects, NewBytes: stats.NewBytes,
 	}
-	if w.Backend == RuntimeCube {
-		// The VM snapshot (memory and rootfs) does not hold the host-mounted
-		// upper: both are taken together and linked in one timeline entry.
-		if s.Cube, err = e.cubeSnapshot(ctx, w, s.ID); err != nil {
-			return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
-		}
+	// The runtime's half (a cube VM's memory and rootfs) does not hold the
+	// upper: both are taken together and linked in one timeline entry.
+	if s.Cube, err = rt.snapshot(ctx, w, s.ID); err != nil {
+		return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
 	}
 	// Manifest first, then the timeline: a crash in between leaves an
 	// unreferenced manifest, never a timeline entry without its manifest.
@@ -413,10 +407,8 @@ func (e *Engine) Rollback(ctx context.Context, name, ref string, o RollbackOptio
 		return nil, fmt.Errorf("rollback world %q to %s: %w", name, target.ID, err)
 	}
 	killPoint("rollback.swapped")
-	if w.Backend == RuntimeCube {
-		if err := e.cubeRollback(ctx, w, target); err != nil {
-			return nil, fmt.Errorf("rollback world %q to %s: %w", name, target.ID, err)
-		}
+	if err := e.runtimeFor(w).rollback(ctx, w, target); err != nil {
+		return nil, fmt.Errorf("rollback world %q to %s: %w", name, target.ID, err)
 	}
 	tl, err = e.Timeline(name) // re-read: the auto snapshot changed it
 	if err != nil {
@@ -448,7 +440,7 @@ func (e *Engine) stageUpper(ctx context.Context, w *World, m *overlay.Manifest) 
 // happen the World is mounted again as it was. The stat cache is dropped:
 // every restored file has a new inode.
 func (e *Engine) swapUpper(ctx context.Context, w *World, staged *overlay.StagedUpper) error {
-	wasMounted := w.Backend == RuntimeLocal && e.Mounted(w)
+	wasMounted := e.runtimeFor(w).hostView() && e.Mounted(w)
 	remount := func(err error) error {
 		_ = staged.Discard()
 		if wasMounted {
@@ -676,15 +668,13 @@ func (e *Engine) Fork(ctx context.Context, name string, o ForkOptions) ([]*World
 		killPoint("fork.published")
 	}
 	_ = os.Remove(record)
-	if w.Backend == RuntimeCube {
-		for i, nw := range out {
-			if nw == nil {
-				continue
-			}
-			if err := e.realizeCubeOnCreate(ctx, nw, CreateOptions{Name: nw.Name, Source: w.Source, Backend: w.Backend, FromCubeSnapshot: snap.Cube, Template: cubeTemplateOf(w)}); err != nil {
-				_ = removeAllForce(e.Paths.World(nw.Name))
-				errs[i], out[i] = err, nil
-			}
+	for i, nw := range out {
+		if nw == nil {
+			continue
+		}
+		if err := e.runtimeFor(nw).realize(ctx, nw, CreateOptions{Name: nw.Name, Source: w.Source, Backend: w.Backend, FromCubeSnapshot: snap.Cube, Template: cubeTemplateOf(w)}); err != nil {
+			_ = removeAllForce(e.Paths.World(nw.Name))
+			errs[i], out[i] = err, nil
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -1121,24 +1111,14 @@ func TimelineTree(tl *Timeline) []TreeLine {
 	return out
 }
 
-// quiesceGuest unmounts a cube World's overlay inside its sandbox before the
-// host changes the upper under it (a no-op for local Worlds).
+// quiesceGuest lets the World's runtime go of the upper before the host
+// changes it (a cube World's overlay in its sandbox; a no-op for local).
 func (e *Engine) quiesceGuest(ctx context.Context, w *World) error {
-	if w.Backend != RuntimeCube || w.State != StateReady {
-		return nil
-	}
-	return e.cubeUnmountGuest(ctx, w)
+	return e.runtimeFor(w).quiesce(ctx, w)
 }
 
-// resumeGuest mounts a cube World's overlay in its sandbox again.
-func (e *Engine) resumeGuest(ctx context.Context, w *World) {
-	if w.Backend != RuntimeCube || w.State != StateReady {
-		return
-	}
-	if err := e.cubeRemountGuest(ctx, w); err != nil {
-		e.Log.Warn("remount the overlay in the sandbox", "world", w.Name, "err", err)
-	}
-}
+// resumeGuest has the runtime take the upper again.
+func (e *Engine) resumeGuest(ctx context.Context, w *World) { e.runtimeFor(w).resume(ctx, w) }
 
 // crashHook, when a test sets it, is called at each killPoint: the crash
 // harness SIGKILLs its child process there.

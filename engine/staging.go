@@ -58,10 +58,7 @@ func lockDirNB(dir string) (int, error) {
 
 // upper is the staged World's upper layer directory.
 func (sw *stagedWorld) upper(w *World) string {
-	if w.Backend == RuntimeCube {
-		return filepath.Join(sw.dir, LayersDir, "upper")
-	}
-	return filepath.Join(sw.dir, "upper")
+	return runtimeOf(nil, w.Backend).upperIn(sw.dir)
 }
 
 // publish renames the complete staged World into place; a World of the same

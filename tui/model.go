@@ -996,7 +996,7 @@ func (m Model) paneAction(a panes.ActionMsg) (tea.Model, tea.Cmd) {
 		}
 		backend := "local"
 		if m.eng != nil && m.eng.Config != nil && m.eng.Config.Backend != "" {
-			backend = m.eng.Config.Backend
+			backend = string(m.eng.Config.Backend)
 		}
 		d := panes.NewForm(m.env, "New World", []string{"name", "source", "backend (local or cube)"},
 			[]string{"", src, backend}, func(v []string) tea.Msg {

@@ -155,10 +155,10 @@ func cmdComplete(a *app, words []string) error {
 		}
 		return nil
 	case "isolation":
-		add("tree", "strict")
+		add(engine.IsolationNames()...)
 		return nil
 	case "backend":
-		add("local", "cube")
+		add(engine.RuntimeNames()...)
 		return nil
 	case "mount-backend":
 		add("auto", "kernel", "fuse-overlayfs", "unionfs-fuse")

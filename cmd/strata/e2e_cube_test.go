@@ -97,10 +97,11 @@ func TestE2ECubeFullFlow(t *testing.T) {
 		State     string `json:"state"`
 		ExitCode  int    `json:"exit_code"`
 		Signal    string `json:"signal"`
+		Runtime   string `json:"runtime"`
 		Isolation string `json:"isolation"`
 	}
 	must(t, json.Unmarshal([]byte(e.ok("sessions", "w", "--json")), &ss))
-	if last := ss[len(ss)-1]; last.ID != id || last.State != "exited" || last.Isolation != "cube" {
+	if last := ss[len(ss)-1]; last.ID != id || last.State != "exited" || last.Runtime != "cube" || last.Isolation != "" {
 		t.Errorf("sessions: %+v", last)
 	}
 	// kill reaches the command in the sandbox.

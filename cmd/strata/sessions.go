@@ -35,7 +35,7 @@ func cmdExec(a *app, args []string) error {
 		return usagef("%v", err)
 	}
 	pos = operands(pos, rest)
-	if err := oneOf("exec", "isolation", *iso, "tree", "strict"); err != nil {
+	if err := oneOf("exec", "isolation", *iso, engine.IsolationNames()...); err != nil {
 		return err
 	}
 	env := os.Environ()
@@ -61,7 +61,7 @@ func cmdExec(a *app, args []string) error {
 		if err != nil {
 			return err
 		}
-		return fanOut(a, names, rest, engine.ExecOptions{Env: env, Cwd: *cwd, NoNetwork: *noNet, Isolation: *iso, Snapshot: *snap})
+		return fanOut(a, names, rest, engine.ExecOptions{Env: env, Cwd: *cwd, NoNetwork: *noNet, Isolation: engine.Isolation(*iso), Snapshot: *snap})
 	}
 	if len(pos) > 1 && len(rest) == 0 { // strata exec W cmd args (no --)
 		rest, pos = pos[1:], pos[:1]
@@ -76,12 +76,10 @@ func cmdExec(a *app, args []string) error {
 	if err != nil {
 		return err
 	}
-	if w.Backend == engine.RuntimeLocal {
-		// Before anything else (strata shell's terminal check included):
-		// the engine refuses too, but this is what the person must fix.
-		if err := a.eng.CheckSource(w); err != nil {
-			return err
-		}
+	// Before anything else (strata shell's terminal check included):
+	// the engine refuses too, but this is what the person must fix.
+	if err := a.eng.CheckExec(w); err != nil {
+		return err
 	}
 	if *tty && !*detach && !term.IsTerminal(int(os.Stdin.Fd())) {
 		// Checked before starting: a terminal session nobody can attach to
@@ -96,7 +94,7 @@ func cmdExec(a *app, args []string) error {
 			}
 		}
 	}
-	meta, err := a.eng.Exec(a.ctx, w.Name, engine.ExecOptions{Argv: rest, Env: env, Cwd: dir, TTY: *tty, NoNetwork: *noNet, Isolation: *iso, Snapshot: *snap})
+	meta, err := a.eng.Exec(a.ctx, w.Name, engine.ExecOptions{Argv: rest, Env: env, Cwd: dir, TTY: *tty, NoNetwork: *noNet, Isolation: engine.Isolation(*iso), Snapshot: *snap})
 	if errors.Is(err, engine.ErrStartFailed) && meta.ExitCode != 0 {
 		return &exitError{code: meta.ExitCode, err: err} // 127 not found, 126 not executable, like a shell
 	}

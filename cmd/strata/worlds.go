@@ -36,9 +36,9 @@ func cmdNew(a *app, args []string) error {
 		return err
 	}
 	for _, err := range []error{
-		oneOf("new", "backend", *backend, string(engine.RuntimeLocal), string(engine.RuntimeCube)),
+		oneOf("new", "backend", *backend, engine.RuntimeNames()...),
 		oneOf("new", "mount-backend", *mb, string(overlay.BackendAuto), string(overlay.BackendKernel), string(overlay.BackendFuseOverlayfs), string(overlay.BackendUnionfs)),
-		oneOf("new", "isolation", *iso, "tree", "strict"),
+		oneOf("new", "isolation", *iso, engine.IsolationNames()...),
 	} {
 		if err != nil {
 			return err
@@ -50,7 +50,7 @@ func cmdNew(a *app, args []string) error {
 	}
 	w, err := a.eng.Create(a.ctx, engine.CreateOptions{
 		Name: pos[0], Source: *source, Backend: engine.Runtime(*backend),
-		MountBackend: overlay.Backend(*mb), Isolation: *iso, Labels: lm, Template: *tpl,
+		MountBackend: overlay.Backend(*mb), Isolation: engine.Isolation(*iso), Labels: lm, Template: *tpl,
 	})
 	if err != nil {
 		return err
@@ -179,7 +179,7 @@ func cmdShow(a *app, args []string) error {
 	row("source", wi.Source)
 	row("backend", string(wi.Backend))
 	row("mount backend", string(wi.MountBackend))
-	row("isolation", wi.Isolation)
+	row("isolation", string(wi.Isolation))
 	row("created", wi.Created.Local().Format(time.DateTime))
 	row("base", wi.Base)
 	row("changes", fmt.Sprint(wi.Changes))

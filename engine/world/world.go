@@ -1,4 +1,4 @@
-package engine
+package world
 
 import (
 	"bytes"
@@ -16,26 +16,18 @@ import (
 	"github.com/stratahq/strata/overlay"
 )
 
-// Runtime names where a World's sessions run.
-type Runtime string
-
-const (
-	RuntimeLocal Runtime = "local"
-	RuntimeCube  Runtime = "cube"
-)
-
-// WorldState is the persisted lifecycle state of a World. What a person sees
+// State is the persisted lifecycle state of a World. What a person sees
 // (running, waiting, failed...) is derived from it and the sessions: see
 // WorldInfo.Status.
-type WorldState string
+type State string
 
 const (
-	StateReady   WorldState = "ready"   // layers exist; mounted on demand
-	StatePlanned WorldState = "planned" // a cube World whose sandbox is not created yet
-	StateStopped WorldState = "stopped" // a cube World whose sandbox is gone or paused
+	StateReady   State = "ready"   // layers exist; mounted on demand
+	StatePlanned State = "planned" // a cube World whose sandbox is not created yet
+	StateStopped State = "stopped" // a cube World whose sandbox is gone or paused
 	// StateBroken is never written: it reports a World whose world.toml
 	// cannot be read or makes no sense (see BrokenWorldError).
-	StateBroken WorldState = "broken"
+	StateBroken State = "broken"
 )
 
 // World is worlds/<name>/world.toml.
@@ -46,8 +38,8 @@ type World struct {
 	Backend      Runtime           `toml:"backend" json:"backend"`
 	MountBackend overlay.Backend   `toml:"mount_backend" json:"mount_backend"`
 	Dialect      overlay.Dialect   `toml:"dialect" json:"dialect"`
-	Isolation    string            `toml:"isolation" json:"isolation"`
-	State        WorldState        `toml:"state" json:"state"`
+	Isolation    Isolation         `toml:"isolation" json:"isolation"`
+	State        State             `toml:"state" json:"state"`
 	Created      time.Time         `toml:"created" json:"created"`
 	Base         string            `toml:"base,omitempty" json:"base,omitempty"` // snapshot it was forked from
 	Labels       map[string]string `toml:"labels,omitempty" json:"labels,omitempty"`
@@ -68,7 +60,7 @@ func (w *World) Layers(p Paths) overlay.Layers {
 	return overlay.Layers{Upper: p.Upper(w.Name), Lower: w.Source, Dialect: w.Dialect}
 }
 
-func newID(prefix string) string {
+func NewID(prefix string) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return prefix + hex.EncodeToString(b[:])
@@ -103,12 +95,12 @@ func (e *BrokenWorldError) Reason() string { return e.Err.Error() }
 
 func (e *BrokenWorldError) Unwrap() []error { return []error{ErrWorldBroken, e.Err} }
 
-func readWorld(p Paths, name string) (*World, error) {
+func Read(p Paths, name string) (*World, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
 	path := p.WorldFile(name)
-	w, err := readWorldFile(path)
+	w, err := ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		if st, serr := os.Lstat(p.World(name)); serr == nil && st.IsDir() {
 			return nil, &BrokenWorldError{Name: name, Path: path, Err: errors.New("world.toml is missing")}
@@ -116,7 +108,7 @@ func readWorld(p Paths, name string) (*World, error) {
 		return nil, fmt.Errorf("%w: %q (strata ls --all lists every World)", ErrWorldNotFound, name)
 	}
 	if err == nil {
-		err = validateWorld(w, name)
+		err = Validate(w, name)
 	}
 	if err != nil {
 		return nil, &BrokenWorldError{Name: name, Path: path, Err: err}
@@ -124,9 +116,9 @@ func readWorld(p Paths, name string) (*World, error) {
 	return w, nil
 }
 
-// validateWorld rejects a world.toml that parsed but cannot describe a
+// Validate rejects a world.toml that parsed but cannot describe a
 // World: acting on an empty or relative source would act on the wrong tree.
-func validateWorld(w *World, name string) error {
+func Validate(w *World, name string) error {
 	switch {
 	case w.Name == "":
 		return errors.New("world.toml has no name")
@@ -137,15 +129,13 @@ func validateWorld(w *World, name string) error {
 	case !filepath.IsAbs(w.Source):
 		return fmt.Errorf("world.toml source %q is not an absolute path", w.Source)
 	}
-	switch w.Backend {
-	case RuntimeLocal, RuntimeCube:
-	default:
-		return fmt.Errorf("world.toml backend %q: want local or cube", w.Backend)
+	if err := w.Backend.Validate(); err != nil {
+		return fmt.Errorf("world.toml backend %w", err)
 	}
 	return nil
 }
 
-func readWorldFile(path string) (*World, error) {
+func ReadFile(path string) (*World, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -157,9 +147,9 @@ func readWorldFile(path string) (*World, error) {
 	return &w, nil
 }
 
-func writeWorld(p Paths, w *World) error { return writeWorldFile(p.WorldFile(w.Name), w) }
+func Write(p Paths, w *World) error { return WriteFile(p.WorldFile(w.Name), w) }
 
-func writeWorldFile(path string, w *World) error {
+func WriteFile(path string, w *World) error {
 	var buf bytes.Buffer
 	if err := toml.NewEncoder(&buf).Encode(w); err != nil {
 		return fmt.Errorf("encode world %q: %w", w.Name, err)

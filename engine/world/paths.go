@@ -1,4 +1,4 @@
-package engine
+package world
 
 import (
 	"errors"
@@ -91,22 +91,22 @@ var ErrInvalidName = errors.New("invalid world name")
 
 // ValidateName checks a World name before it touches a path.
 func ValidateName(name string) error {
-	if !validName(name) {
+	if !ValidName(name) {
 		return fmt.Errorf("%w %q: use 1-63 characters a-z 0-9 . _ - starting with a letter or digit", ErrInvalidName, name)
 	}
 	return nil
 }
 
-// within reports whether p lies inside (or is) dir; both must be clean and absolute.
-func within(p, dir string) bool {
+// Within reports whether p lies inside (or is) dir; both must be clean and absolute.
+func Within(p, dir string) bool {
 	if p == dir {
 		return true
 	}
 	return strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
-// resolveDir returns the absolute, symlink-resolved form of dir and checks it is a directory.
-func resolveDir(dir string) (string, error) {
+// ResolveDir returns the absolute, symlink-resolved form of dir and checks it is a directory.
+func ResolveDir(dir string) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return "", err
@@ -125,8 +125,8 @@ func resolveDir(dir string) (string, error) {
 	return real, nil
 }
 
-// renameNoReplace renames old to new, failing if new exists.
-func renameNoReplace(old, new string) error {
+// RenameNoReplace renames old to new, failing if new exists.
+func RenameNoReplace(old, new string) error {
 	err := unix.Renameat2(unix.AT_FDCWD, old, unix.AT_FDCWD, new, unix.RENAME_NOREPLACE)
 	if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOTEMPTY) {
 		return fmt.Errorf("%s: %w", new, ErrWorldExists)
@@ -134,11 +134,11 @@ func renameNoReplace(old, new string) error {
 	return err
 }
 
-func isRoot() bool { return os.Geteuid() == 0 }
+func IsRoot() bool { return os.Geteuid() == 0 }
 
-// validName checks [a-z0-9][a-z0-9._-]{0,62} by hand: compiling a regexp
+// ValidName checks [a-z0-9][a-z0-9._-]{0,62} by hand: compiling a regexp
 // at start-up costs every strata process (and every session init) time.
-func validName(name string) bool {
+func ValidName(name string) bool {
 	if len(name) == 0 || len(name) > 63 {
 		return false
 	}
