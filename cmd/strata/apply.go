@@ -13,32 +13,14 @@ import (
 	"github.com/stratahq/strata/overlay"
 )
 
-func init() {
-	commands = append(commands,
-		command{name: "diff", args: "NAME [PATH...] [--stat] [--json] [--against base|source] [--against-world W] [-U N]", summary: "show a World's changes as a unified diff (git apply accepts it)", run: cmdDiff},
-		command{name: "apply", args: "NAME [PATH...] [--hunks PATH=1,3]... [--expect-base PATH=HASH]... [--expect-world PATH=HASH]... [--dry-run] [--json] [--drop-applied] [--to-branch B] [--allow-setuid]", summary: "publish picked paths and hunks to the source atomically", run: cmdApply},
-		command{name: "history", args: "[--json] [--world NAME]", summary: "list publications to sources", run: cmdHistory},
-	)
-}
-
-func cmdDiff(a *app, args []string) error {
-	fs := a.flags("diff", "NAME [PATH...] [--stat] [--json] [--against base|source] [--against-world W] [-U N]")
-	stat := fs.Bool("stat", false, "summary: changed lines per path")
-	asJSON := fs.Bool("json", false, "print JSON")
-	against := fs.String("against", "base", "base (what the World started from) or source (the source now)")
-	againstWorld := fs.String("against-world", "", "diff against another World's version")
-	ctxLines := fs.Int("U", 3, "context lines")
-	force := fs.Bool("binary", false, "diff binary and huge files as text anyway")
-	pos, _, err := parse(fs, args)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	if err := want(fs, pos, 1, -1, "NAME"); err != nil {
-		return err
-	}
-	if *against != "base" && *against != "source" {
-		return usagef("diff: --against %q: want base or source", *against)
-	}
+func cmdDiff(a *app, in *input) error {
+	stat := in.Bool("stat")
+	asJSON := in.Bool("json")
+	against := in.String("against")
+	againstWorld := in.String("against-world")
+	ctxLines := in.Int("U")
+	force := in.Bool("binary")
+	pos := in.pos
 	if *ctxLines < 0 {
 		return usagef("diff: -U %d: want a number of context lines, 0 or more", *ctxLines)
 	}
@@ -46,9 +28,9 @@ func cmdDiff(a *app, args []string) error {
 	if c == 0 {
 		c = -1 // diffview: negative means no context
 	}
-	paths := make([]string, 0, len(pos)-1)
-	for _, p := range pos[1:] {
-		paths = append(paths, pathArg(p))
+	paths, err := a.worldPaths(pos[0], pos[1:])
+	if err != nil {
+		return err
 	}
 	fcs, err := a.eng.Diff(a.ctx, pos[0], engine.DiffOptions{Paths: paths, Against: *against, AgainstWorld: *againstWorld, Context: c, Force: *force})
 	if err != nil {
@@ -169,26 +151,17 @@ func opPrefix(op diffview.Op) string {
 	return " "
 }
 
-func cmdApply(a *app, args []string) error {
-	fs := a.flags("apply", "NAME [PATH...] [--hunks PATH=1,3]... [--expect-base PATH=HASH]... [--expect-world PATH=HASH]... [--dry-run] [--json] [--drop-applied] [--to-branch B] [--allow-setuid]")
-	dry := fs.Bool("dry-run", false, "decide everything and report, write nothing")
-	asJSON := fs.Bool("json", false, "print JSON")
-	drop := fs.Bool("drop-applied", false, "afterwards remove applied paths from the World so it reads them from the source")
-	branch := fs.String("to-branch", "", "commit the picks on a new git branch; the working tree and index are not touched")
-	msg := fs.String("m", "", "commit message for --to-branch")
-	allowSetuid := fs.Bool("allow-setuid", false, "publish setuid/setgid bits the World set (stripped by default, with a warning)")
-	var hunks multiFlag
-	fs.Var(&hunks, "hunks", "PATH=1,3,5-7: only these hunks of PATH (numbers as strata diff shows them); repeatable")
-	var expectBase, expectWorld multiFlag
-	fs.Var(&expectBase, "expect-base", "PATH=HASH: refuse PATH unless its base is still the one diffed (base_hash of strata diff --json); repeatable")
-	fs.Var(&expectWorld, "expect-world", "PATH=HASH: refuse PATH unless the World's file is still the one diffed (world_hash of strata diff --json); repeatable")
-	pos, _, err := parse(fs, args)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	if err := want(fs, pos, 1, -1, "NAME"); err != nil {
-		return err
-	}
+func cmdApply(a *app, in *input) error {
+	dry := in.Bool("dry-run")
+	asJSON := in.Bool("json")
+	drop := in.Bool("drop-applied")
+	branch := in.String("to-branch")
+	msg := in.String("m")
+	allowSetuid := in.Bool("allow-setuid")
+	hunks := in.List("hunks")
+	expectBase := in.List("expect-base")
+	expectWorld := in.List("expect-world")
+	pos := in.pos
 	// Every --hunks value is checked before anything else is looked at.
 	type hunkPick struct {
 		path string
@@ -202,7 +175,7 @@ func cmdApply(a *app, args []string) error {
 		}
 		nums, err := diffview.ParseHunkNumbers(list)
 		if err != nil {
-			return usagef("apply: --hunks %q: %v", h, err)
+			return usagef("apply: --hunks %q: %w", h, err)
 		}
 		hunkPicks = append(hunkPicks, hunkPick{p, nums})
 	}
@@ -216,7 +189,7 @@ func cmdApply(a *app, args []string) error {
 	var picks []engine.Pick
 	hunkPaths := map[string]bool{}
 	for _, h := range hunkPicks {
-		rel, err := relPath(w, h.path)
+		rel, err := a.worldPath(w, h.path)
 		if err != nil {
 			return err
 		}
@@ -224,7 +197,7 @@ func cmdApply(a *app, args []string) error {
 		hunkPaths[rel] = true
 	}
 	for _, p := range pos[1:] {
-		rel, err := relPath(w, p)
+		rel, err := a.worldPath(w, p)
 		if err != nil {
 			return err
 		}
@@ -232,10 +205,10 @@ func cmdApply(a *app, args []string) error {
 			picks = append(picks, engine.Pick{Path: rel})
 		}
 	}
-	if err := expectVersions(w, picks, expectBase, "--expect-base", func(p *engine.Pick, h string) { p.BaseHash = h }); err != nil {
+	if err := a.expectVersions(w, picks, expectBase, "--expect-base", func(p *engine.Pick, h string) { p.BaseHash = h }); err != nil {
 		return err
 	}
-	if err := expectVersions(w, picks, expectWorld, "--expect-world", func(p *engine.Pick, h string) { p.WorldHash = h }); err != nil {
+	if err := a.expectVersions(w, picks, expectWorld, "--expect-world", func(p *engine.Pick, h string) { p.WorldHash = h }); err != nil {
 		return err
 	}
 	res, err := a.eng.Apply(a.ctx, w.Name, engine.ApplyOptions{Picks: picks, DryRun: *dry, DropApplied: *drop, ToBranch: *branch, Message: *msg, AllowSetuid: *allowSetuid})
@@ -311,13 +284,13 @@ func cmdApply(a *app, args []string) error {
 
 // expectVersions binds picked paths to the hashes of the versions they were
 // reviewed on (PATH=HASH, as strata diff --json reports them).
-func expectVersions(w *engine.World, picks []engine.Pick, flags []string, name string, set func(*engine.Pick, string)) error {
+func (a *app) expectVersions(w *engine.World, picks []engine.Pick, flags []string, name string, set func(*engine.Pick, string)) error {
 	for _, f := range flags {
 		p, h, ok := strings.Cut(f, "=")
 		if !ok || p == "" || !validHash(h) {
 			return usagef("%s %q: want PATH=HASH, a sha256 in hex (or %q) as strata diff --json prints it", name, f, engine.HashAbsent)
 		}
-		rel, err := relPath(w, p)
+		rel, err := a.worldPath(w, p)
 		if err != nil {
 			return err
 		}
@@ -378,28 +351,53 @@ func pathArg(p string) string {
 	return p
 }
 
-func relPath(w *engine.World, p string) (string, error) {
-	p = pathArg(p)
-	if strings.HasPrefix(p, "/") {
-		if !strings.HasPrefix(p, w.Source+"/") {
-			return "", usagef("%s is outside the source %s", p, w.Source)
-		}
-		return strings.TrimPrefix(p, w.Source+"/"), nil
+// worldPath maps a PATH argument to the World path it names, by the
+// engine's policy (engine.ResolvePath): relative to the caller's directory
+// when it lies in the source or the World's merged view, else to the source
+// root. A path outside the World is a usage error.
+func (a *app) worldPath(w *engine.World, p string) (string, error) {
+	rel, err := engine.ResolvePath(w, a.eng.Paths.Merged(w.Name), callerDir(), pathArg(p))
+	if err != nil {
+		return "", &usageError{msg: err.Error(), err: err}
 	}
-	return strings.TrimPrefix(p, "./"), nil
+	return rel, nil
 }
 
-func cmdHistory(a *app, args []string) error {
-	fs := a.flags("history", "[--json] [--world NAME]")
-	asJSON := fs.Bool("json", false, "print JSON")
-	world := fs.String("world", "", "only this World's publications")
-	pos, _, err := parse(fs, args)
+// worldPaths maps PATH arguments of World name (see worldPath).
+func (a *app) worldPaths(name string, args []string) ([]string, error) {
+	if len(args) == 0 {
+		return nil, nil
+	}
+	w, err := a.eng.World(name)
 	if err != nil {
-		return usagef("%v", err)
+		return nil, err
 	}
-	if err := want(fs, pos, 0, 0, ""); err != nil {
-		return err
+	out := make([]string, 0, len(args))
+	for _, p := range args {
+		rel, err := a.worldPath(w, p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rel)
 	}
+	return out, nil
+}
+
+// callerDir is the working directory, symlinks resolved ("" if unknown).
+func callerDir() string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	if real, err := realPath(wd); err == nil {
+		return real
+	}
+	return wd
+}
+
+func cmdHistory(a *app, in *input) error {
+	asJSON := in.Bool("json")
+	world := in.String("world")
 	hs, err := a.eng.History()
 	if err != nil {
 		return err

@@ -1,36 +1,21 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/stratahq/strata/engine"
 )
 
-func init() {
-	commands = append(commands,
-		command{name: "completion", args: "bash|zsh|fish", summary: "print a shell completion script (verbs, flags, Worlds, sessions, snapshots)", run: cmdCompletion, noEng: true},
-	)
-}
-
-func cmdCompletion(a *app, args []string) error {
-	fs := a.flags("completion", "bash|zsh|fish")
-	pos, _, err := parse(fs, args)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	if err := want(fs, pos, 1, 1, "the shell (bash, zsh or fish)"); err != nil {
-		return err
-	}
+func cmdCompletion(a *app, in *input) error {
+	pos := in.pos
 	script, ok := completionScripts[pos[0]]
 	if !ok {
 		return usagef("completion: %q: want bash, zsh or fish", pos[0])
 	}
-	_, err = fmt.Fprint(a.stdout, script)
+	_, err := fmt.Fprint(a.stdout, script)
 	return err
 }
 
@@ -77,8 +62,9 @@ complete -c strata -f -a '(__strata_complete)'
 }
 
 // cmdComplete answers the completion scripts: the candidates for the last
-// of words, one a line. It never creates anything: a missing state root has
-// no Worlds.
+// of words, one a line, from the command table (verbs, flags, flag values,
+// and operands by their kind). It never creates anything: a missing state
+// root has no Worlds.
 func cmdComplete(a *app, words []string) error {
 	if len(words) == 0 {
 		words = []string{""}
@@ -97,7 +83,7 @@ func cmdComplete(a *app, words []string) error {
 			fmt.Fprintln(a.stdout, c)
 		}
 	}()
-	verbs := []string{"help", "version", "tui"}
+	verbs := []string{"help", "version"}
 	for _, c := range commands {
 		verbs = append(verbs, c.name)
 	}
@@ -106,111 +92,96 @@ func cmdComplete(a *app, words []string) error {
 		return nil
 	}
 	verb := words[0]
+	if verb == "help" {
+		if len(words) == 2 {
+			add(verbs...)
+		}
+		return nil
+	}
 	c, ok := commandNamed(verb)
 	if !ok {
 		return nil
 	}
-	fs := flagSetOf(a.ctx, c)
-	if fs == nil {
-		return nil
-	}
-	if strings.HasPrefix(cur, "-") {
-		fs.VisitAll(func(f *flag.Flag) {
-			if len(f.Name) == 1 {
-				add("-" + f.Name)
-			} else {
-				add("--" + f.Name)
-			}
-		})
-		return nil
-	}
-	// The operands so far, and whether the word before cur is a flag
-	// waiting for its value.
+	// The operands so far, whether they passed a "--", and the flag waiting
+	// for its value in cur, if any.
 	var ops []string
-	valueOf := ""
+	var valueOf *flagSpec
+	dashed := false
 	for _, w := range words[1 : len(words)-1] {
-		if valueOf != "" {
-			valueOf = ""
+		if valueOf != nil {
+			valueOf = nil
 			continue
 		}
-		if w == "--" {
-			break
+		if w == "--" && !dashed {
+			dashed = true
+			continue
 		}
-		if strings.HasPrefix(w, "-") && !strings.Contains(w, "=") {
-			if f := fs.Lookup(strings.TrimLeft(w, "-")); f != nil && !isBoolFlag(f) {
-				valueOf = f.Name
+		if !dashed && strings.HasPrefix(w, "-") && !strings.Contains(w, "=") {
+			if f := c.flag(strings.TrimLeft(w, "-")); f != nil && f.typ != boolFlag {
+				valueOf = f
 			}
 			continue
 		}
 		ops = append(ops, w)
 	}
-	worlds := func() []string { return completeWorlds() }
-	switch valueOf {
-	case "world", "against-world", "as":
-		add(worlds()...)
-		return nil
-	case "snap":
-		if len(ops) > 0 {
-			add(completeSnapshots(ops[0])...)
-		}
-		return nil
-	case "isolation":
-		add(engine.IsolationNames()...)
-		return nil
-	case "backend":
-		add(engine.RuntimeNames()...)
-		return nil
-	case "mount-backend":
-		add("auto", "kernel", "fuse-overlayfs", "unionfs-fuse")
-		return nil
-	case "against":
-		add("base", "source")
-		return nil
-	case "":
-	default:
+	if dashed && c.dashArgs != "" {
+		return nil // a command line to run: the shell's own completion
+	}
+	if valueOf != nil {
+		add(valueOf.values...)
+		completeKind(add, valueOf.kind, ops)
 		return nil
 	}
-	switch verb {
-	case "help":
-		if len(ops) == 0 {
-			add(verbs...)
+	if strings.HasPrefix(cur, "-") && !dashed {
+		for _, f := range c.flags {
+			add(f.dashed())
 		}
-	case "completion":
-		if len(ops) == 0 {
-			add("bash", "zsh", "fish")
+		return nil
+	}
+	if k, ok := c.argKindAt(len(ops)); ok {
+		completeKind(add, k, ops)
+	}
+	return nil
+}
+
+// argKindAt is the kind of the operand at index i, if c takes one there.
+func (c *command) argKindAt(i int) (argKind, bool) {
+	for _, s := range c.args {
+		if s.max < 0 || i < s.max {
+			return s.kind, true
 		}
-	case "ls", "trash", "doctor", "events", "history", "gc", "tui", "version":
-	case "top", "compare":
-		add(worlds()...)
-	default:
-		switch {
-		case len(ops) == 0:
-			add(worlds()...)
-		case len(ops) == 1 && slices.Contains([]string{"logs", "attach", "kill"}, verb):
-			add(completeSessions(ops[0])...)
-		case len(ops) == 1 && slices.Contains([]string{"rollback", "restore", "snapdiff"}, verb),
-			len(ops) == 2 && verb == "snapdiff":
-			add(completeSnapshots(ops[0])...)
+		i -= s.max
+	}
+	return kindNone, false
+}
+
+// flag is c's flag of that name.
+func (c *command) flag(name string) *flagSpec {
+	for i := range c.flags {
+		if c.flags[i].name == name {
+			return &c.flags[i]
 		}
 	}
 	return nil
 }
 
-func commandNamed(name string) (command, bool) {
-	if name == "tui" {
-		return command{name: "tui", run: runTUI}, true
-	}
-	for _, c := range commands {
-		if c.name == name {
-			return c, true
+// completeKind offers the names of kind k; ops[0] is the World a session or
+// snapshot belongs to. Paths are left to the shell (an empty answer).
+func completeKind(add func(...string), k argKind, ops []string) {
+	switch k {
+	case kindWorld:
+		add(completeWorlds()...)
+	case kindSession:
+		if len(ops) > 0 {
+			add(completeSessions(ops[0])...)
 		}
+	case kindSnapshot:
+		if len(ops) > 0 {
+			add(completeSnapshots(ops[0])...)
+		}
+	case kindShell:
+		add("bash", "zsh", "fish")
 	}
-	return command{}, false
-}
-
-func isBoolFlag(f *flag.Flag) bool {
-	b, ok := f.Value.(interface{ IsBoolFlag() bool })
-	return ok && b.IsBoolFlag()
 }
 
 // completeWorlds lists the World names of the state root by reading its

@@ -9,18 +9,10 @@ import (
 	"github.com/stratahq/strata/overlay"
 )
 
-func cmdDoctor(a *app, args []string) error {
-	fs := a.flags("doctor", "[--repair [--dry-run]] [--json]")
-	asJSON := fs.Bool("json", false, "print JSON")
-	repair := fs.Bool("repair", false, "resolve unfinished publications: complete the intact ones, discard the rest (removing only the files they staged)")
-	dryRun := fs.Bool("dry-run", false, "with --repair: say what it would do, change nothing")
-	pos, _, err := parse(fs, args)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	if err := want(fs, pos, 0, 0, ""); err != nil {
-		return err
-	}
+func cmdDoctor(a *app, in *input) error {
+	asJSON := in.Bool("json")
+	repair := in.Bool("repair")
+	dryRun := in.Bool("dry-run")
 	if *dryRun && !*repair {
 		return usagef("--dry-run goes with --repair")
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -334,6 +335,7 @@ var usageCases = map[string][][]string{
 	"up":            {{"up"}, {"up", "w", "x"}},
 	"stop":          {{"stop"}, {"stop", "w", "x"}},
 	"completion":    {{"completion"}, {"completion", "tcsh"}, {"completion", "bash", "zsh"}},
+	"tui":           {{"tui", "x"}, {"tui", "--", "x"}},
 }
 
 // Every usage error exits 2, for every command: an unknown flag, a missing or
@@ -365,12 +367,22 @@ func TestE2EUsageErrorsExit2(t *testing.T) {
 		}
 		check(c.name, "--no-such-flag")
 		check(c.name, "w", "--no-such-flag")
+		// From the table: too few operands, and one too many (after "--"
+		// too, where it must not be dropped).
+		if min, _ := c.arity(); min > 0 {
+			check(append([]string{c.name}, slices.Repeat([]string{"w"}, min-1)...)...)
+		}
+		if _, max := c.arity(); max >= 0 && !c.ownArity {
+			ops := slices.Repeat([]string{"w"}, max)
+			check(append(append([]string{c.name}, ops...), "extra")...)
+			if c.dashArgs == "" {
+				check(append(append([]string{c.name}, ops...), "--", "extra")...)
+			}
+		}
 		for _, args := range cases {
 			check(args...)
 		}
 	}
-	check("tui", "--no-such-flag")
-	check("tui", "x")
 	check("no-such-command")
 	if after := treeHash(t, e.home+"/worlds/w/upper") + treeHash(t, e.source) + e.ok("ls", "--all") + e.ok("timeline", "w"); after != before {
 		t.Error("a usage error changed a World or the source")

@@ -11,6 +11,31 @@ import (
 	"github.com/stratahq/strata/overlay"
 )
 
+// exit maps the error a command returned to strata's exit status, after
+// printing it (as text, or as JSON with --json): 0 for none and for asked-for
+// help (flag.ErrHelp, usage already on stdout), the status an exitError
+// carries (exec passes its command's through), 2 for a usage or config
+// mistake, 1 for anything else. This and errorCodes are the one place errors
+// become statuses and codes.
+func (a *app) exit(err error) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			a.printError(a.stderr, ee.err, a.jsonErrors)
+		}
+		return ee.code
+	}
+	a.printError(a.stderr, err, a.jsonErrors)
+	switch errorCode(err) {
+	case "usage", "config":
+		return 2
+	}
+	return 1
+}
+
 // errorCodes map the errors a script may want to tell apart to the stable
 // codes of `--json` errors (docs/cli.md); the first match wins. Anything
 // else is "error".
@@ -93,3 +118,16 @@ func (a *app) printError(w io.Writer, err error, asJSON bool) {
 		Error body `json:"error"`
 	}{body{errorCode(err), err.Error()}})
 }
+
+// marked is an error that reads as its message and is target for
+// errors.Is, so its --json code is target's without changing the text.
+type marked struct {
+	msg    string
+	target error
+}
+
+func (m *marked) Error() string { return m.msg }
+func (m *marked) Unwrap() error { return m.target }
+
+// notRunning is msg as an engine.ErrSessionNotRunning.
+func notRunning(msg string) error { return &marked{msg, engine.ErrSessionNotRunning} }

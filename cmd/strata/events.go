@@ -9,18 +9,10 @@ import (
 	"github.com/stratahq/strata/engine"
 )
 
-func cmdEvents(a *app, args []string) error {
-	fs := a.flags("events", "[-f] [--json] [--world NAME]")
-	follow := fs.Bool("f", false, "follow: print new events as they happen")
-	asJSON := fs.Bool("json", false, "print JSON lines")
-	world := fs.String("world", "", "only this World's events")
-	pos, _, err := parse(fs, args)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	if err := want(fs, pos, 0, 0, ""); err != nil {
-		return err
-	}
+func cmdEvents(a *app, in *input) error {
+	follow := in.Bool("f")
+	asJSON := in.Bool("json")
+	world := in.String("world")
 	print := func(ev engine.Event) error {
 		if *world != "" && ev.World != *world {
 			return nil

@@ -12,25 +12,14 @@ import (
 	"github.com/stratahq/strata/overlay"
 )
 
-func init() {
-	commands = append(commands,
-		command{name: "blame", args: "NAME PATH [--json]", summary: "which sessions wrote a path of a World, and when", run: cmdBlame},
-		command{name: "top", args: "[NAME...] [--json] [--interval D] [--count N]", summary: "CPU, memory, processes and upper size per World, live", run: cmdTop},
-		command{name: "compare", args: "A B [C...] [--json]", summary: "line up several Worlds' changes: who changed what, which versions agree", run: cmdCompare},
-	)
-}
-
-func cmdBlame(a *app, args []string) error {
-	fs := a.flags("blame", "NAME PATH [--json]")
-	asJSON := fs.Bool("json", false, "print JSON")
-	pos, _, err := parse(fs, args)
+func cmdBlame(a *app, in *input) error {
+	asJSON := in.Bool("json")
+	pos := in.pos
+	paths, err := a.worldPaths(pos[0], pos[1:2])
 	if err != nil {
-		return usagef("%v", err)
-	}
-	if err := want(fs, pos, 2, 2, "NAME PATH"); err != nil {
 		return err
 	}
-	rel, writes, err := a.eng.Blame(pos[0], pathArg(pos[1]))
+	rel, writes, err := a.eng.Blame(pos[0], paths[0])
 	if err != nil {
 		return err
 	}
@@ -71,15 +60,11 @@ func cmdBlame(a *app, args []string) error {
 	return tw.Flush()
 }
 
-func cmdTop(a *app, args []string) error {
-	fs := a.flags("top", "[NAME...] [--json] [--interval D] [--count N]")
-	asJSON := fs.Bool("json", false, "print one sample as JSON (CPU use measured over --interval)")
-	interval := fs.Duration("interval", time.Second, "time between samples")
-	count := fs.Int("count", 0, "stop after N refreshes (0: until interrupted)")
-	pos, _, err := parse(fs, args)
-	if err != nil {
-		return usagef("%v", err)
-	}
+func cmdTop(a *app, in *input) error {
+	asJSON := in.Bool("json")
+	interval := in.Duration("interval")
+	count := in.Int("count")
+	pos := in.pos
 	if *interval <= 0 {
 		return usagef("top: --interval must be positive")
 	}
@@ -200,16 +185,9 @@ func oneLine(s string) string {
 
 func humanBytes(n int64) string { return engine.HumanBytes(n) }
 
-func cmdCompare(a *app, args []string) error {
-	fs := a.flags("compare", "A B [C...] [--json]")
-	asJSON := fs.Bool("json", false, "print JSON")
-	pos, _, err := parse(fs, args)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	if err := want(fs, pos, 2, -1, "two World names or more"); err != nil {
-		return err
-	}
+func cmdCompare(a *app, in *input) error {
+	asJSON := in.Bool("json")
+	pos := in.pos
 	cmp, err := a.eng.Compare(a.ctx, pos)
 	if err != nil {
 		return err

@@ -17,27 +17,18 @@ import (
 	"github.com/stratahq/strata/engine"
 )
 
-func cmdExec(a *app, args []string) error {
-	fs := a.flags("exec", "NAME [--tty] [--detach] [--env K=V]... [--cwd DIR] [--no-network] [--isolation tree|strict] [--snap] -- CMD ARGS...")
-	tty := fs.Bool("tty", false, "run the command on a terminal (attach to it later with strata attach)")
-	detach := fs.Bool("detach", false, "print the session id and return; the command keeps running")
-	cwd := fs.String("cwd", "", "working directory in the World (default: the current directory when it lies in the source, else the source root)")
-	noNet := fs.Bool("no-network", false, "run without network (a private network namespace with only lo)")
-	iso := fs.String("isolation", "", "tree (default) or strict (the host read-only but the World)")
-	snap := fs.Bool("snap", false, "take a snapshot before running (undo with strata rollback)")
-	asJSON := fs.Bool("json", false, "with --detach: print the session as JSON (refused without --detach)")
-	worlds := fs.String("worlds", "", "run in several Worlds at once: a,b,c (fan-out)")
-	all := fs.Bool("all", false, "run in every World of the current source at once (fan-out)")
-	var envs multiFlag
-	fs.Var(&envs, "env", "set an environment variable K=V (repeatable)")
-	pos, rest, err := parse(fs, args)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	pos = operands(pos, rest)
-	if err := oneOf("exec", "isolation", *iso, engine.IsolationNames()...); err != nil {
-		return err
-	}
+func cmdExec(a *app, in *input) error {
+	tty := in.Bool("tty")
+	detach := in.Bool("detach")
+	cwd := in.String("cwd")
+	noNet := in.Bool("no-network")
+	iso := in.String("isolation")
+	snap := in.Bool("snap")
+	asJSON := in.Bool("json")
+	worlds := in.String("worlds")
+	all := in.Bool("all")
+	envs := in.List("env")
+	pos, rest := in.pos, in.rest
 	env := os.Environ()
 	for _, kv := range envs {
 		if !strings.Contains(kv, "=") {
@@ -66,8 +57,8 @@ func cmdExec(a *app, args []string) error {
 	if len(pos) > 1 && len(rest) == 0 { // strata exec W cmd args (no --)
 		rest, pos = pos[1:], pos[:1]
 	}
-	if err := want(fs, pos, 1, 1, "NAME"); err != nil {
-		return err
+	if err := in.cmd.checkArity(pos); err != nil {
+		return a.usageOf(in, err)
 	}
 	if len(rest) == 0 {
 		return usagef("exec: missing command (strata exec %s -- CMD ARGS...)", pos[0])
@@ -86,13 +77,9 @@ func cmdExec(a *app, args []string) error {
 		// here would be left running behind the error.
 		return usagef("exec --tty: standard input is not a terminal; add --detach and attach later with strata attach %s", pos[0])
 	}
-	dir := *cwd
-	if dir == "" {
-		if wd, err := os.Getwd(); err == nil {
-			if real, err := realPath(wd); err == nil && (real == w.Source || strings.HasPrefix(real, w.Source+"/")) {
-				dir = real
-			}
-		}
+	dir, err := engine.DefaultWorkDir(w, a.eng.Paths.Merged(w.Name), callerDir(), *cwd)
+	if err != nil {
+		return &usageError{msg: err.Error(), err: err}
 	}
 	meta, err := a.eng.Exec(a.ctx, w.Name, engine.ExecOptions{Argv: rest, Env: env, Cwd: dir, TTY: *tty, NoNetwork: *noNet, Isolation: engine.Isolation(*iso), Snapshot: *snap})
 	if errors.Is(err, engine.ErrStartFailed) && meta.ExitCode != 0 {
@@ -183,31 +170,17 @@ func (a *app) attach(world string, meta engine.SessionMeta) error {
 	return sessionExit(end)
 }
 
-func cmdShell(a *app, args []string) error {
-	fs := a.flags("shell", "NAME")
-	pos, _, err := parse(fs, args)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	if err := want(fs, pos, 1, 1, "NAME"); err != nil {
-		return err
-	}
+func cmdShell(a *app, in *input) error {
+	pos := in.pos
 	argv, err := a.eng.ShellArgv(pos[0], "")
 	if err != nil {
 		return err
 	}
-	return cmdExec(a, append([]string{pos[0], "--tty", "--"}, argv...))
+	return a.call("exec", append([]string{pos[0], "--tty", "--"}, argv...))
 }
 
-func cmdAttach(a *app, args []string) error {
-	fs := a.flags("attach", "NAME [SESSION]")
-	pos, _, err := parse(fs, args)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	if err := want(fs, pos, 1, 2, "NAME"); err != nil {
-		return err
-	}
+func cmdAttach(a *app, in *input) error {
+	pos := in.pos
 	ref := ""
 	if len(pos) == 2 {
 		ref = pos[1]
@@ -217,21 +190,14 @@ func cmdAttach(a *app, args []string) error {
 		return err
 	}
 	if meta.State != engine.SessionRunning {
-		return fmt.Errorf("session %s of world %s is %s; its output: strata logs %s %s", meta.ID, pos[0], meta.State, pos[0], meta.ID)
+		return notRunning(fmt.Sprintf("session %s of world %s is %s; its output: strata logs %s %s", meta.ID, pos[0], meta.State, pos[0], meta.ID))
 	}
 	return a.attach(pos[0], meta)
 }
 
-func cmdSessions(a *app, args []string) error {
-	fs := a.flags("sessions", "NAME [--json]")
-	asJSON := fs.Bool("json", false, "print JSON")
-	pos, _, err := parse(fs, args)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	if err := want(fs, pos, 1, 1, "NAME"); err != nil {
-		return err
-	}
+func cmdSessions(a *app, in *input) error {
+	asJSON := in.Bool("json")
+	pos := in.pos
 	if _, err := a.eng.World(pos[0]); err != nil {
 		return err
 	}
@@ -290,18 +256,12 @@ func cmdSessions(a *app, args []string) error {
 	return nil
 }
 
-func cmdLogs(a *app, args []string) error {
-	fs := a.flags("logs", "NAME [SESSION] [-f] [--raw] [--json]")
-	follow := fs.Bool("f", false, "follow the output until the session ends")
-	raw := fs.Bool("raw", false, "the output as recorded, terminal escape sequences and carriage returns included")
-	asJSON := fs.Bool("json", false, "print records as JSON lines {time, stream, data} (a resize: {time, stream, rows, cols})")
-	pos, _, err := parse(fs, args)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	if err := want(fs, pos, 1, 2, "NAME"); err != nil {
-		return err
-	}
+func cmdLogs(a *app, in *input) error {
+	follow := in.Bool("f")
+	raw := in.Bool("raw")
+	asJSON := in.Bool("json")
+	pos := in.pos
+	var err error
 	var meta engine.SessionMeta
 	if len(pos) == 2 {
 		meta, err = a.eng.Session(pos[0], pos[1])
@@ -411,16 +371,9 @@ func interactiveSession(s engine.SessionMeta, shell []string) bool {
 	return false
 }
 
-func cmdKill(a *app, args []string) error {
-	fs := a.flags("kill", "NAME SESSION [--signal SIG]")
-	sig := fs.String("signal", "TERM", "signal name or number")
-	pos, _, err := parse(fs, args)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	if err := want(fs, pos, 2, 2, "NAME SESSION"); err != nil {
-		return err
-	}
+func cmdKill(a *app, in *input) error {
+	sig := in.String("signal")
+	pos := in.pos
 	s, err := parseSignal(*sig)
 	if err != nil {
 		return err

@@ -10,29 +10,10 @@ import (
 	"github.com/stratahq/strata/overlay"
 )
 
-func init() {
-	commands = append(commands,
-		command{name: "snap", args: "NAME [-m MSG] [--json]", summary: "snapshot a World (its processes paused for the capture)", run: cmdSnap},
-		command{name: "timeline", args: "NAME [--json]", summary: "show a World's snapshots as a tree", run: cmdTimeline},
-		command{name: "rollback", args: "NAME SNAP [--kill] [--json]", summary: "restore a World to a snapshot (the current state is snapshotted first)", run: cmdRollback},
-		command{name: "fork", args: "NAME [--snap SNAP] [-n N] [--prefix P] [--json]", summary: "create N Worlds from a snapshot (or the live state)", run: cmdFork},
-		command{name: "restore", args: "NAME SNAP PATH...", summary: "bring single paths back from a snapshot", run: cmdRestore},
-		command{name: "snapdiff", args: "NAME A [B] [--json]", summary: "paths that differ between two snapshots, or a snapshot and now", run: cmdSnapDiff},
-		command{name: "gc", args: "[--verify] [--json]", summary: "drop objects and manifests no World's snapshots reference; --verify lists damaged objects", run: cmdGC},
-	)
-}
-
-func cmdSnap(a *app, args []string) error {
-	fs := a.flags("snap", "NAME [-m MSG] [--json]")
-	msg := fs.String("m", "", "message")
-	asJSON := fs.Bool("json", false, "print JSON")
-	pos, _, err := parse(fs, args)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	if err := want(fs, pos, 1, 1, "NAME"); err != nil {
-		return err
-	}
+func cmdSnap(a *app, in *input) error {
+	msg := in.String("m")
+	asJSON := in.Bool("json")
+	pos := in.pos
 	s, err := a.eng.Snapshot(a.ctx, pos[0], engine.SnapshotOptions{Message: *msg})
 	if err != nil {
 		return err
@@ -45,16 +26,9 @@ func cmdSnap(a *app, args []string) error {
 	return nil
 }
 
-func cmdTimeline(a *app, args []string) error {
-	fs := a.flags("timeline", "NAME [--json]")
-	asJSON := fs.Bool("json", false, "print JSON")
-	pos, _, err := parse(fs, args)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	if err := want(fs, pos, 1, 1, "NAME"); err != nil {
-		return err
-	}
+func cmdTimeline(a *app, in *input) error {
+	asJSON := in.Bool("json")
+	pos := in.pos
 	if _, err := a.eng.World(pos[0]); err != nil {
 		return err
 	}
@@ -90,17 +64,10 @@ func cmdTimeline(a *app, args []string) error {
 	return nil
 }
 
-func cmdRollback(a *app, args []string) error {
-	fs := a.flags("rollback", "NAME SNAP [--kill] [--json]")
-	kill := fs.Bool("kill", false, "kill running sessions instead of refusing")
-	asJSON := fs.Bool("json", false, "print JSON")
-	pos, _, err := parse(fs, args)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	if err := want(fs, pos, 2, 2, "NAME SNAP"); err != nil {
-		return err
-	}
+func cmdRollback(a *app, in *input) error {
+	kill := in.Bool("kill")
+	asJSON := in.Bool("json")
+	pos := in.pos
 	res, err := a.eng.Rollback(a.ctx, pos[0], pos[1], engine.RollbackOptions{Kill: *kill})
 	if err != nil {
 		return err
@@ -116,23 +83,14 @@ func cmdRollback(a *app, args []string) error {
 // maxFork is how many Worlds one fork may create (the engine's own limit).
 const maxFork = 100
 
-func cmdFork(a *app, args []string) error {
-	fs := a.flags("fork", "NAME [--snap SNAP] [-n N] [--prefix P] [--json]")
-	snap := fs.String("snap", "", "snapshot to fork from (default: the live state, via an implicit snapshot)")
-	n := fs.Int("n", 1, "number of Worlds")
-	prefix := fs.String("prefix", "", "name prefix (default: NAME); Worlds are PREFIX-1..N")
-	asJSON := fs.Bool("json", false, "print JSON")
-	pos, rest, err := parse(fs, args)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	pos = operands(pos, rest)
-	if err := want(fs, pos, 1, 1, "NAME"); err != nil {
-		return err
-	}
+func cmdFork(a *app, in *input) error {
+	snap := in.String("snap")
+	n := in.Int("n")
+	prefix := in.String("prefix")
+	asJSON := in.Bool("json")
+	pos, rest := in.pos, in.rest
 	if *n < 1 || *n > maxFork {
-		fs.Usage()
-		return usagef("fork: -n %d: want a number of Worlds from 1 to %d", *n, maxFork)
+		return a.usageOf(in, usagef("fork: -n %d: want a number of Worlds from 1 to %d", *n, maxFork))
 	}
 	ws, err := a.eng.Fork(a.ctx, pos[0], engine.ForkOptions{Snap: *snap, N: *n, Prefix: *prefix})
 	if err != nil {
@@ -152,18 +110,11 @@ func cmdFork(a *app, args []string) error {
 	return nil
 }
 
-func cmdRestore(a *app, args []string) error {
-	fs := a.flags("restore", "NAME SNAP PATH...")
-	pos, _, err := parse(fs, args)
+func cmdRestore(a *app, in *input) error {
+	pos := in.pos
+	paths, err := a.worldPaths(pos[0], pos[2:])
 	if err != nil {
-		return usagef("%v", err)
-	}
-	if err := want(fs, pos, 3, -1, "NAME SNAP PATH..."); err != nil {
 		return err
-	}
-	paths := make([]string, 0, len(pos)-2)
-	for _, p := range pos[2:] {
-		paths = append(paths, pathArg(p))
 	}
 	if err := a.eng.RestorePaths(a.ctx, pos[0], pos[1], paths); err != nil {
 		return err
@@ -172,16 +123,9 @@ func cmdRestore(a *app, args []string) error {
 	return nil
 }
 
-func cmdSnapDiff(a *app, args []string) error {
-	fs := a.flags("snapdiff", "NAME A [B] [--json]")
-	asJSON := fs.Bool("json", false, "print JSON")
-	pos, _, err := parse(fs, args)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	if err := want(fs, pos, 2, 3, "NAME A"); err != nil {
-		return err
-	}
+func cmdSnapDiff(a *app, in *input) error {
+	asJSON := in.Bool("json")
+	pos := in.pos
 	b := ""
 	if len(pos) == 3 {
 		b = pos[2]
@@ -216,17 +160,10 @@ func cmdSnapDiff(a *app, args []string) error {
 	return tw.Flush()
 }
 
-func cmdGC(a *app, args []string) error {
-	fs := a.flags("gc", "[--verify] [--json]")
-	asJSON := fs.Bool("json", false, "print JSON")
-	verify := fs.Bool("verify", false, "first rehash every object a snapshot needs and list the damaged ones (exit 1 if any)")
-	pos, _, err := parse(fs, args)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	if err := want(fs, pos, 0, 0, ""); err != nil {
-		return err
-	}
+func cmdGC(a *app, in *input) error {
+	asJSON := in.Bool("json")
+	verify := in.Bool("verify")
+	var err error
 	var damaged []engine.DamagedObject
 	if *verify {
 		if damaged, err = a.eng.VerifyObjects(a.ctx); err != nil {

@@ -5,17 +5,9 @@ import (
 )
 
 // runTUI opens the workstation: `strata` and `strata tui [--all] [--source DIR]`.
-func runTUI(a *app, args []string) error {
-	fs := a.flags("tui", "[--all] [--source DIR]")
-	all := fs.Bool("all", false, "show every World, not only those over the current source")
-	source := fs.String("source", "", "show the Worlds over this source tree (default: the current directory)")
-	pos, _, err := parse(fs, args)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	if err := want(fs, pos, 0, 0, ""); err != nil {
-		return err
-	}
+func runTUI(a *app, in *input) error {
+	all := in.Bool("all")
+	source := in.String("source")
 	if err := a.open(); err != nil {
 		return err
 	}

@@ -13,45 +13,31 @@ import (
 	"github.com/stratahq/strata/overlay"
 )
 
-func cmdNew(a *app, args []string) error {
-	fs := a.flags("new", "NAME [--source DIR] [--backend local|cube] [--mount-backend B] [--isolation tree|strict] [--label K=V]... [--json]")
-	source := fs.String("source", "", "source tree (default: the current directory)")
-	backend := fs.String("backend", "", "runtime: local or cube (default from config.toml, else local)")
-	mb := fs.String("mount-backend", "", "overlay backend: auto, kernel, fuse-overlayfs or unionfs-fuse")
-	iso := fs.String("isolation", "", "session isolation: tree or strict")
-	tpl := fs.String("template", "", "cube template id")
-	// newWithResources (cube.go) takes these off the command line before
-	// cmdNew runs; declared here so help, flag checks and completion know them.
-	fs.Int("cpu", 0, "cube: CPU in millicores; with --memory and --disk, picks the smallest template that fits")
-	fs.Int("memory", 0, "cube: memory in MB (see --cpu)")
-	fs.Int("disk", 0, "cube: disk in MB (see --cpu)")
-	asJSON := fs.Bool("json", false, "print the World as JSON")
-	var labels multiFlag
-	fs.Var(&labels, "label", "label K=V (repeatable)")
-	pos, _, err := parse(fs, args)
-	if err != nil {
-		return usagef("%v", err)
+func cmdNew(a *app, in *input) error {
+	source := in.String("source")
+	backend := in.String("backend")
+	mb := in.String("mount-backend")
+	iso := in.String("isolation")
+	tpl := in.String("template")
+	asJSON := in.Bool("json")
+	labels := in.List("label")
+	pos := in.pos
+	cpu, mem, disk := *in.Int("cpu"), *in.Int("memory"), *in.Int("disk")
+	o := engine.CreateOptions{
+		Name: pos[0], Source: *source, Backend: engine.Runtime(*backend),
+		MountBackend: overlay.Backend(*mb), Isolation: engine.Isolation(*iso), Template: *tpl,
+		// Create resolves the template from these (engine.ResolveCubeTemplate).
+		CPU: cpu, MemoryMB: mem, DiskMB: disk,
 	}
-	if err := want(fs, pos, 1, 1, "NAME"); err != nil {
-		return err
-	}
-	for _, err := range []error{
-		oneOf("new", "backend", *backend, engine.RuntimeNames()...),
-		oneOf("new", "mount-backend", *mb, string(overlay.BackendAuto), string(overlay.BackendKernel), string(overlay.BackendFuseOverlayfs), string(overlay.BackendUnionfs)),
-		oneOf("new", "isolation", *iso, engine.IsolationNames()...),
-	} {
-		if err != nil {
-			return err
-		}
+	if err := engine.CheckCreateResources(a.eng.Config, o); err != nil {
+		return a.usageOf(in, &usageError{msg: err.Error(), err: err})
 	}
 	lm, err := parseKV(labels, "--label")
 	if err != nil {
 		return err
 	}
-	w, err := a.eng.Create(a.ctx, engine.CreateOptions{
-		Name: pos[0], Source: *source, Backend: engine.Runtime(*backend),
-		MountBackend: overlay.Backend(*mb), Isolation: engine.Isolation(*iso), Labels: lm, Template: *tpl,
-	})
+	o.Labels = lm
+	w, err := a.eng.Create(a.ctx, o)
 	if err != nil {
 		return err
 	}
@@ -69,17 +55,10 @@ func cmdNew(a *app, args []string) error {
 	return nil
 }
 
-func cmdLs(a *app, args []string) error {
-	fs := a.flags("ls", "[--all] [--json]")
-	all := fs.Bool("all", false, "list the Worlds of every source")
-	asJSON := fs.Bool("json", false, "print JSON")
-	pos, _, err := parse(fs, args)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	if err := want(fs, pos, 0, 0, ""); err != nil {
-		return err
-	}
+func cmdLs(a *app, in *input) error {
+	all := in.Bool("all")
+	asJSON := in.Bool("json")
+	var err error
 	dir := ""
 	if !*all {
 		if dir, err = os.Getwd(); err != nil {
@@ -145,16 +124,9 @@ func cmdLs(a *app, args []string) error {
 	return nil
 }
 
-func cmdShow(a *app, args []string) error {
-	fs := a.flags("show", "NAME [--json]")
-	asJSON := fs.Bool("json", false, "print JSON")
-	pos, _, err := parse(fs, args)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	if err := want(fs, pos, 1, 1, "NAME"); err != nil {
-		return err
-	}
+func cmdShow(a *app, in *input) error {
+	asJSON := in.Bool("json")
+	pos := in.pos
 	w, err := a.eng.World(pos[0])
 	var broken *engine.BrokenWorldError
 	if errors.As(err, &broken) {
@@ -281,17 +253,10 @@ func toChangeJSON(c overlay.Change, writes []engine.PathWrite) changeJSON {
 	return cj
 }
 
-func cmdStatus(a *app, args []string) error {
-	fs := a.flags("status", "NAME [--json] [--ignored]")
-	asJSON := fs.Bool("json", false, "print JSON")
-	ignored := fs.Bool("ignored", false, "also list paths matched by ignore rules (.git/ and config ignore)")
-	pos, _, err := parse(fs, args)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	if err := want(fs, pos, 1, 1, "NAME"); err != nil {
-		return err
-	}
+func cmdStatus(a *app, in *input) error {
+	asJSON := in.Bool("json")
+	ignored := in.Bool("ignored")
+	pos := in.pos
 	w, err := a.eng.World(pos[0])
 	if err != nil {
 		return err
@@ -412,19 +377,12 @@ func (a *app) statusRenames(world string, changes []overlay.Change) (map[string]
 // quotePath shows a path as strata prints and accepts it (overlay.QuotePath).
 func quotePath(p string) string { return overlay.QuotePath(p) }
 
-func cmdRm(a *app, args []string) error {
-	fs := a.flags("rm", "NAME [--force] [--purge] [--kill] [--json]")
-	force := fs.Bool("force", false, "remove even with unsaved work: the World goes to the trash for 7 days")
-	purge := fs.Bool("purge", false, "delete the World for good (no trash)")
-	kill := fs.Bool("kill", false, "kill running sessions first")
-	asJSON := fs.Bool("json", false, "print JSON")
-	pos, _, err := parse(fs, args)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	if err := want(fs, pos, 1, 1, "NAME"); err != nil {
-		return err
-	}
+func cmdRm(a *app, in *input) error {
+	force := in.Bool("force")
+	purge := in.Bool("purge")
+	kill := in.Bool("kill")
+	asJSON := in.Bool("json")
+	pos := in.pos
 	res, err := a.eng.Remove(a.ctx, pos[0], engine.RemoveOptions{Force: *force, Purge: *purge, Kill: *kill})
 	if err != nil {
 		return err
@@ -448,16 +406,8 @@ func cmdRm(a *app, args []string) error {
 	return nil
 }
 
-func cmdTrash(a *app, args []string) error {
-	fs := a.flags("trash", "[--json]")
-	asJSON := fs.Bool("json", false, "print JSON")
-	pos, _, err := parse(fs, args)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	if err := want(fs, pos, 0, 0, ""); err != nil {
-		return err
-	}
+func cmdTrash(a *app, in *input) error {
+	asJSON := in.Bool("json")
 	ts, err := a.eng.Trash(a.ctx)
 	if err != nil {
 		return err
@@ -480,16 +430,9 @@ func cmdTrash(a *app, args []string) error {
 	return tw.Flush()
 }
 
-func cmdRestoreWorld(a *app, args []string) error {
-	fs := a.flags("restore-world", "NAME|TRASH-ID [--as NAME]")
-	as := fs.String("as", "", "restore under another name")
-	pos, _, err := parse(fs, args)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	if err := want(fs, pos, 1, 1, "NAME"); err != nil {
-		return err
-	}
+func cmdRestoreWorld(a *app, in *input) error {
+	as := in.String("as")
+	pos := in.pos
 	w, err := a.eng.RestoreWorld(a.ctx, pos[0], *as)
 	if err != nil {
 		return err
