@@ -483,10 +483,10 @@ func (p Diff) Click(y int) (Diff, tea.Cmd) {
 }
 
 // Scroll moves the view by delta rows.
-func (p Diff) Scroll(delta int) Diff {
+func (p Diff) Scroll(delta int) (Diff, tea.Cmd) {
 	p.offset = clamp(p.offset+delta, 0, max(len(p.rows)-p.body(), 0))
 	p.cur = clamp(p.cur, p.offset, min(p.offset+p.body(), len(p.rows))-1)
-	return p
+	return p, nil
 }
 
 // View draws the header and the visible rows.

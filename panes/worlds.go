@@ -122,8 +122,9 @@ type Worlds struct {
 	height int
 }
 
-// SetHeight tells the pane how tall it is drawn, so scrolling matches the view.
-func (p Worlds) SetHeight(h int) Worlds {
+// SetSize tells the pane how tall it is drawn, so scrolling matches the view
+// (rows are as wide as the view).
+func (p Worlds) SetSize(_, h int) Worlds {
 	p.height = h
 	p.list.window(h-1, len(p.rows))
 	return p

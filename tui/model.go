@@ -49,8 +49,6 @@ const (
 
 var paneNames = [paneCount]string{"Worlds", "Transcript", "Changes", "Diff", "Timeline"}
 
-var paneAreas = [paneCount]keymap.Area{keymap.Worlds, keymap.Transcript, keymap.Changes, keymap.Diff, keymap.Timeline}
-
 // pick is what is picked of one path: all of it, or a selection of its
 // diff (with the two versions it was computed from, to renumber hunks, and
 // their hashes, so apply refuses the pick if either moved; "" when the path
@@ -265,7 +263,7 @@ func (m Model) focusArea() keymap.Area {
 	if m.compare != nil {
 		return keymap.Compare
 	}
-	return paneAreas[m.focus]
+	return m.pane(m.focus).area()
 }
 
 func (m Model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
@@ -312,7 +310,7 @@ func (m Model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		return m, cmd
 	}
 	// A pane taking text (search, filter) gets every key.
-	if (m.focus == paneTranscript && m.transcript.Searching()) || (m.focus == paneChanges && m.changes.Editing()) {
+	if m.pane(m.focus).capturing() {
 		return m.toPane(k)
 	}
 	if a, ok := m.env.Keys.Match(keymap.Global, k); ok {
@@ -322,19 +320,7 @@ func (m Model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 }
 
 func (m Model) toPane(msg tea.Msg) (tea.Model, tea.Cmd) {
-	var cmd tea.Cmd
-	switch m.focus {
-	case paneWorlds:
-		m.worlds, cmd = m.worlds.Update(msg)
-	case paneTranscript:
-		m.transcript, cmd = m.transcript.Update(msg)
-	case paneChanges:
-		m.changes, cmd = m.changes.Update(msg)
-	case paneDiff:
-		m.diff, cmd = m.diff.Update(msg)
-	case paneTimeline:
-		m.timeline, cmd = m.timeline.Update(msg)
-	}
+	cmd := m.pane(m.focus).update(msg)
 	return m, cmd
 }
 
@@ -347,24 +333,12 @@ func (m Model) do(a string) (tea.Model, tea.Cmd) {
 	if act.Area == keymap.Global {
 		return m.global(a)
 	}
-	for i, ar := range paneAreas {
-		if ar == act.Area {
+	for i, p := range m.panes() {
+		if p.area() == act.Area {
 			m.focus = paneID(i)
 		}
 	}
-	var cmd tea.Cmd
-	switch m.focus {
-	case paneWorlds:
-		m.worlds, cmd = m.worlds.Do(a)
-	case paneTranscript:
-		m.transcript, cmd = m.transcript.Do(a)
-	case paneChanges:
-		m.changes, cmd = m.changes.Do(a)
-	case paneDiff:
-		m.diff, cmd = m.diff.Do(a)
-	case paneTimeline:
-		m.timeline, cmd = m.timeline.Do(a)
-	}
+	cmd := m.pane(m.focus).do(a)
 	return m, cmd
 }
 
@@ -374,7 +348,7 @@ func (m Model) global(a string) (tea.Model, tea.Cmd) {
 		m.quitting = true
 		return m, tea.Quit
 	case keymap.Help:
-		h := panes.NewHelp(m.env, paneAreas[m.focus])
+		h := panes.NewHelp(m.env, m.pane(m.focus).area())
 		m.help = &h
 	case keymap.Palette:
 		p := panes.NewPalette(m.env)

@@ -54,17 +54,9 @@ func (m Model) layout() [paneCount]rect {
 // resize tells every pane its content size.
 func (m Model) resize() Model {
 	r := m.layout()
-	in := func(p paneID) (int, int) { return max(r[p].w-2, 1), max(r[p].h-2, 1) }
-	_, h := in(paneWorlds)
-	m.worlds = m.worlds.SetHeight(h)
-	_, h = in(paneTranscript)
-	m.transcript = m.transcript.SetHeight(h)
-	_, h = in(paneChanges)
-	m.changes = m.changes.SetHeight(h)
-	w, h := in(paneDiff)
-	m.diff = m.diff.SetSize(w, h)
-	_, h = in(paneTimeline)
-	m.timeline = m.timeline.SetHeight(h)
+	for i, p := range m.panes() {
+		p.setSize(max(r[i].w-2, 1), max(r[i].h-2, 1))
+	}
 	return m
 }
 
@@ -128,19 +120,7 @@ func (m Model) Render() string {
 
 func (m Model) paneView(p paneID, w, h int) string {
 	focused := p == m.focus && m.dialog == nil
-	switch p {
-	case paneWorlds:
-		return m.worlds.View(w, h, focused)
-	case paneTranscript:
-		return m.transcript.View(w, h, focused)
-	case paneChanges:
-		return m.changes.View(w, h, focused)
-	case paneDiff:
-		return m.diff.View(w, h, focused)
-	case paneTimeline:
-		return m.timeline.View(w, h, focused)
-	}
-	return ""
+	return m.pane(p).view(w, h, focused)
 }
 
 // framed draws a pane inside its border with the title in the top edge.
@@ -342,17 +322,7 @@ func (m Model) click(msg tea.MouseClickMsg) (tea.Model, tea.Cmd) {
 		}
 		m.focus = p
 		y := mo.Y - r[p].y - 1 // content row; 0 is the pane's header line
-		var cmd tea.Cmd
-		switch p {
-		case paneWorlds:
-			m.worlds, cmd = m.worlds.Click(y)
-		case paneChanges:
-			m.changes, cmd = m.changes.Click(y)
-		case paneDiff:
-			m.diff, cmd = m.diff.Click(y)
-		case paneTimeline:
-			m.timeline, cmd = m.timeline.Click(y)
-		}
+		cmd := m.pane(p).click(y)
 		return m, cmd
 	}
 	return m, nil
@@ -389,19 +359,7 @@ func (m Model) wheel(msg tea.MouseWheelMsg) (tea.Model, tea.Cmd) {
 			}
 		}
 	}
-	var cmd tea.Cmd
-	switch target {
-	case paneWorlds:
-		m.worlds, cmd = m.worlds.Scroll(d)
-	case paneTranscript:
-		m.transcript = m.transcript.Scroll(d)
-	case paneChanges:
-		m.changes, cmd = m.changes.Scroll(d)
-	case paneDiff:
-		m.diff = m.diff.Scroll(d)
-	case paneTimeline:
-		m.timeline = m.timeline.Scroll(d)
-	}
+	cmd := m.pane(target).scroll(d)
 	return m, cmd
 }
 
