@@ -255,16 +255,14 @@ func (m Model) compareResult(msg tea.Msg) (Model, tea.Cmd, bool) {
 			m.setResult("", msg.err)
 			return m, nil, true
 		}
-		if m.compare != nil {
-			c := m.compare.SetPaths(msg.worlds, msg.paths, msg.fanout)
-			m.compare = &c
+		if x, i := topmost[compareModal](m); i >= 0 {
+			m.setModal(i, compareModal{x.c.SetPaths(msg.worlds, msg.paths, msg.fanout)})
 		} else {
-			c := panes.NewCompare(m.env, msg.worlds, msg.source, msg.paths, msg.fanout)
-			m.compare = &c
+			m.push(compareModal{panes.NewCompare(m.env, msg.worlds, msg.source, msg.paths, msg.fanout)})
 		}
 		return m, nil, true
 	case panes.CompareClosedMsg:
-		m.compare = nil
+		closeAll[compareModal](&m)
 		return m, nil, true
 	case panes.CompareApplyMsg:
 		m.setResult("applying the adopted versions…", nil)
@@ -282,8 +280,8 @@ func (m Model) compareResult(msg tea.Msg) (Model, tea.Cmd, bool) {
 				m.setResult("", fmt.Errorf("adopt from %s: %w", msg.world, msg.err))
 			}
 		}
-		if m.compare != nil {
-			cmds = append(cmds, loadCompare(m.ctx, m.eng, m.compare.Worlds[0], m.compare.Worlds))
+		if cmp := m.compare(); cmp != nil {
+			cmds = append(cmds, loadCompare(m.ctx, m.eng, cmp.Worlds[0], cmp.Worlds))
 		}
 		var c tea.Cmd
 		m, c = m.reloadAll()
@@ -293,7 +291,7 @@ func (m Model) compareResult(msg tea.Msg) (Model, tea.Cmd, bool) {
 		d := panes.NewConfirm(m.env, fmt.Sprintf("Remove %d Worlds not chosen?", len(msg.Worlds)),
 			[]string{strings.Join(msg.Worlds, ", "), "Each goes to the trash (restorable for 7 days with `strata restore-world`) and its sessions stop."},
 			true, removeWorldsReq{names: msg.Worlds})
-		m.dialog = &d
+		m.push(dialogModal{d})
 		return m, nil, true
 	case removeWorldsReq:
 		return m, removeWorlds(m.ctx, m.eng, msg), true
@@ -302,7 +300,7 @@ func (m Model) compareResult(msg tea.Msg) (Model, tea.Cmd, bool) {
 			d := panes.NewTypedConfirm(m.env, fmt.Sprintf("Remove %d Worlds with unapplied work?", len(msg.unsaved)),
 				[]string{strings.Join(msg.unsaved, ", ") + " hold changes that were never applied or snapshotted. They go to the trash, restorable for 7 days."},
 				"remove", removeWorldsReq{names: msg.unsaved, force: true})
-			m.dialog = &d
+			m.push(dialogModal{d})
 		}
 		switch {
 		case msg.err != nil:
@@ -311,15 +309,15 @@ func (m Model) compareResult(msg tea.Msg) (Model, tea.Cmd, bool) {
 			m.setResult("removed "+strings.Join(msg.removed, ", "), nil)
 		}
 		var cmds []tea.Cmd
-		if m.compare != nil && len(msg.removed) > 0 {
+		if cmp := m.compare(); cmp != nil && len(msg.removed) > 0 {
 			var left []string
-			for _, w := range m.compare.Worlds {
+			for _, w := range cmp.Worlds {
 				if !slices.Contains(msg.removed, w) {
 					left = append(left, w)
 				}
 			}
 			if len(left) < 2 {
-				m.compare = nil
+				closeAll[compareModal](&m)
 			} else {
 				cmds = append(cmds, loadCompare(m.ctx, m.eng, left[0], left))
 			}

@@ -107,16 +107,13 @@ type Model struct {
 	diff       panes.Diff
 	timeline   panes.Timeline
 
-	dialog  *panes.Dialog
-	help    *panes.Help
-	palette *panes.Palette
-
-	// conflicts is the conflict view of the last apply, with the picks
-	// that apply was made with (applied again with the resolutions).
-	conflicts     *panes.Conflicts
+	// modals is the stack of views over the panes (dialogs, help,
+	// palette, message log, the conflict and compare views): the top one
+	// gets the keys and the mouse and is drawn last.
+	modals []modal
+	// conflictPicks are the picks the apply whose conflicts are shown was
+	// made with (applied again with the resolutions).
 	conflictPicks []applyPick
-	// compare is the compare view, under the conflict view when both are open.
-	compare *panes.Compare
 
 	world    string
 	statuses map[string]string // last seen status per World, for notifications
@@ -134,7 +131,6 @@ type Model struct {
 	// messages is every status message and error, oldest first, for the
 	// message log (the status line cuts them at its width).
 	messages []panes.Message
-	msgLog   *panes.MessageLog
 	// infoSeq numbers info messages; infoTicked is the last one whose
 	// expiry is scheduled, so each gets one tick and an old tick never
 	// clears a newer message.
@@ -212,7 +208,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		return m, nil
 	}
-	if _, ok := msg.(tea.KeyPressMsg); ok && !keymap.Modal(m.focusArea()) && m.msgLog == nil && m.help == nil && m.palette == nil {
+	if _, ok := msg.(tea.KeyPressMsg); ok && len(m.modals) == 0 {
 		// An error stays until the next action; a modal view it opened
 		// (conflicts) keeps it while open.
 		m.lastErr = ""
@@ -253,61 +249,23 @@ func (m Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	return m.result(msg)
 }
 
+// focusArea is the area whose keys the status line shows: the highest
+// modal's that has keys of its own, else the focused pane's.
 func (m Model) focusArea() keymap.Area {
-	if m.dialog != nil {
-		return keymap.Dialog
-	}
-	if m.conflicts != nil {
-		return keymap.Conflicts
-	}
-	if m.compare != nil {
-		return keymap.Compare
+	for i := len(m.modals) - 1; i >= 0; i-- {
+		if a := m.modals[i].area(); a != "" {
+			return a
+		}
 	}
 	return m.pane(m.focus).area()
 }
 
 func (m Model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
-	switch {
-	case m.dialog != nil:
-		d, cmd, done := m.dialog.Update(k)
-		if done {
-			m.dialog = nil
-		} else {
-			m.dialog = &d
+	if md := m.top(); md != nil {
+		if a, ok := m.env.Keys.Match(keymap.Global, k); ok && md.lets(a) {
+			return m.global(a)
 		}
-		return m, cmd
-	case m.conflicts != nil:
-		c, cmd := m.conflicts.Update(k)
-		m.conflicts = &c
-		return m, cmd
-	case m.compare != nil:
-		c, cmd := m.compare.Update(k)
-		m.compare = &c
-		return m, cmd
-	case m.msgLog != nil:
-		l, done := m.msgLog.Update(k)
-		if done {
-			m.msgLog = nil
-		} else {
-			m.msgLog = &l
-		}
-		return m, nil
-	case m.help != nil:
-		h, done := m.help.Update(k)
-		if done {
-			m.help = nil
-		} else {
-			m.help = &h
-		}
-		return m, nil
-	case m.palette != nil:
-		p, cmd, done := m.palette.Update(k)
-		if done {
-			m.palette = nil
-		} else {
-			m.palette = &p
-		}
-		return m, cmd
+		return m.toTop(k)
 	}
 	// A pane taking text (search, filter) gets every key.
 	if m.pane(m.focus).capturing() {
@@ -348,14 +306,11 @@ func (m Model) global(a string) (tea.Model, tea.Cmd) {
 		m.quitting = true
 		return m, tea.Quit
 	case keymap.Help:
-		h := panes.NewHelp(m.env, m.pane(m.focus).area())
-		m.help = &h
+		m.push(helpModal{panes.NewHelp(m.env, m.pane(m.focus).area())})
 	case keymap.Palette:
-		p := panes.NewPalette(m.env)
-		m.palette = &p
+		m.push(paletteModal{panes.NewPalette(m.env)})
 	case keymap.Messages:
-		l := panes.NewMessageLog(m.env, m.messages)
-		m.msgLog = &l
+		m.push(msgLogModal{panes.NewMessageLog(m.env, m.messages)})
 	case keymap.FocusNext:
 		m.focus = (m.focus + 1) % paneCount
 	case keymap.FocusPrev:
@@ -681,7 +636,7 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 			d := panes.NewTypedConfirm(m.env, "Remove "+msg.name+" with its unapplied work?",
 				[]string{msg.name + " holds changes that were never applied or snapshotted. Removing it moves it to the trash (restorable for 7 days with `strata restore-world`) and stops its sessions."},
 				msg.name, removeWorldReq{name: msg.name, force: true})
-			m.dialog = &d
+			m.push(dialogModal{d})
 			return m, nil
 		}
 		if msg.err != nil {
@@ -704,21 +659,23 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return m, nil
 		}
 		d := panes.NewInfo(m.env, msg.title, capLines(msg.lines, 20))
-		m.dialog = &d
+		m.push(dialogModal{d})
 		return m, nil
 	case createWorldReq:
 		return m, createWorld(m.ctx, m.eng, msg)
 	case createDoneMsg:
-		form := m.dialog != nil && m.dialog.Hold
+		x, i := topmost[dialogModal](m)
+		form := i >= 0 && x.d.Hold
 		if msg.err != nil {
 			m.setResult("", msg.err)
 			if form {
-				m.dialog.Busy, m.dialog.Err = false, msg.err.Error()
+				x.d.Busy, x.d.Err = false, msg.err.Error()
+				m.setModal(i, x)
 			}
 			return m, nil
 		}
 		if form {
-			m.dialog = nil
+			m.removeAt(i)
 		}
 		return m.update(doneMsg{info: "created World " + msg.name, world: msg.name})
 	case removeWorldReq:
@@ -979,7 +936,7 @@ func (m Model) paneAction(a panes.ActionMsg) (tea.Model, tea.Cmd) {
 		// The form stays open until the World exists, showing why not
 		// with everything typed kept.
 		d.Hold = true
-		m.dialog = &d
+		m.push(dialogModal{d})
 	case keymap.WorldsRemove:
 		body := []string{"Its overlay layer, sessions and timeline go to the trash."}
 		for _, r := range m.worlds.Rows() {
@@ -988,12 +945,12 @@ func (m Model) paneAction(a panes.ActionMsg) (tea.Model, tea.Cmd) {
 			}
 		}
 		d := panes.NewConfirm(m.env, "Remove World "+a.World+"?", body, true, removeWorldReq{name: a.World})
-		m.dialog = &d
+		m.push(dialogModal{d})
 	case keymap.WorldsRun, keymap.TranscriptRun:
 		w := a.World
 		d := panes.NewPrompt(m.env, "Run in "+w, "command (runs on a terminal; attach with enter)", "", m.history,
 			func(s string) tea.Msg { return runReq{world: w, command: s} })
-		m.dialog = &d
+		m.push(dialogModal{d})
 	case keymap.WorldsOpen:
 		m.focus = paneChanges
 	case keymap.WorldsCompare:
@@ -1009,7 +966,7 @@ func (m Model) paneAction(a panes.ActionMsg) (tea.Model, tea.Cmd) {
 	case keymap.TranscriptKill:
 		d := panes.NewConfirm(m.env, "Kill session "+shortRef(a.Session)+"?", []string{"Sends SIGTERM to the session's command."}, true,
 			killReq{world: a.World, session: a.Session})
-		m.dialog = &d
+		m.push(dialogModal{d})
 	case keymap.ChangesOpen:
 		m.focus = paneDiff
 	case keymap.ChangesApply, keymap.DiffApply:
@@ -1031,12 +988,12 @@ func (m Model) paneAction(a panes.ActionMsg) (tea.Model, tea.Cmd) {
 	case keymap.TimelineSnapshot:
 		w := a.World
 		d := panes.NewPrompt(m.env, "Snapshot "+w, "message", "", nil, func(s string) tea.Msg { return snapshotReq{world: w, message: s} })
-		m.dialog = &d
+		m.push(dialogModal{d})
 	case keymap.TimelineRollback:
 		d := panes.NewConfirm(m.env, "Roll "+a.World+" back to "+shortRef(a.Snapshot)+"?",
 			[]string{"Its running sessions are stopped. The current state is snapshotted first, so the rollback can be undone."}, true,
 			rollbackReq{world: a.World, snap: a.Snapshot})
-		m.dialog = &d
+		m.push(dialogModal{d})
 	case keymap.TimelineFork:
 		w, s := a.World, a.Snapshot
 		from := "the live state"
@@ -1045,7 +1002,7 @@ func (m Model) paneAction(a panes.ActionMsg) (tea.Model, tea.Cmd) {
 		}
 		d := panes.NewPrompt(m.env, "Fork "+w+" from "+from, "how many Worlds", "2", nil,
 			func(n string) tea.Msg { return forkReq{world: w, snap: s, n: n} })
-		m.dialog = &d
+		m.push(dialogModal{d})
 	case keymap.TimelineShow:
 		return m, snapshotChanges(m.ctx, m.eng, a.World, a.Parent, a.Snapshot)
 	}
@@ -1173,7 +1130,7 @@ func (m Model) applyPreviewed(msg applyPreviewMsg) (tea.Model, tea.Cmd) {
 		body = append(append(body, ""), notes...)
 	}
 	d := panes.NewConfirm(m.env, "Apply to the source?", body, false, applyReq{world: msg.world, picks: msg.picks})
-	m.dialog = &d
+	m.push(dialogModal{d})
 	return m, nil
 }
 
@@ -1194,7 +1151,8 @@ func (m Model) applyDone(msg applyDoneMsg) (tea.Model, tea.Cmd) {
 		m.setResult("", fmt.Errorf("apply: %s, nothing written: resolve %s and apply again", panes.Count(len(msg.res.Conflicts), "conflict", "conflicts"), map[bool]string{true: "it", false: "them"}[len(msg.res.Conflicts) == 1]))
 		return m, nil
 	}
-	m.conflicts, m.conflictPicks = nil, nil
+	closeAll[conflictsModal](&m)
+	m.conflictPicks = nil
 	if msg.err != nil {
 		m.setResult("", fmt.Errorf("apply %s: %w", msg.world, msg.err))
 		return m, nil
@@ -1229,9 +1187,9 @@ func (m Model) applyDone(msg applyDoneMsg) (tea.Model, tea.Cmd) {
 	m = mm.(Model)
 	m2, c2 := m.reloadWorld()
 	var c3 tea.Cmd
-	if m2.compare != nil {
+	if cmp := m2.compare(); cmp != nil {
 		// An adoption resolved through the conflict view: compare anew.
-		c3 = loadCompare(m2.ctx, m2.eng, m2.compare.Worlds[0], m2.compare.Worlds)
+		c3 = loadCompare(m2.ctx, m2.eng, cmp.Worlds[0], cmp.Worlds)
 	}
 	return m2, tea.Batch(c, c2, c3)
 }
