@@ -38,6 +38,11 @@ func renderPane(t *testing.T, env *Env, pane string, w, h int) string {
 		p.Scope = "/src/app"
 		p, _ = p.SetRows(nil)
 		return p.View(w, h, true)
+	case "worlds-empty-elsewhere":
+		p := NewWorlds(env)
+		p.Scope, p.Elsewhere = "/src/app", 2
+		p, _ = p.SetRows(nil)
+		return p.View(w, h, true)
 	case "transcript":
 		p := NewTranscript(env)
 		p, _ = p.SetSessions("refactor-auth", fixtureSessions())
@@ -188,7 +193,7 @@ func renderPane(t *testing.T, env *Env, pane string, w, h int) string {
 
 func TestGolden(t *testing.T) {
 	panes := []string{
-		"worlds", "worlds-empty", "transcript", "transcript-search", "transcript-pty", "transcript-waiting", "changes", "changes-tree", "changes-deleted-dir",
+		"worlds", "worlds-empty", "worlds-empty-elsewhere", "transcript", "transcript-search", "transcript-pty", "transcript-waiting", "changes", "changes-tree", "changes-deleted-dir",
 		"diff", "diff-side-by-side", "diff-drift", "diff-vs-source", "diff-binary", "timeline", "conflicts", "conflicts-edited", "compare", "worlds-resources", "worlds-forks", "help", "palette", "confirm-remove", "new-world",
 	}
 	for _, pane := range panes {

@@ -830,6 +830,7 @@ func (m Model) worldsLoaded(msg worldsLoadedMsg) (tea.Model, tea.Cmd) {
 		m.statuses[r.Name] = r.Status
 	}
 	var cmd tea.Cmd
+	m.worlds.Elsewhere = msg.elsewhere
 	m.worlds, cmd = m.worlds.SetRows(msg.rows)
 	cmds = append(cmds, cmd)
 	if m.pendingSelect != "" {
