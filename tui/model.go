@@ -119,6 +119,8 @@ type Model struct {
 	statuses map[string]string // last seen status per World, for notifications
 	picks    map[string]*pick
 	diffPath string
+	// srcWatch follows the source file of diffPath (nil: not followed).
+	srcWatch *sourceWatch
 
 	tSession string
 	tOffset  int64
@@ -387,7 +389,10 @@ func (m Model) event(ev engine.Event) (tea.Model, tea.Cmd) {
 		return m, tea.Batch(cmds...)
 	case engine.EventPathsChanged, engine.EventApplyDone, engine.EventApplyConflict:
 		add(m.reloadWorlds())
-		if mine && m.lChanges.request() {
+		// An apply from another World over the same source moved the
+		// source under this one: its diff and changes are stale too.
+		other := !mine && ev.Type != engine.EventPathsChanged && m.world != "" && m.sameSource(ev.World)
+		if (mine || other) && m.lChanges.request() {
 			cmds = append(cmds, loadChanges(m.ctx, m.eng, m.world))
 		}
 	case engine.EventSessionStarted, engine.EventSessionEnded, engine.EventAttentionChanged:
@@ -474,10 +479,17 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if !ok || c.Path != msg.Path {
 			m.diff = m.diff.Clear()
 			m.diffPath = ""
-			return m, nil
+			return m, followSource(m.srcWatch, "")
 		}
 		m.diffPath = c.Path
-		return m, loadDiff(m.ctx, m.eng, m.world, c)
+		return m, tea.Batch(loadDiff(m.ctx, m.eng, m.world, c), followSource(m.srcWatch, m.diffSource()))
+	case sourceChangedMsg:
+		// The source file under review changed: its diff (drift, the
+		// vs-source view) and the Changes pane are read again.
+		if m.world == "" || m.diffPath == "" || msg.file != m.diffSource() || !m.lChanges.request() {
+			return m, nil
+		}
+		return m, loadChanges(m.ctx, m.eng, m.world)
 	case diffLoadedMsg:
 		if msg.file.World != m.world || msg.file.Path != m.diffPath {
 			return m, nil
@@ -868,12 +880,13 @@ func (m Model) selectWorld(name string) (tea.Model, tea.Cmd) {
 	m.picks = map[string]*pick{}
 	m.diff = m.diff.Clear()
 	m.diffPath = ""
+	unfollow := followSource(m.srcWatch, "")
 	m.tSession, m.tOffset = "", 0
 	if name == "" {
 		m.changes, _ = m.changes.SetChanges("", nil, nil)
 		m.transcript, _ = m.transcript.SetSessions("", nil)
 		m.timeline = m.timeline.SetRows("", nil, nil)
-		return m, nil
+		return m, unfollow
 	}
 	m.transcript, _ = m.transcript.SetSessions(name, nil)
 	for _, r := range m.worlds.Rows() {
@@ -881,7 +894,8 @@ func (m Model) selectWorld(name string) (tea.Model, tea.Cmd) {
 			m.fail(fmt.Sprintf("world %s is broken: %s; strata rm --purge %s removes it", name, r.Error, name))
 		}
 	}
-	return m.reloadWorld()
+	m, cmd := m.reloadWorld()
+	return m, tea.Batch(unfollow, cmd)
 }
 
 func (m Model) transcriptLoaded(msg transcriptLoadedMsg) (tea.Model, tea.Cmd) {
@@ -1193,6 +1207,32 @@ func (m Model) applyDone(msg applyDoneMsg) (tea.Model, tea.Cmd) {
 		c3 = loadCompare(m2.ctx, m2.eng, cmp.Worlds[0], cmp.Worlds)
 	}
 	return m2, tea.Batch(c, c2, c3)
+}
+
+// sourceOf is the source of World name as listed ("" when unknown).
+func (m Model) sourceOf(name string) string {
+	for _, r := range m.worlds.Rows() {
+		if r.Name == name {
+			return r.Source
+		}
+	}
+	return ""
+}
+
+// sameSource reports whether World name is over the selected World's
+// source (or either is unknown: reading again is cheap, stale is not).
+func (m Model) sameSource(name string) bool {
+	a, b := m.sourceOf(name), m.sourceOf(m.world)
+	return a == "" || b == "" || filepath.Clean(a) == filepath.Clean(b)
+}
+
+// diffSource is the source file of the path in the Diff pane ("" none).
+func (m Model) diffSource() string {
+	src := m.sourceOf(m.world)
+	if src == "" || m.diffPath == "" {
+		return ""
+	}
+	return filepath.Join(src, filepath.FromSlash(m.diffPath))
 }
 
 // Quitting reports whether the person asked to quit.
