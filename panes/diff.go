@@ -297,6 +297,7 @@ func (p Diff) relayout() Diff {
 	}
 	p.rows = diffview.Layout(fd, diffview.LayoutOptions{
 		Width:           max(p.width-1, 4), // one cell for the cursor gutter
+		Margin:          1,                 // side by side: as much before the right gutter
 		SideBySide:      p.sideBySide,
 		Wrap:            p.wrap,
 		ShowLineNumbers: true,

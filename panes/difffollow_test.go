@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/charmbracelet/x/ansi"
+
 	"github.com/stratahq/strata/keymap"
 )
 
@@ -56,3 +58,36 @@ func TestDiffReloadKeepsCursorLine(t *testing.T) {
 	}
 }
 
+// Side by side, the two line-number gutters are as wide: from the left
+// edge (the cursor column included) to the left line's marker, and from
+// the separator to the right line's marker.
+func TestDiffSideBySideGuttersMatch(t *testing.T) {
+	old := numbered(120, nil)
+	nw := numbered(120, map[int]string{5: "line five", 110: "line one hundred ten"})
+	for _, w := range []int{80, 81, 119, 200} {
+		p := NewDiff(testEnv(t, "dark")).SetSize(w, 40).SetFile(DiffFile{World: "w", Path: "f.txt", Old: old, New: nw})
+		p, _ = p.Do(keymap.DiffSideBySide)
+		checked := 0
+		for _, l := range strings.Split(ansi.Strip(p.View(w, 40, true)), "\n") {
+			left, right, ok := strings.Cut(l, "│")
+			if !ok || !strings.Contains(left, "-line") || !strings.Contains(right, "+line") {
+				continue
+			}
+			lg := ansi.StringWidth(left[:strings.Index(left, "-line")])
+			rg := ansi.StringWidth(right[:strings.Index(right, "+line")])
+			if lg != rg {
+				t.Errorf("width %d: left gutter %d cells, right %d: %q", w, lg, rg, l)
+			}
+			if lw, rw := ansi.StringWidth(left), ansi.StringWidth(right); lw-rw > 1 || rw-lw > 1 {
+				t.Errorf("width %d: columns %d and %d cells: %q", w, lw, rw, l)
+			}
+			checked++
+		}
+		if checked != 2 {
+			t.Fatalf("width %d: %d changed rows side by side, want 2", w, checked)
+		}
+		if got := ansi.StringWidth(strings.Split(p.View(w, 40, true), "\n")[3]); got != w {
+			t.Errorf("width %d: a row is %d cells", w, got)
+		}
+	}
+}
