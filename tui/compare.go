@@ -26,6 +26,8 @@ type (
 		paths  []panes.ComparePath
 		fanout *panes.FanOut
 		err    error
+		// refresh: read again on an event, not opened by the person.
+		refresh bool
 	}
 	compareAppliedMsg struct {
 		applied []string // Worlds whose adopted paths were published
@@ -246,21 +248,49 @@ func removeWorlds(ctx context.Context, eng *engine.Engine, r removeWorldsReq) te
 	}
 }
 
+// reloadCompare reads the open compare view again (nil when none is open).
+func reloadCompare(m Model) tea.Cmd {
+	cmp := m.compare()
+	if cmp == nil {
+		return nil
+	}
+	load := loadCompare(m.ctx, m.eng, cmp.Worlds[0], cmp.Worlds)
+	return func() tea.Msg {
+		msg := load()
+		if c, ok := msg.(compareLoadedMsg); ok {
+			c.refresh = true
+			return c
+		}
+		return msg
+	}
+}
+
 // compareResult handles the compare view's messages; ok is false for any
 // other message.
 func (m Model) compareResult(msg tea.Msg) (Model, tea.Cmd, bool) {
 	switch msg := msg.(type) {
 	case compareLoadedMsg:
+		var again tea.Cmd
+		if msg.refresh {
+			if m.lCompare.done() {
+				if again = reloadCompare(m); again == nil {
+					m.lCompare.inflight = false
+				}
+			}
+			if m.compare() == nil {
+				return m, again, true // closed meanwhile: the answer is for nobody
+			}
+		}
 		if msg.err != nil {
 			m.setResult("", msg.err)
-			return m, nil, true
+			return m, again, true
 		}
 		if x, i := topmost[compareModal](m); i >= 0 {
 			m.setModal(i, compareModal{x.c.SetPaths(msg.worlds, msg.paths, msg.fanout)})
 		} else {
 			m.push(compareModal{panes.NewCompare(m.env, msg.worlds, msg.source, msg.paths, msg.fanout)})
 		}
-		return m, nil, true
+		return m, again, true
 	case panes.CompareClosedMsg:
 		closeAll[compareModal](&m)
 		return m, nil, true

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -127,7 +128,8 @@ type Model struct {
 	jump     *transcriptJump
 
 	lWorlds, lChanges, lSessions, lTimeline, lTranscript loader
-	sampling                                             bool // a resource sample is in flight
+	lCompare                                             loader // the open compare view, read again on its Worlds' events
+	sampling                                             bool   // a resource sample is in flight
 
 	info, lastErr string
 	// messages is every status message and error, oldest first, for the
@@ -381,6 +383,10 @@ func (m Model) event(ev engine.Event) (tea.Model, tea.Cmd) {
 		cmds = append(cmds, c)
 	}
 	mine := ev.World != "" && ev.World == m.world
+	if cmp := m.compare(); cmp != nil && ev.Type != engine.EventSessionOutput && slices.Contains(cmp.Worlds, ev.World) && m.lCompare.request() {
+		// The compare view shows the Worlds' versions: one of them moved.
+		cmds = append(cmds, reloadCompare(m))
+	}
 	switch ev.Type {
 	case engine.EventSessionOutput:
 		if mine && ev.Session != "" && ev.Session == m.tSession {
@@ -771,6 +777,18 @@ func (m *Model) note(info string) {
 	}
 	m.infoSeq++
 	m.messages = appendMessage(m.messages, panes.Message{Time: m.clock(), Text: info})
+	m.refreshLogs()
+}
+
+// refreshLogs shows the messages in an open message log, which would
+// otherwise miss what happened while it was open.
+func (m *Model) refreshLogs() {
+	for i, md := range m.modals {
+		if x, ok := md.(msgLogModal); ok {
+			x.l.Messages = append([]panes.Message(nil), m.messages...)
+			m.setModal(i, x)
+		}
+	}
 }
 
 // fail shows an error until the next key, keeps it in the message log
@@ -781,6 +799,7 @@ func (m *Model) fail(text string) {
 	}
 	m.lastErr, m.info = text, ""
 	m.messages = appendMessage(m.messages, panes.Message{Time: m.clock(), Text: text, Err: true})
+	m.refreshLogs()
 }
 
 // log is strata.log: the engine's logger (the default one writes to the
