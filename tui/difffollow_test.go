@@ -116,6 +116,12 @@ func TestSourceWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect("replaced by a rename", true)
+	// Requests carried out out of order: the last one asked wins.
+	older, newer := followSource(sw, ""), followSource(sw, file)
+	newer()
+	older()
+	write("a.txt", "e\n")
+	expect("a late older request", true)
 	sw.follow("")
 	write("a.txt", "d\n")
 	expect("followed no more", false)

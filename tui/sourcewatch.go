@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -25,6 +26,11 @@ type sourceWatch struct {
 	mu   sync.Mutex
 	file string // followed; "" none
 	dir  string // watched
+	// asked numbers the follow requests in the order the model made
+	// them; done is the last one carried out. Cmds run concurrently, so
+	// an older request that runs late is dropped.
+	asked atomic.Uint64
+	done  uint64
 }
 
 // sourceSettle coalesces the burst of events one save makes.
@@ -38,10 +44,17 @@ func newSourceWatch(log *slog.Logger) (*sourceWatch, error) {
 	return &sourceWatch{w: w, log: log}, nil
 }
 
-// follow makes file the one followed ("" none). It runs in a tea.Cmd.
-func (s *sourceWatch) follow(file string) {
+// follow makes file the one followed ("" none).
+func (s *sourceWatch) follow(file string) { s.followAs(s.asked.Add(1), file) }
+
+// followAs is request seq of follow; it runs in a tea.Cmd.
+func (s *sourceWatch) followAs(seq uint64, file string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if seq < s.done {
+		return // a newer request ran first
+	}
+	s.done = seq
 	dir := ""
 	if file != "" {
 		dir = filepath.Dir(file)
@@ -110,8 +123,9 @@ func followSource(w *sourceWatch, file string) tea.Cmd {
 	if w == nil {
 		return nil
 	}
+	seq := w.asked.Add(1) // in the order the model asks
 	return func() tea.Msg {
-		w.follow(file)
+		w.followAs(seq, file)
 		return nil
 	}
 }
