@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/charmbracelet/x/ansi"
+	tea "github.com/stratahq/strata/third_party/bubbletea"
 
 	"github.com/stratahq/strata/keymap"
 )
@@ -89,5 +90,22 @@ func TestDiffSideBySideGuttersMatch(t *testing.T) {
 		if got := ansi.StringWidth(strings.Split(p.View(w, 40, true), "\n")[3]); got != w {
 			t.Errorf("width %d: a row is %d cells", w, got)
 		}
+	}
+}
+
+// The help closes with the key config.toml gives it, as it opened.
+func TestHelpClosesWithConfiguredKey(t *testing.T) {
+	km, err := keymap.Load(map[string][]string{keymap.Help: {"f1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := testEnv(t, "dark")
+	env.Keys = km
+	h := NewHelp(env, keymap.Worlds)
+	if _, done := h.Update(tea.KeyPressMsg{Code: tea.KeyF1}); !done {
+		t.Error("f1, the configured help key, does not close the help")
+	}
+	if _, done := h.Update(tea.KeyPressMsg{Code: tea.KeyEscape}); !done {
+		t.Error("esc does not close the help")
 	}
 }
