@@ -127,6 +127,11 @@ type LayoutOptions struct {
 	// Marks for the pick column; defaults "✓", "~" and " ". Each must be
 	// one cell wide.
 	PickedMark, PartialMark, UnpickedMark string
+	// Margin is the cells the caller draws before every row (a cursor
+	// column), outside Width. Side by side, the right column starts with
+	// as many blank cells after the separator, so both line-number
+	// gutters sit as far from their column's edge.
+	Margin int
 }
 
 const ellipsis = "…"
@@ -455,10 +460,14 @@ func pairLines(h *Hunk) []linePair {
 
 func (l *layouter) sideBySide(h int) []Row {
 	hunk := &l.fd.Hunks[h]
+	// The separator, then the margin the caller's cursor column gives the
+	// left column, so the two gutters match.
+	margin := max(l.opts.Margin, 0)
+	sep := "│" + strings.Repeat(" ", margin)
 	leftW, rightW := 0, 0
 	if l.opts.Width > 0 {
-		leftW = (l.opts.Width - 1) / 2
-		rightW = l.opts.Width - 1 - leftW
+		leftW = (l.opts.Width - 1 - margin) / 2
+		rightW = l.opts.Width - 1 - margin - leftW
 	}
 	var rows []Row
 	for _, p := range pairLines(hunk) {
@@ -479,7 +488,7 @@ func (l *layouter) sideBySide(h int) []Row {
 		for r := 0; r < n; r++ {
 			var segs []Segment
 			segs = append(segs, l.columnRow(left, r, leftW)...)
-			segs = append(segs, Segment{"│", RoleGutter})
+			segs = append(segs, Segment{sep, RoleGutter})
 			segs = append(segs, l.columnRow(right, r, rightW)...)
 			out := row
 			out.Segments = mergeSegments(segs)

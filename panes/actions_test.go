@@ -18,19 +18,19 @@ import (
 func worldsFixture(t *testing.T) Worlds {
 	p := NewWorlds(testEnv(t, "dark"))
 	p, _ = p.SetRows(fixtureWorldRows())
-	return p.SetHeight(10)
+	return p.SetSize(0, 10)
 }
 
 func transcriptFixture(t *testing.T) Transcript {
 	p := NewTranscript(testEnv(t, "dark"))
 	p, _ = p.SetSessions("w", fixtureSessions())
-	return p.SetHeight(10).Append(fixtureTranscript())
+	return p.SetSize(0, 10).Append(fixtureTranscript())
 }
 
 func changesFixture(t *testing.T) Changes {
 	p := NewChanges(testEnv(t, "dark"))
 	p, _ = p.SetChanges("w", fixtureChanges(), nil)
-	return p.SetHeight(10)
+	return p.SetSize(0, 10)
 }
 
 func diffFixture(t *testing.T) Diff {
@@ -39,7 +39,7 @@ func diffFixture(t *testing.T) Diff {
 }
 
 func timelineFixture(t *testing.T) Timeline {
-	return NewTimeline(testEnv(t, "dark")).SetRows("w", fixtureSnapshots(), nil).SetHeight(10)
+	return NewTimeline(testEnv(t, "dark")).SetRows("w", fixtureSnapshots(), nil).SetSize(0, 10)
 }
 
 // firstKey presses the action's first bound key.
@@ -127,12 +127,12 @@ var paneActionTests = map[string]func(t *testing.T){
 		}
 	},
 	keymap.TranscriptDown: func(t *testing.T) {
-		p := transcriptFixture(t).Scroll(-5)
+		p, _ := transcriptFixture(t).Scroll(-5)
 		p, _ = p.Update(firstKey(t, keymap.TranscriptDown))
 		if p.Following() {
 			t.Error("one line down from five up follows")
 		}
-		p = p.Scroll(10)
+		p, _ = p.Scroll(10)
 		if !p.Following() {
 			t.Error("scrolling to the end does not follow again")
 		}
@@ -144,7 +144,7 @@ var paneActionTests = map[string]func(t *testing.T){
 		}
 	},
 	keymap.TranscriptPageDown: func(t *testing.T) {
-		p := transcriptFixture(t).Scroll(-30)
+		p, _ := transcriptFixture(t).Scroll(-30)
 		before := p.View(80, 10, true)
 		p, _ = p.Update(firstKey(t, keymap.TranscriptPageDown))
 		if p.View(80, 10, true) == before {
@@ -158,7 +158,7 @@ var paneActionTests = map[string]func(t *testing.T){
 		}
 	},
 	keymap.TranscriptFollow: func(t *testing.T) {
-		p := transcriptFixture(t).Scroll(-20)
+		p, _ := transcriptFixture(t).Scroll(-20)
 		p, _ = p.Update(firstKey(t, keymap.TranscriptFollow))
 		p = p.Append([]byte("\nbrand new line\n"))
 		if !p.Following() || !strings.Contains(p.View(80, 10, true), "brand new line") {

@@ -121,8 +121,8 @@ func (p Changes) SetPicks(picks map[string]PickState) Changes {
 	return p
 }
 
-// SetHeight tells the pane how tall it is drawn.
-func (p Changes) SetHeight(h int) Changes {
+// SetSize tells the pane how tall it is drawn (rows are as wide as the view).
+func (p Changes) SetSize(_, h int) Changes {
 	p.height = h
 	p.list.window(p.body(), len(p.rows))
 	return p

@@ -23,7 +23,7 @@ func bigDeletion() []overlay.Change {
 // In the tree, a deleted directory is one row with its files under it;
 // picking it picks (and counts) its files; it folds to one row.
 func TestChangesDeletedDirectory(t *testing.T) {
-	p := NewChanges(testEnv(t, "dark")).SetHeight(20)
+	p := NewChanges(testEnv(t, "dark")).SetSize(0, 20)
 	p, _ = p.SetChanges("w", bigDeletion(), nil)
 	p, _ = p.Do(keymap.ChangesTree)
 	out := ansiStrip(p.View(80, 20, true))

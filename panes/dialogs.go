@@ -231,6 +231,10 @@ func NewHelp(env *Env, focus keymap.Area) Help { return Help{env: env, Focus: fo
 func (h Help) Update(msg tea.Msg) (Help, bool) {
 	switch m := msg.(type) {
 	case tea.KeyPressMsg:
+		// The key that opened the help closes it, as configured.
+		if a, ok := h.env.Keys.Match(keymap.Global, m); ok && a == keymap.Help {
+			return h, true
+		}
 		switch m.String() {
 		case "esc", "q", "?", "enter":
 			return h, true

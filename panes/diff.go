@@ -87,6 +87,9 @@ func NewDiff(env *Env) Diff {
 // SetFile shows a file, keeping its selection and the view settings.
 func (p Diff) SetFile(f DiffFile) Diff {
 	same := p.loaded && f.World == p.file.World && f.Path == p.file.Path
+	// The same file again (it changed on disk): the cursor stays on its
+	// line, or its hunk, where they still exist.
+	at, screenRow := p.spot(), p.cur-p.offset
 	p.file = f
 	p.loaded = true
 	p.fd, p.sfd = p.diffs(f, p.context)
@@ -120,8 +123,97 @@ func (p Diff) SetFile(f DiffFile) Diff {
 	p = p.relayout()
 	if !same {
 		p.cur = p.firstHunkRow()
+		return p
 	}
-	return p
+	if i, ok := p.find(at); ok {
+		p.cur = i
+		p.offset = clamp(i-screenRow, 0, max(len(p.rows)-p.body(), 0))
+	}
+	if p.anchor >= len(p.rows) || (p.anchor >= 0 && p.rows[p.anchor].Hunk != p.rows[p.cur].Hunk) {
+		p.anchor = -1 // the range's lines moved under it
+	}
+	return p.scrollToCursor()
+}
+
+// diffSpot is what the cursor is on, to find it again in another diff of
+// the file: a line (its side, text and number) or else a hunk.
+type diffSpot struct {
+	hunk int
+	line bool
+	op   diffview.Op
+	text string
+	no   int
+}
+
+func (p Diff) lineOf(r diffview.Row) (diffview.Line, bool) {
+	fd := p.shown()
+	if fd == nil || r.Hunk < 0 || r.Hunk >= len(fd.Hunks) || r.Line < 0 || r.Line >= len(fd.Hunks[r.Hunk].Lines) {
+		return diffview.Line{}, false
+	}
+	return fd.Hunks[r.Hunk].Lines[r.Line], true
+}
+
+func spotNo(l diffview.Line) int {
+	if l.NewNo > 0 {
+		return l.NewNo
+	}
+	return l.OldNo
+}
+
+func (p Diff) spot() diffSpot {
+	if p.cur < 0 || p.cur >= len(p.rows) {
+		return diffSpot{hunk: -1}
+	}
+	r := p.rows[p.cur]
+	s := diffSpot{hunk: r.Hunk}
+	if l, ok := p.lineOf(r); ok && r.Kind != diffview.RowHunkHeader {
+		s.line, s.op, s.text, s.no = true, l.Op, l.Text, spotNo(l)
+	}
+	return s
+}
+
+// find is the row of s in the layout: the same line (the nearest to its
+// old number when the text repeats), else the header of the same hunk
+// (the last one when there are fewer now).
+func (p Diff) find(s diffSpot) (int, bool) {
+	if s.line {
+		best, dist := -1, 0
+		for i, r := range p.rows {
+			if r.Continuation || r.Kind == diffview.RowHunkHeader {
+				continue
+			}
+			l, ok := p.lineOf(r)
+			if !ok || l.Op != s.op || l.Text != s.text {
+				continue
+			}
+			d := spotNo(l) - s.no
+			if d < 0 {
+				d = -d
+			}
+			if best < 0 || d < dist {
+				best, dist = i, d
+			}
+		}
+		if best >= 0 {
+			return best, true
+		}
+	}
+	if s.hunk < 0 {
+		return 0, false
+	}
+	last := -1
+	for i, r := range p.rows {
+		if r.Kind != diffview.RowHunkHeader {
+			continue
+		}
+		if r.Hunk == s.hunk {
+			return i, true
+		}
+		if r.Hunk < s.hunk {
+			last = i
+		}
+	}
+	return last, last >= 0
 }
 
 // diffs are the base and the source diffs of f with c context lines: the
@@ -205,6 +297,7 @@ func (p Diff) relayout() Diff {
 	}
 	p.rows = diffview.Layout(fd, diffview.LayoutOptions{
 		Width:           max(p.width-1, 4), // one cell for the cursor gutter
+		Margin:          1,                 // side by side: as much before the right gutter
 		SideBySide:      p.sideBySide,
 		Wrap:            p.wrap,
 		ShowLineNumbers: true,
@@ -483,10 +576,10 @@ func (p Diff) Click(y int) (Diff, tea.Cmd) {
 }
 
 // Scroll moves the view by delta rows.
-func (p Diff) Scroll(delta int) Diff {
+func (p Diff) Scroll(delta int) (Diff, tea.Cmd) {
 	p.offset = clamp(p.offset+delta, 0, max(len(p.rows)-p.body(), 0))
 	p.cur = clamp(p.cur, p.offset, min(p.offset+p.body(), len(p.rows))-1)
-	return p
+	return p, nil
 }
 
 // View draws the header and the visible rows.

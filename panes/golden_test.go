@@ -30,7 +30,7 @@ func renderPane(t *testing.T, env *Env, pane string, w, h int) string {
 		p := NewWorlds(env)
 		p.Scope = "/src/app"
 		p, _ = p.SetRows(fixtureWorldRows())
-		p = p.SetHeight(h)
+		p = p.SetSize(0, h)
 		p, _ = p.Do(keymap.WorldsDown)
 		return p.View(w, h, true)
 	case "worlds-empty":
@@ -38,15 +38,20 @@ func renderPane(t *testing.T, env *Env, pane string, w, h int) string {
 		p.Scope = "/src/app"
 		p, _ = p.SetRows(nil)
 		return p.View(w, h, true)
+	case "worlds-empty-elsewhere":
+		p := NewWorlds(env)
+		p.Scope, p.Elsewhere = "/src/app", 2
+		p, _ = p.SetRows(nil)
+		return p.View(w, h, true)
 	case "transcript":
 		p := NewTranscript(env)
 		p, _ = p.SetSessions("refactor-auth", fixtureSessions())
-		p = p.SetHeight(h).Append(fixtureTranscript())
+		p = p.SetSize(0, h).Append(fixtureTranscript())
 		return p.View(w, h, true)
 	case "transcript-search":
 		p := NewTranscript(env)
 		p, _ = p.SetSessions("refactor-auth", fixtureSessions())
-		p = p.SetHeight(h).Append(fixtureTranscript())
+		p = p.SetSize(0, h).Append(fixtureTranscript())
 		p, _ = p.Do(keymap.TranscriptSearch)
 		for _, k := range typeText("fail") {
 			p, _ = p.Update(k)
@@ -57,13 +62,13 @@ func renderPane(t *testing.T, env *Env, pane string, w, h int) string {
 	case "transcript-waiting":
 		p := NewTranscript(env)
 		p, _ = p.SetSessions("refactor-auth", []SessionRow{{ID: "s-0002bbbbbbbb", Command: "claude", State: "running", TTY: false, Waiting: true}})
-		p = p.SetHeight(h).Append(fixtureTranscript())
-		p = p.Scroll(-20)
+		p = p.SetSize(0, h).Append(fixtureTranscript())
+		p, _ = p.Scroll(-20)
 		return p.View(w, h, true)
 	case "transcript-pty":
 		p := NewTranscript(env)
 		p, _ = p.SetSessions("refactor-auth", []SessionRow{{ID: "s-0003cccccccc", Command: "top", State: "running", TTY: true}})
-		p = p.SetHeight(h).AppendChunks([]TranscriptChunk{
+		p = p.SetSize(0, h).AppendChunks([]TranscriptChunk{
 			{Time: fixedNow, Cols: 60, Rows: 8},
 			{Time: fixedNow, Data: []byte("\x1b[?1049h\x1b[H\x1b[2J\x1b[1mtop - 12:00:00 up 3 days\x1b[0m\r\n" +
 				"Tasks: \x1b[32m42\x1b[0m total\x1b[4;1H\x1b[7m  PID USER   %CPU COMMAND      \x1b[0m\r\n" +
@@ -73,20 +78,20 @@ func renderPane(t *testing.T, env *Env, pane string, w, h int) string {
 	case "changes":
 		p := NewChanges(env)
 		p, _ = p.SetChanges("refactor-auth", fixtureChanges(), nil)
-		p = p.SetHeight(h).SetPicks(map[string]PickState{"README.md": PickAll, "internal/auth/token.go": PickPartial})
+		p = p.SetSize(0, h).SetPicks(map[string]PickState{"README.md": PickAll, "internal/auth/token.go": PickPartial})
 		p, _ = p.Do(keymap.ChangesDown)
 		return p.View(w, h, true)
 	case "changes-tree":
 		p := NewChanges(env)
 		p, _ = p.SetChanges("refactor-auth", fixtureChanges(), nil)
-		p = p.SetHeight(h)
+		p = p.SetSize(0, h)
 		p, _ = p.Do(keymap.ChangesTree)
 		p, _ = p.Do(keymap.ChangesKind) // A only
 		return p.View(w, h, false)
 	case "changes-deleted-dir":
 		p := NewChanges(env)
 		p, _ = p.SetChanges("refactor-auth", bigDeletion(), nil)
-		p = p.SetHeight(h)
+		p = p.SetSize(0, h)
 		p, _ = p.Do(keymap.ChangesTree)
 		picks := map[string]PickState{}
 		for _, c := range bigDeletion()[1:] {
@@ -128,7 +133,7 @@ func renderPane(t *testing.T, env *Env, pane string, w, h int) string {
 	case "timeline":
 		p := NewTimeline(env)
 		p.Now = fixedNow
-		p = p.SetRows("refactor-auth", fixtureSnapshots(), nil).SetHeight(h)
+		p = p.SetRows("refactor-auth", fixtureSnapshots(), nil).SetSize(0, h)
 		p, _ = p.Do(keymap.TimelineDown)
 		return p.View(w, h, true)
 	case "conflicts":
@@ -153,7 +158,7 @@ func renderPane(t *testing.T, env *Env, pane string, w, h int) string {
 			"refactor-auth": {CPU: 97, Memory: 412 << 20, Processes: 6, History: []float64{10, 40, 80, 95, 97}, Live: true},
 			"upgrade-deps":  {CPU: 3, Memory: 35 << 20, Processes: 2, History: []float64{60, 20, 5, 3}, Live: true},
 			"tidy":          {History: []float64{30, 0}},
-		}).SetHeight(h)
+		}).SetSize(0, h)
 		return p.View(w, h, true)
 	case "worlds-forks":
 		p := NewWorlds(env)
@@ -166,7 +171,7 @@ func renderPane(t *testing.T, env *Env, pane string, w, h int) string {
 		p = p.SetResources(map[string]WorldResources{
 			"refactor-1": {CPU: 55, Memory: 90 << 20, Processes: 3, History: []float64{10, 50, 55}, Live: true},
 			"refactor-2": {CPU: 2, Memory: 20 << 20, Processes: 1, History: []float64{5, 2}, Live: true},
-		}).SetHeight(h)
+		}).SetSize(0, h)
 		return p.View(w, h, true)
 	case "help":
 		return NewHelp(env, keymap.Diff).View(w, h)
@@ -188,7 +193,7 @@ func renderPane(t *testing.T, env *Env, pane string, w, h int) string {
 
 func TestGolden(t *testing.T) {
 	panes := []string{
-		"worlds", "worlds-empty", "transcript", "transcript-search", "transcript-pty", "transcript-waiting", "changes", "changes-tree", "changes-deleted-dir",
+		"worlds", "worlds-empty", "worlds-empty-elsewhere", "transcript", "transcript-search", "transcript-pty", "transcript-waiting", "changes", "changes-tree", "changes-deleted-dir",
 		"diff", "diff-side-by-side", "diff-drift", "diff-vs-source", "diff-binary", "timeline", "conflicts", "conflicts-edited", "compare", "worlds-resources", "worlds-forks", "help", "palette", "confirm-remove", "new-world",
 	}
 	for _, pane := range panes {

@@ -20,11 +20,11 @@ func TestPluralsOfOne(t *testing.T) {
 	env := testEnv(t, "dark")
 	var views []string
 
-	ch := NewChanges(env).SetHeight(10)
+	ch := NewChanges(env).SetSize(0, 10)
 	ch, _ = ch.SetChanges("w", []overlay.Change{{Path: "a.txt", Kind: overlay.Modified, Type: overlay.TypeFile}}, nil)
 	views = append(views, ch.SetPicks(map[string]PickState{"a.txt": PickAll}).View(80, 10, true))
 
-	tl := NewTimeline(env).SetRows("w", []SnapshotRow{{ID: "s-1", Time: fixedNow, Message: "one", Files: 1}}, nil).SetHeight(5)
+	tl := NewTimeline(env).SetRows("w", []SnapshotRow{{ID: "s-1", Time: fixedNow, Message: "one", Files: 1}}, nil).SetSize(0, 5)
 	tl.Now = fixedNow
 	views = append(views, tl.View(80, 5, true))
 

@@ -12,7 +12,7 @@ func ptyTranscript(t *testing.T, chunks ...TranscriptChunk) Transcript {
 	t.Helper()
 	p := NewTranscript(testEnv(t, "dark"))
 	p, _ = p.SetSessions("w", []SessionRow{{ID: "s-pty", Command: "top", State: "running", TTY: true}})
-	return p.SetHeight(12).AppendChunks(chunks)
+	return p.SetSize(0, 12).AppendChunks(chunks)
 }
 
 func at(s int) time.Time { return fixedNow.Add(time.Duration(s) * time.Second) }
@@ -123,7 +123,7 @@ func TestTerminalTranscriptQueriesDoNotBlock(t *testing.T) {
 func TestTranscriptLineAt(t *testing.T) {
 	p := NewTranscript(testEnv(t, "dark"))
 	p, _ = p.SetSessions("w", []SessionRow{{ID: "s", Command: "make", State: "exited"}})
-	p = p.SetHeight(5).AppendChunks([]TranscriptChunk{
+	p = p.SetSize(0, 5).AppendChunks([]TranscriptChunk{
 		{Time: at(0), Data: []byte("a\nb\n")},
 		{Time: at(5), Data: []byte("c\nd\n")},
 		{Time: at(9), Data: []byte("e\n")},

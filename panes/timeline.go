@@ -86,8 +86,8 @@ func (p Timeline) SetRows(world string, rows []SnapshotRow, err error) Timeline 
 	return p
 }
 
-// SetHeight tells the pane how tall it is drawn.
-func (p Timeline) SetHeight(h int) Timeline {
+// SetSize tells the pane how tall it is drawn (rows are as wide as the view).
+func (p Timeline) SetSize(_, h int) Timeline {
 	p.height = h
 	p.list.window(h-1, len(p.rows))
 	return p
@@ -151,10 +151,10 @@ func (p Timeline) Click(y int) (Timeline, tea.Cmd) {
 }
 
 // Scroll moves the cursor by delta rows.
-func (p Timeline) Scroll(delta int) Timeline {
+func (p Timeline) Scroll(delta int) (Timeline, tea.Cmd) {
 	p.list.move(delta, len(p.rows))
 	p.list.window(p.height-1, len(p.rows))
-	return p
+	return p, nil
 }
 
 // View draws the pane.

@@ -24,7 +24,7 @@ func TestTimelineKeysMatchTheirHelp(t *testing.T) {
 		if !ok {
 			t.Fatalf("no timeline action says %q", c.desc)
 		}
-		p := NewTimeline(env).SetRows("w", fixtureSnapshots(), nil).SetHeight(10)
+		p := NewTimeline(env).SetRows("w", fixtureSnapshots(), nil).SetSize(0, 10)
 		p, _ = p.Do(keymap.TimelineDown) // snap-0002, between older and newer
 		rows := fixtureSnapshots()
 		before := rows[1].Time
@@ -48,7 +48,7 @@ func TestTimelineAutoSnapshotsMuted(t *testing.T) {
 	st := env.Styles
 	rows := fixtureSnapshots()
 	rows[2].Message = "fork into 2"
-	p := NewTimeline(env).SetRows("w", rows, nil).SetHeight(10)
+	p := NewTimeline(env).SetRows("w", rows, nil).SetSize(0, 10)
 	p.Now = fixedNow
 	lines := strings.Split(p.View(80, 10, false), "\n")
 	var auto, manual string

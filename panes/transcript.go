@@ -365,7 +365,7 @@ func (p Transcript) Do(a string) (Transcript, tea.Cmd) {
 
 // Scroll moves the view by delta lines (mouse wheel); scrolling to the end
 // follows the tail again.
-func (p Transcript) Scroll(delta int) Transcript { return p.scroll(delta) }
+func (p Transcript) Scroll(delta int) (Transcript, tea.Cmd) { return p.scroll(delta), nil }
 
 func (p Transcript) scroll(delta int) Transcript {
 	last := p.Lines() - 1
@@ -428,13 +428,16 @@ func (p Transcript) showMatch() Transcript {
 	return p
 }
 
-// SetHeight tells the pane how tall it is drawn, for paging and scrolling.
-func (p Transcript) SetHeight(h int) Transcript {
+// SetSize tells the pane how tall it is drawn, for paging and scrolling
+// (lines are cut at the view's width).
+func (p Transcript) SetSize(_, h int) Transcript {
 	p.height = max(h-1, 1)
 	return p
 }
 
-// Click focuses nothing in particular; the transcript has no cursor.
+// Click does nothing more than the focus the root model gives the pane on
+// a click: the output has no cursor or rows to select, as in lazygit's main
+// view (the wheel scrolls it, and the keys search and follow).
 func (p Transcript) Click(int) (Transcript, tea.Cmd) { return p, nil }
 
 func sessionGlyph(s SessionRow) string {

@@ -12,7 +12,7 @@ func transcriptWith(t *testing.T, rows []SessionRow, data string) Transcript {
 	t.Helper()
 	p := NewTranscript(testEnv(t, "dark"))
 	p, _ = p.SetSessions("w", rows)
-	return p.SetHeight(10).Append([]byte(data))
+	return p.SetSize(0, 10).Append([]byte(data))
 }
 
 // A session waiting for input says so, and how to answer it.
@@ -69,7 +69,7 @@ func TestTranscriptPosition(t *testing.T) {
 	if out := ansi.Strip(p.View(80, 10, true)); strings.Contains(out, "line 5,000/5,000") || strings.Contains(out, "%)") {
 		t.Errorf("position shown while following:\n%s", out)
 	}
-	p = p.Scroll(-3000)
+	p, _ = p.Scroll(-3000)
 	if out := ansi.Strip(p.View(80, 10, true)); !strings.Contains(out, "line 2,000/5,000 (40%)") {
 		t.Errorf("no position:\n%s", out)
 	}

@@ -113,17 +113,21 @@ type WorldsSelectedMsg struct{ Name string }
 
 // Worlds is the list of Worlds, "needs you" first.
 type Worlds struct {
-	env    *Env
-	rows   []WorldRow
-	list   cursorList
-	Scope  string // the source shown, "" = all Worlds
-	res    map[string]WorldResources
-	loaded bool
-	height int
+	env   *Env
+	rows  []WorldRow
+	list  cursorList
+	Scope string // the source shown, "" = all Worlds
+	// Elsewhere counts the Worlds over other sources than Scope, so an
+	// empty list can say where they are.
+	Elsewhere int
+	res       map[string]WorldResources
+	loaded    bool
+	height    int
 }
 
-// SetHeight tells the pane how tall it is drawn, so scrolling matches the view.
-func (p Worlds) SetHeight(h int) Worlds {
+// SetSize tells the pane how tall it is drawn, so scrolling matches the view
+// (rows are as wide as the view).
+func (p Worlds) SetSize(_, h int) Worlds {
 	p.height = h
 	p.list.window(h-1, len(p.rows))
 	return p
@@ -300,7 +304,19 @@ func (p Worlds) View(width, height int, focused bool) string {
 			where = "any source"
 		}
 		lines = append(lines, "")
-		lines = append(lines, wrapText("No Worlds over "+where+" — press "+p.env.Keys.Binding(keymap.WorldsNew).Help().Key+" to create one", width)...)
+		// What a World is for is in the README; here, how to make one.
+		lines = append(lines, wrapText("No Worlds over "+where+" yet.", width)...)
+		lines = append(lines, wrapText("press "+p.env.Keys.Binding(keymap.WorldsNew).Help().Key+" to create one, or run: strata new NAME", width)...)
+		if p.Scope != "" && p.Elsewhere > 0 {
+			msg := Count(p.Elsewhere, "World", "Worlds") + " over other sources"
+			if k := p.env.Keys.Binding(keymap.AllWorlds).Help().Key; k != "" {
+				msg += " — press " + k + " to show every World"
+			}
+			lines = append(lines, "")
+			for _, l := range wrapText(msg, width) {
+				lines = append(lines, st.Muted.Render(l))
+			}
+		}
 		return block(lines, width, height)
 	}
 	body := height - 1

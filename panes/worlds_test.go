@@ -17,7 +17,7 @@ func TestWorldsNamesWinOverFigures(t *testing.T) {
 	}
 	p := NewWorlds(env)
 	p, _ = p.SetRows([]WorldRow{{Name: "refactor-1", Status: "running"}, {Name: "refactor-2", Status: "running"}})
-	out := ansi.Strip(p.SetResources(res).SetHeight(9).View(46, 9, true))
+	out := ansi.Strip(p.SetResources(res).SetSize(0, 9).View(46, 9, true))
 	for _, n := range []string{"refactor-1", "refactor-2"} {
 		if !strings.Contains(out, n+" ") {
 			t.Errorf("%s is cut:\n%s", n, out)
@@ -26,7 +26,7 @@ func TestWorldsNamesWinOverFigures(t *testing.T) {
 	short := NewWorlds(env)
 	short, _ = short.SetRows([]WorldRow{{Name: "busy", Status: "running"}, {Name: "idle", Status: "idle"}})
 	spark := strings.TrimSpace(Sparkline([]float64{10, 50, 55}, SparkWidth))
-	out = ansi.Strip(short.SetResources(map[string]WorldResources{"busy": res["refactor-1"]}).SetHeight(9).View(46, 9, true))
+	out = ansi.Strip(short.SetResources(map[string]WorldResources{"busy": res["refactor-1"]}).SetSize(0, 9).View(46, 9, true))
 	if !strings.Contains(out, spark) || !strings.Contains(out, "55%") {
 		t.Errorf("short names lost the sparkline %q:\n%s", spark, out)
 	}

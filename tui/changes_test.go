@@ -27,7 +27,7 @@ func TestPickDeletedDirectoryApplies(t *testing.T) {
 		t.Fatalf("picking the directory does not count its files:\n%s", d.screen())
 	}
 	d.keys("a")
-	if d.m.dialog == nil {
+	if d.m.dialog() == nil {
 		t.Fatalf("no apply dialog: %q\n%s", d.m.lastErr, d.screen())
 	}
 	d.keys("enter")

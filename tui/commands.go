@@ -18,7 +18,9 @@ import (
 type (
 	worldsLoadedMsg struct {
 		rows []panes.WorldRow
-		err  error
+		// elsewhere counts the Worlds over other sources (0 when all are listed).
+		elsewhere int
+		err       error
 	}
 	changesLoadedMsg struct {
 		world   string
@@ -101,11 +103,9 @@ type (
 
 func loadWorlds(ctx context.Context, eng *engine.Engine, source string) tea.Cmd {
 	return func() tea.Msg {
-		var ws []*engine.World
-		var err error
-		if source == "" {
-			ws, err = eng.Worlds()
-		} else {
+		all, err := eng.Worlds()
+		ws := all
+		if err == nil && source != "" {
 			ws, err = eng.WorldsOfSource(source)
 		}
 		if err != nil {
@@ -130,7 +130,7 @@ func loadWorlds(ctx context.Context, eng *engine.Engine, source string) tea.Cmd 
 				Name: b.Name, Status: info.Status, Sessions: info.Sessions, Running: info.Running, Error: info.Error,
 			})
 		}
-		return worldsLoadedMsg{rows: rows}
+		return worldsLoadedMsg{rows: rows, elsewhere: len(all) - len(ws)}
 	}
 }
 

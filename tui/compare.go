@@ -26,6 +26,8 @@ type (
 		paths  []panes.ComparePath
 		fanout *panes.FanOut
 		err    error
+		// refresh: read again on an event, not opened by the person.
+		refresh bool
 	}
 	compareAppliedMsg struct {
 		applied []string // Worlds whose adopted paths were published
@@ -246,25 +248,51 @@ func removeWorlds(ctx context.Context, eng *engine.Engine, r removeWorldsReq) te
 	}
 }
 
+// reloadCompare reads the open compare view again (nil when none is open).
+func reloadCompare(m Model) tea.Cmd {
+	cmp := m.compare()
+	if cmp == nil {
+		return nil
+	}
+	load := loadCompare(m.ctx, m.eng, cmp.Worlds[0], cmp.Worlds)
+	return func() tea.Msg {
+		msg := load()
+		if c, ok := msg.(compareLoadedMsg); ok {
+			c.refresh = true
+			return c
+		}
+		return msg
+	}
+}
+
 // compareResult handles the compare view's messages; ok is false for any
 // other message.
 func (m Model) compareResult(msg tea.Msg) (Model, tea.Cmd, bool) {
 	switch msg := msg.(type) {
 	case compareLoadedMsg:
+		var again tea.Cmd
+		if msg.refresh {
+			if m.lCompare.done() {
+				if again = reloadCompare(m); again == nil {
+					m.lCompare.inflight = false
+				}
+			}
+			if m.compare() == nil {
+				return m, again, true // closed meanwhile: the answer is for nobody
+			}
+		}
 		if msg.err != nil {
 			m.setResult("", msg.err)
-			return m, nil, true
+			return m, again, true
 		}
-		if m.compare != nil {
-			c := m.compare.SetPaths(msg.worlds, msg.paths, msg.fanout)
-			m.compare = &c
+		if x, i := topmost[compareModal](m); i >= 0 {
+			m.setModal(i, compareModal{x.c.SetPaths(msg.worlds, msg.paths, msg.fanout)})
 		} else {
-			c := panes.NewCompare(m.env, msg.worlds, msg.source, msg.paths, msg.fanout)
-			m.compare = &c
+			m.push(compareModal{panes.NewCompare(m.env, msg.worlds, msg.source, msg.paths, msg.fanout)})
 		}
-		return m, nil, true
+		return m, again, true
 	case panes.CompareClosedMsg:
-		m.compare = nil
+		closeAll[compareModal](&m)
 		return m, nil, true
 	case panes.CompareApplyMsg:
 		m.setResult("applying the adopted versions…", nil)
@@ -282,8 +310,8 @@ func (m Model) compareResult(msg tea.Msg) (Model, tea.Cmd, bool) {
 				m.setResult("", fmt.Errorf("adopt from %s: %w", msg.world, msg.err))
 			}
 		}
-		if m.compare != nil {
-			cmds = append(cmds, loadCompare(m.ctx, m.eng, m.compare.Worlds[0], m.compare.Worlds))
+		if cmp := m.compare(); cmp != nil {
+			cmds = append(cmds, loadCompare(m.ctx, m.eng, cmp.Worlds[0], cmp.Worlds))
 		}
 		var c tea.Cmd
 		m, c = m.reloadAll()
@@ -293,7 +321,7 @@ func (m Model) compareResult(msg tea.Msg) (Model, tea.Cmd, bool) {
 		d := panes.NewConfirm(m.env, fmt.Sprintf("Remove %d Worlds not chosen?", len(msg.Worlds)),
 			[]string{strings.Join(msg.Worlds, ", "), "Each goes to the trash (restorable for 7 days with `strata restore-world`) and its sessions stop."},
 			true, removeWorldsReq{names: msg.Worlds})
-		m.dialog = &d
+		m.push(dialogModal{d})
 		return m, nil, true
 	case removeWorldsReq:
 		return m, removeWorlds(m.ctx, m.eng, msg), true
@@ -302,7 +330,7 @@ func (m Model) compareResult(msg tea.Msg) (Model, tea.Cmd, bool) {
 			d := panes.NewTypedConfirm(m.env, fmt.Sprintf("Remove %d Worlds with unapplied work?", len(msg.unsaved)),
 				[]string{strings.Join(msg.unsaved, ", ") + " hold changes that were never applied or snapshotted. They go to the trash, restorable for 7 days."},
 				"remove", removeWorldsReq{names: msg.unsaved, force: true})
-			m.dialog = &d
+			m.push(dialogModal{d})
 		}
 		switch {
 		case msg.err != nil:
@@ -311,15 +339,15 @@ func (m Model) compareResult(msg tea.Msg) (Model, tea.Cmd, bool) {
 			m.setResult("removed "+strings.Join(msg.removed, ", "), nil)
 		}
 		var cmds []tea.Cmd
-		if m.compare != nil && len(msg.removed) > 0 {
+		if cmp := m.compare(); cmp != nil && len(msg.removed) > 0 {
 			var left []string
-			for _, w := range m.compare.Worlds {
+			for _, w := range cmp.Worlds {
 				if !slices.Contains(msg.removed, w) {
 					left = append(left, w)
 				}
 			}
 			if len(left) < 2 {
-				m.compare = nil
+				closeAll[compareModal](&m)
 			} else {
 				cmds = append(cmds, loadCompare(m.ctx, m.eng, left[0], left))
 			}

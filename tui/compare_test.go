@@ -34,7 +34,7 @@ func TestCompareAdoptAndRemoveOthers(t *testing.T) {
 	d.keys("1")
 	d.selectWorld("w-b")
 	d.keys("c")
-	if d.m.compare == nil {
+	if d.m.compare() == nil {
 		t.Fatalf("no compare view: %q", d.m.lastErr)
 	}
 	scr := d.screen()
@@ -48,15 +48,15 @@ func TestCompareAdoptAndRemoveOthers(t *testing.T) {
 		t.Errorf("status bar %q", last)
 	}
 	key := func(a string) { d.send(press(keymap.Default().Binding(a).Keys()[0])) }
-	for p, _ := d.m.compare.Cursor(); p != "result.txt"; p, _ = d.m.compare.Cursor() {
+	for p, _ := d.m.compare().Cursor(); p != "result.txt"; p, _ = d.m.compare().Cursor() {
 		key(keymap.CompareDown)
 	}
 	key(keymap.CompareRight) // w-b
-	if _, w := d.m.compare.Cursor(); w != "w-b" {
+	if _, w := d.m.compare().Cursor(); w != "w-b" {
 		t.Fatalf("column %q", w)
 	}
 	key(keymap.CompareAdopt)
-	if d.m.compare.Chosen("result.txt") != "w-b" {
+	if d.m.compare().Chosen("result.txt") != "w-b" {
 		t.Fatal("not adopted")
 	}
 	key(keymap.CompareApply)
@@ -71,18 +71,18 @@ func TestCompareAdoptAndRemoveOthers(t *testing.T) {
 		t.Error("a path not adopted was published")
 	}
 	// The view compares anew: the source now holds w-b's version.
-	if d.m.compare == nil || d.m.compare.Chosen("result.txt") != "w-b" {
+	if d.m.compare() == nil || d.m.compare().Chosen("result.txt") != "w-b" {
 		t.Fatal("compare view lost after the apply")
 	}
 
 	// Remove the others: confirm, then the second, typed confirm because
 	// they hold unapplied work.
 	key(keymap.CompareRemove)
-	if d.m.dialog == nil || !strings.Contains(d.screen(), "Remove 2 Worlds not chosen?") || !strings.Contains(d.screen(), "w-a, w-c") {
+	if d.m.dialog() == nil || !strings.Contains(d.screen(), "Remove 2 Worlds not chosen?") || !strings.Contains(d.screen(), "w-a, w-c") {
 		t.Fatalf("no confirm:\n%s", d.screen())
 	}
 	d.keys("enter")
-	if d.m.dialog == nil || d.m.dialog.Require != "remove" {
+	if d.m.dialog() == nil || d.m.dialog().Require != "remove" {
 		t.Fatalf("no second confirm:\n%s", d.screen())
 	}
 	d.typeText("remove")
@@ -95,7 +95,7 @@ func TestCompareAdoptAndRemoveOthers(t *testing.T) {
 	if _, err := eng.World("w-b"); err != nil {
 		t.Errorf("the chosen World went: %v", err)
 	}
-	if d.m.compare != nil {
+	if d.m.compare() != nil {
 		t.Error("compare view open with one World left")
 	}
 }

@@ -38,8 +38,9 @@ type (
 
 // openConflicts shows the conflicts of an apply of picks from world.
 func (m Model) openConflicts(world string, picks []applyPick, files []panes.ConflictFile) Model {
-	c := panes.NewConflicts(m.env, world, files)
-	m.conflicts = &c
+	// The new view replaces any earlier one, on top of the stack.
+	closeAll[conflictsModal](&m)
+	m.push(conflictsModal{panes.NewConflicts(m.env, world, files)})
 	m.conflictPicks = picks
 	return m
 }
@@ -49,16 +50,18 @@ func (m Model) openConflicts(world string, picks []applyPick, files []panes.Conf
 func (m Model) conflictResult(msg tea.Msg) (Model, tea.Cmd, bool) {
 	switch msg := msg.(type) {
 	case panes.ConflictsClosedMsg:
-		m.conflicts, m.conflictPicks = nil, nil
+		closeAll[conflictsModal](&m)
+		m.conflictPicks = nil
 		m.setResult("conflicts left unresolved: nothing was written", nil)
 		return m, nil, true
 	case panes.ConflictsApplyMsg:
-		if m.conflicts == nil || msg.World != m.conflicts.World {
+		if c := m.conflicts(); c == nil || msg.World != c.World {
 			return m, nil, true
 		}
 		picks := resolvedPicks(m.conflictPicks, msg.Resolutions)
 		if len(picks) == 0 {
-			m.conflicts, m.conflictPicks = nil, nil
+			closeAll[conflictsModal](&m)
+			m.conflictPicks = nil
 			m.setResult("nothing left to apply: every conflicting path keeps the source's version", nil)
 			return m, nil, true
 		}
@@ -83,9 +86,9 @@ func (m Model) conflictResult(msg tea.Msg) (Model, tea.Cmd, bool) {
 			m.setResult("", msg.err)
 			return m, nil, true
 		}
-		if m.conflicts != nil && m.conflicts.World == msg.world {
-			c := m.conflicts.SetEdited(msg.path, msg.text)
-			m.conflicts = &c
+		if x, i := topmost[conflictsModal](m); i >= 0 && x.c.World == msg.world {
+			c := x.c.SetEdited(msg.path, msg.text)
+			m.setModal(i, conflictsModal{c})
 			if c.Err != "" {
 				m.setResult("", errors.New(c.Err))
 			} else {

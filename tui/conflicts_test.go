@@ -25,7 +25,7 @@ func conflictSetup(t *testing.T) (*driver, string, string) {
 	}
 	d := newDriver(t, eng, Options{Source: src, Exe: "/bin/false"}, 120, 40)
 	d.keys("3", "space", "a", "enter")
-	if d.m.conflicts == nil {
+	if d.m.conflicts() == nil {
 		t.Fatalf("no conflict view: %q\n%s", d.m.lastErr, d.screen())
 	}
 	return d, src, theirs
@@ -63,19 +63,19 @@ func TestConflictResolvePerRegion(t *testing.T) {
 	}
 	// Applying with a region open is refused and says which.
 	d.keys("enter")
-	if d.m.conflicts == nil || !strings.Contains(d.screen(), "2 of 2 conflicts unresolved") {
+	if d.m.conflicts() == nil || !strings.Contains(d.screen(), "2 of 2 conflicts unresolved") {
 		t.Fatalf("apply with open conflicts:\n%s", d.screen())
 	}
 	d.keys("t") // region 1: theirs; the cursor moves on to region 2
-	if f, r := d.m.conflicts.Current(); f != 0 || r != 1 {
+	if f, r := d.m.conflicts().Current(); f != 0 || r != 1 {
 		t.Fatalf("cursor at %d/%d after choosing", f, r)
 	}
 	d.keys("o")
-	if d.m.conflicts.Choice(0, 0) != diffview.ChooseTheirs || d.m.conflicts.Choice(0, 1) != diffview.ChooseOurs {
-		t.Fatalf("choices %v %v", d.m.conflicts.Choice(0, 0), d.m.conflicts.Choice(0, 1))
+	if d.m.conflicts().Choice(0, 0) != diffview.ChooseTheirs || d.m.conflicts().Choice(0, 1) != diffview.ChooseOurs {
+		t.Fatalf("choices %v %v", d.m.conflicts().Choice(0, 0), d.m.conflicts().Choice(0, 1))
 	}
 	d.keys("enter")
-	if d.m.conflicts != nil || d.m.lastErr != "" {
+	if d.m.conflicts() != nil || d.m.lastErr != "" {
 		t.Fatalf("apply again: %q\n%s", d.m.lastErr, d.screen())
 	}
 	want := strings.Replace(threeHunks(), "line 2\n", "line 2 from the source\n", 1)
@@ -93,14 +93,14 @@ func TestConflictResolvePerRegion(t *testing.T) {
 func TestConflictBothAndCancel(t *testing.T) {
 	d, src, theirs := conflictSetup(t)
 	d.keys("b", "b", "esc")
-	if d.m.conflicts != nil || !strings.Contains(d.m.info, "nothing was written") {
+	if d.m.conflicts() != nil || !strings.Contains(d.m.info, "nothing was written") {
 		t.Fatalf("esc: %q", d.m.info)
 	}
 	if got := readSource(t, src); got != theirs {
 		t.Fatalf("esc wrote the source:\n%s", got)
 	}
 	d.keys("a", "enter") // the picks are still there: conflicts again
-	if d.m.conflicts == nil {
+	if d.m.conflicts() == nil {
 		t.Fatal("no conflict view the second time")
 	}
 	d.keys("b", "b", "enter")
@@ -143,7 +143,7 @@ func TestConflictResolveInEditor(t *testing.T) {
 		t.Error("the scratch file was left behind")
 	}
 	d.keys("enter")
-	if d.m.conflicts == nil || readSource(t, src) != theirs {
+	if d.m.conflicts() == nil || readSource(t, src) != theirs {
 		t.Fatal("applied a resolution holding markers")
 	}
 	// Edit again: the text comes back as edited; remove the markers.
@@ -153,7 +153,7 @@ func TestConflictResolveInEditor(t *testing.T) {
 		t.Fatalf("temp files %v", files)
 	}
 	editor("-e /^<<<<<<</d -e /^|||||||/,/^=======/d -e /^>>>>>>>/d -e /^line.15.from.the.source$/d")
-	if d.m.lastErr != "" || !d.m.conflicts.Edited(0) {
+	if d.m.lastErr != "" || !d.m.conflicts().Edited(0) {
 		t.Fatalf("clean edit: %q", d.m.lastErr)
 	}
 	d.keys("enter")
@@ -175,7 +175,7 @@ func TestConflictSourceMovedOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.keys("enter")
-	if d.m.conflicts == nil || !strings.Contains(d.screen(), "the source changed again") {
+	if d.m.conflicts() == nil || !strings.Contains(d.screen(), "the source changed again") {
 		t.Fatalf("no new conflict:\n%s", d.screen())
 	}
 	if readSource(t, src) != moved {

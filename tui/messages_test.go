@@ -35,7 +35,7 @@ func TestMessageLogKeepsFullText(t *testing.T) {
 	d.send(doneMsg{info: "created World later-one"})
 
 	d.keys("L")
-	if d.m.msgLog == nil {
+	if d.m.msgLog() == nil {
 		t.Fatal("L does not open the message log")
 	}
 	scr := d.screen()
@@ -49,7 +49,7 @@ func TestMessageLogKeepsFullText(t *testing.T) {
 		t.Errorf("message log is not newest first:\n%s", scr)
 	}
 	d.keys("esc")
-	if d.m.msgLog != nil {
+	if d.m.msgLog() != nil {
 		t.Error("esc does not close the message log")
 	}
 	if !strings.Contains(logBuf.String(), "ENDOFTHEERROR") {
@@ -60,7 +60,7 @@ func TestMessageLogKeepsFullText(t *testing.T) {
 	d.keys(":")
 	d.typeText("message log")
 	d.keys("enter")
-	if d.m.msgLog == nil {
+	if d.m.msgLog() == nil {
 		t.Error("the palette does not open the message log")
 	}
 }
@@ -103,27 +103,27 @@ func TestNewWorldFormKeepsFieldsOnError(t *testing.T) {
 	eng, _ := testEngine(t, map[string]string{"a.txt": "a\n"})
 	d := newDriver(t, eng, Options{AllWorlds: true}, 80, 24)
 	d.keys("n")
-	if d.m.dialog == nil {
+	if d.m.dialog() == nil {
 		t.Fatal("n opens no form")
 	}
 	d.typeText("Bad Name")
 	d.keys("enter")
-	if d.m.dialog == nil {
+	if d.m.dialog() == nil {
 		t.Fatalf("the form closed on a refused name; status %q", d.m.lastErr)
 	}
-	if v := d.m.dialog.Values()[0]; v != "Bad Name" {
+	if v := d.m.dialog().Values()[0]; v != "Bad Name" {
 		t.Errorf("the name typed was lost: %q", v)
 	}
-	if !strings.Contains(d.m.dialog.Err, "invalid world name") || !strings.Contains(d.screen(), "invalid world name") {
-		t.Errorf("form shows no error: %q\n%s", d.m.dialog.Err, d.screen())
+	if !strings.Contains(d.m.dialog().Err, "invalid world name") || !strings.Contains(d.screen(), "invalid world name") {
+		t.Errorf("form shows no error: %q\n%s", d.m.dialog().Err, d.screen())
 	}
 	for range len("Bad Name") {
 		d.keys("backspace")
 	}
 	d.typeText("good")
 	d.keys("enter")
-	if d.m.dialog != nil {
-		t.Fatalf("form still open after a valid name: %q", d.m.dialog.Err)
+	if d.m.dialog() != nil {
+		t.Fatalf("form still open after a valid name: %q", d.m.dialog().Err)
 	}
 	if _, err := eng.World("good"); err != nil {
 		t.Errorf("World not created: %v", err)

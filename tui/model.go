@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -48,8 +49,6 @@ const (
 )
 
 var paneNames = [paneCount]string{"Worlds", "Transcript", "Changes", "Diff", "Timeline"}
-
-var paneAreas = [paneCount]keymap.Area{keymap.Worlds, keymap.Transcript, keymap.Changes, keymap.Diff, keymap.Timeline}
 
 // pick is what is picked of one path: all of it, or a selection of its
 // diff (with the two versions it was computed from, to renumber hunks, and
@@ -109,34 +108,33 @@ type Model struct {
 	diff       panes.Diff
 	timeline   panes.Timeline
 
-	dialog  *panes.Dialog
-	help    *panes.Help
-	palette *panes.Palette
-
-	// conflicts is the conflict view of the last apply, with the picks
-	// that apply was made with (applied again with the resolutions).
-	conflicts     *panes.Conflicts
+	// modals is the stack of views over the panes (dialogs, help,
+	// palette, message log, the conflict and compare views): the top one
+	// gets the keys and the mouse and is drawn last.
+	modals []modal
+	// conflictPicks are the picks the apply whose conflicts are shown was
+	// made with (applied again with the resolutions).
 	conflictPicks []applyPick
-	// compare is the compare view, under the conflict view when both are open.
-	compare *panes.Compare
 
 	world    string
 	statuses map[string]string // last seen status per World, for notifications
 	picks    map[string]*pick
 	diffPath string
+	// srcWatch follows the source file of diffPath (nil: not followed).
+	srcWatch *sourceWatch
 
 	tSession string
 	tOffset  int64
 	jump     *transcriptJump
 
 	lWorlds, lChanges, lSessions, lTimeline, lTranscript loader
-	sampling                                             bool // a resource sample is in flight
+	lCompare                                             loader // the open compare view, read again on its Worlds' events
+	sampling                                             bool   // a resource sample is in flight
 
 	info, lastErr string
 	// messages is every status message and error, oldest first, for the
 	// message log (the status line cuts them at its width).
 	messages []panes.Message
-	msgLog   *panes.MessageLog
 	// infoSeq numbers info messages; infoTicked is the last one whose
 	// expiry is scheduled, so each gets one tick and an old tick never
 	// clears a newer message.
@@ -214,7 +212,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		return m, nil
 	}
-	if _, ok := msg.(tea.KeyPressMsg); ok && !keymap.Modal(m.focusArea()) && m.msgLog == nil && m.help == nil && m.palette == nil {
+	if _, ok := msg.(tea.KeyPressMsg); ok && len(m.modals) == 0 {
 		// An error stays until the next action; a modal view it opened
 		// (conflicts) keeps it while open.
 		m.lastErr = ""
@@ -255,64 +253,26 @@ func (m Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	return m.result(msg)
 }
 
+// focusArea is the area whose keys the status line shows: the highest
+// modal's that has keys of its own, else the focused pane's.
 func (m Model) focusArea() keymap.Area {
-	if m.dialog != nil {
-		return keymap.Dialog
+	for i := len(m.modals) - 1; i >= 0; i-- {
+		if a := m.modals[i].area(); a != "" {
+			return a
+		}
 	}
-	if m.conflicts != nil {
-		return keymap.Conflicts
-	}
-	if m.compare != nil {
-		return keymap.Compare
-	}
-	return paneAreas[m.focus]
+	return m.pane(m.focus).area()
 }
 
 func (m Model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
-	switch {
-	case m.dialog != nil:
-		d, cmd, done := m.dialog.Update(k)
-		if done {
-			m.dialog = nil
-		} else {
-			m.dialog = &d
+	if md := m.top(); md != nil {
+		if a, ok := m.env.Keys.Match(keymap.Global, k); ok && md.lets(a) {
+			return m.global(a)
 		}
-		return m, cmd
-	case m.conflicts != nil:
-		c, cmd := m.conflicts.Update(k)
-		m.conflicts = &c
-		return m, cmd
-	case m.compare != nil:
-		c, cmd := m.compare.Update(k)
-		m.compare = &c
-		return m, cmd
-	case m.msgLog != nil:
-		l, done := m.msgLog.Update(k)
-		if done {
-			m.msgLog = nil
-		} else {
-			m.msgLog = &l
-		}
-		return m, nil
-	case m.help != nil:
-		h, done := m.help.Update(k)
-		if done {
-			m.help = nil
-		} else {
-			m.help = &h
-		}
-		return m, nil
-	case m.palette != nil:
-		p, cmd, done := m.palette.Update(k)
-		if done {
-			m.palette = nil
-		} else {
-			m.palette = &p
-		}
-		return m, cmd
+		return m.toTop(k)
 	}
 	// A pane taking text (search, filter) gets every key.
-	if (m.focus == paneTranscript && m.transcript.Searching()) || (m.focus == paneChanges && m.changes.Editing()) {
+	if m.pane(m.focus).capturing() {
 		return m.toPane(k)
 	}
 	if a, ok := m.env.Keys.Match(keymap.Global, k); ok {
@@ -322,19 +282,7 @@ func (m Model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 }
 
 func (m Model) toPane(msg tea.Msg) (tea.Model, tea.Cmd) {
-	var cmd tea.Cmd
-	switch m.focus {
-	case paneWorlds:
-		m.worlds, cmd = m.worlds.Update(msg)
-	case paneTranscript:
-		m.transcript, cmd = m.transcript.Update(msg)
-	case paneChanges:
-		m.changes, cmd = m.changes.Update(msg)
-	case paneDiff:
-		m.diff, cmd = m.diff.Update(msg)
-	case paneTimeline:
-		m.timeline, cmd = m.timeline.Update(msg)
-	}
+	cmd := m.pane(m.focus).update(msg)
 	return m, cmd
 }
 
@@ -347,24 +295,12 @@ func (m Model) do(a string) (tea.Model, tea.Cmd) {
 	if act.Area == keymap.Global {
 		return m.global(a)
 	}
-	for i, ar := range paneAreas {
-		if ar == act.Area {
+	for i, p := range m.panes() {
+		if p.area() == act.Area {
 			m.focus = paneID(i)
 		}
 	}
-	var cmd tea.Cmd
-	switch m.focus {
-	case paneWorlds:
-		m.worlds, cmd = m.worlds.Do(a)
-	case paneTranscript:
-		m.transcript, cmd = m.transcript.Do(a)
-	case paneChanges:
-		m.changes, cmd = m.changes.Do(a)
-	case paneDiff:
-		m.diff, cmd = m.diff.Do(a)
-	case paneTimeline:
-		m.timeline, cmd = m.timeline.Do(a)
-	}
+	cmd := m.pane(m.focus).do(a)
 	return m, cmd
 }
 
@@ -374,14 +310,11 @@ func (m Model) global(a string) (tea.Model, tea.Cmd) {
 		m.quitting = true
 		return m, tea.Quit
 	case keymap.Help:
-		h := panes.NewHelp(m.env, paneAreas[m.focus])
-		m.help = &h
+		m.push(helpModal{panes.NewHelp(m.env, m.pane(m.focus).area())})
 	case keymap.Palette:
-		p := panes.NewPalette(m.env)
-		m.palette = &p
+		m.push(paletteModal{panes.NewPalette(m.env)})
 	case keymap.Messages:
-		l := panes.NewMessageLog(m.env, m.messages)
-		m.msgLog = &l
+		m.push(msgLogModal{panes.NewMessageLog(m.env, m.messages)})
 	case keymap.FocusNext:
 		m.focus = (m.focus + 1) % paneCount
 	case keymap.FocusPrev:
@@ -450,6 +383,10 @@ func (m Model) event(ev engine.Event) (tea.Model, tea.Cmd) {
 		cmds = append(cmds, c)
 	}
 	mine := ev.World != "" && ev.World == m.world
+	if cmp := m.compare(); cmp != nil && ev.Type != engine.EventSessionOutput && slices.Contains(cmp.Worlds, ev.World) && m.lCompare.request() {
+		// The compare view shows the Worlds' versions: one of them moved.
+		cmds = append(cmds, reloadCompare(m))
+	}
 	switch ev.Type {
 	case engine.EventSessionOutput:
 		if mine && ev.Session != "" && ev.Session == m.tSession {
@@ -458,7 +395,10 @@ func (m Model) event(ev engine.Event) (tea.Model, tea.Cmd) {
 		return m, tea.Batch(cmds...)
 	case engine.EventPathsChanged, engine.EventApplyDone, engine.EventApplyConflict:
 		add(m.reloadWorlds())
-		if mine && m.lChanges.request() {
+		// An apply from another World over the same source moved the
+		// source under this one: its diff and changes are stale too.
+		other := !mine && ev.Type != engine.EventPathsChanged && m.world != "" && m.sameSource(ev.World)
+		if (mine || other) && m.lChanges.request() {
 			cmds = append(cmds, loadChanges(m.ctx, m.eng, m.world))
 		}
 	case engine.EventSessionStarted, engine.EventSessionEnded, engine.EventAttentionChanged:
@@ -545,10 +485,17 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if !ok || c.Path != msg.Path {
 			m.diff = m.diff.Clear()
 			m.diffPath = ""
-			return m, nil
+			return m, followSource(m.srcWatch, "")
 		}
 		m.diffPath = c.Path
-		return m, loadDiff(m.ctx, m.eng, m.world, c)
+		return m, tea.Batch(loadDiff(m.ctx, m.eng, m.world, c), followSource(m.srcWatch, m.diffSource()))
+	case sourceChangedMsg:
+		// The source file under review changed: its diff (drift, the
+		// vs-source view) and the Changes pane are read again.
+		if m.world == "" || m.diffPath == "" || msg.file != m.diffSource() || !m.lChanges.request() {
+			return m, nil
+		}
+		return m, loadChanges(m.ctx, m.eng, m.world)
 	case diffLoadedMsg:
 		if msg.file.World != m.world || msg.file.Path != m.diffPath {
 			return m, nil
@@ -707,7 +654,7 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 			d := panes.NewTypedConfirm(m.env, "Remove "+msg.name+" with its unapplied work?",
 				[]string{msg.name + " holds changes that were never applied or snapshotted. Removing it moves it to the trash (restorable for 7 days with `strata restore-world`) and stops its sessions."},
 				msg.name, removeWorldReq{name: msg.name, force: true})
-			m.dialog = &d
+			m.push(dialogModal{d})
 			return m, nil
 		}
 		if msg.err != nil {
@@ -730,21 +677,23 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return m, nil
 		}
 		d := panes.NewInfo(m.env, msg.title, capLines(msg.lines, 20))
-		m.dialog = &d
+		m.push(dialogModal{d})
 		return m, nil
 	case createWorldReq:
 		return m, createWorld(m.ctx, m.eng, msg)
 	case createDoneMsg:
-		form := m.dialog != nil && m.dialog.Hold
+		x, i := topmost[dialogModal](m)
+		form := i >= 0 && x.d.Hold
 		if msg.err != nil {
 			m.setResult("", msg.err)
 			if form {
-				m.dialog.Busy, m.dialog.Err = false, msg.err.Error()
+				x.d.Busy, x.d.Err = false, msg.err.Error()
+				m.setModal(i, x)
 			}
 			return m, nil
 		}
 		if form {
-			m.dialog = nil
+			m.removeAt(i)
 		}
 		return m.update(doneMsg{info: "created World " + msg.name, world: msg.name})
 	case removeWorldReq:
@@ -828,6 +777,18 @@ func (m *Model) note(info string) {
 	}
 	m.infoSeq++
 	m.messages = appendMessage(m.messages, panes.Message{Time: m.clock(), Text: info})
+	m.refreshLogs()
+}
+
+// refreshLogs shows the messages in an open message log, which would
+// otherwise miss what happened while it was open.
+func (m *Model) refreshLogs() {
+	for i, md := range m.modals {
+		if x, ok := md.(msgLogModal); ok {
+			x.l.Messages = append([]panes.Message(nil), m.messages...)
+			m.setModal(i, x)
+		}
+	}
 }
 
 // fail shows an error until the next key, keeps it in the message log
@@ -838,6 +799,7 @@ func (m *Model) fail(text string) {
 	}
 	m.lastErr, m.info = text, ""
 	m.messages = appendMessage(m.messages, panes.Message{Time: m.clock(), Text: text, Err: true})
+	m.refreshLogs()
 }
 
 // log is strata.log: the engine's logger (the default one writes to the
@@ -899,6 +861,7 @@ func (m Model) worldsLoaded(msg worldsLoadedMsg) (tea.Model, tea.Cmd) {
 		m.statuses[r.Name] = r.Status
 	}
 	var cmd tea.Cmd
+	m.worlds.Elsewhere = msg.elsewhere
 	m.worlds, cmd = m.worlds.SetRows(msg.rows)
 	cmds = append(cmds, cmd)
 	if m.pendingSelect != "" {
@@ -936,12 +899,13 @@ func (m Model) selectWorld(name string) (tea.Model, tea.Cmd) {
 	m.picks = map[string]*pick{}
 	m.diff = m.diff.Clear()
 	m.diffPath = ""
+	unfollow := followSource(m.srcWatch, "")
 	m.tSession, m.tOffset = "", 0
 	if name == "" {
 		m.changes, _ = m.changes.SetChanges("", nil, nil)
 		m.transcript, _ = m.transcript.SetSessions("", nil)
 		m.timeline = m.timeline.SetRows("", nil, nil)
-		return m, nil
+		return m, unfollow
 	}
 	m.transcript, _ = m.transcript.SetSessions(name, nil)
 	for _, r := range m.worlds.Rows() {
@@ -949,7 +913,8 @@ func (m Model) selectWorld(name string) (tea.Model, tea.Cmd) {
 			m.fail(fmt.Sprintf("world %s is broken: %s; strata rm --purge %s removes it", name, r.Error, name))
 		}
 	}
-	return m.reloadWorld()
+	m, cmd := m.reloadWorld()
+	return m, tea.Batch(unfollow, cmd)
 }
 
 func (m Model) transcriptLoaded(msg transcriptLoadedMsg) (tea.Model, tea.Cmd) {
@@ -1005,7 +970,7 @@ func (m Model) paneAction(a panes.ActionMsg) (tea.Model, tea.Cmd) {
 		// The form stays open until the World exists, showing why not
 		// with everything typed kept.
 		d.Hold = true
-		m.dialog = &d
+		m.push(dialogModal{d})
 	case keymap.WorldsRemove:
 		body := []string{"Its overlay layer, sessions and timeline go to the trash."}
 		for _, r := range m.worlds.Rows() {
@@ -1014,12 +979,12 @@ func (m Model) paneAction(a panes.ActionMsg) (tea.Model, tea.Cmd) {
 			}
 		}
 		d := panes.NewConfirm(m.env, "Remove World "+a.World+"?", body, true, removeWorldReq{name: a.World})
-		m.dialog = &d
+		m.push(dialogModal{d})
 	case keymap.WorldsRun, keymap.TranscriptRun:
 		w := a.World
 		d := panes.NewPrompt(m.env, "Run in "+w, "command (runs on a terminal; attach with enter)", "", m.history,
 			func(s string) tea.Msg { return runReq{world: w, command: s} })
-		m.dialog = &d
+		m.push(dialogModal{d})
 	case keymap.WorldsOpen:
 		m.focus = paneChanges
 	case keymap.WorldsCompare:
@@ -1035,7 +1000,7 @@ func (m Model) paneAction(a panes.ActionMsg) (tea.Model, tea.Cmd) {
 	case keymap.TranscriptKill:
 		d := panes.NewConfirm(m.env, "Kill session "+shortRef(a.Session)+"?", []string{"Sends SIGTERM to the session's command."}, true,
 			killReq{world: a.World, session: a.Session})
-		m.dialog = &d
+		m.push(dialogModal{d})
 	case keymap.ChangesOpen:
 		m.focus = paneDiff
 	case keymap.ChangesApply, keymap.DiffApply:
@@ -1057,12 +1022,12 @@ func (m Model) paneAction(a panes.ActionMsg) (tea.Model, tea.Cmd) {
 	case keymap.TimelineSnapshot:
 		w := a.World
 		d := panes.NewPrompt(m.env, "Snapshot "+w, "message", "", nil, func(s string) tea.Msg { return snapshotReq{world: w, message: s} })
-		m.dialog = &d
+		m.push(dialogModal{d})
 	case keymap.TimelineRollback:
 		d := panes.NewConfirm(m.env, "Roll "+a.World+" back to "+shortRef(a.Snapshot)+"?",
 			[]string{"Its running sessions are stopped. The current state is snapshotted first, so the rollback can be undone."}, true,
 			rollbackReq{world: a.World, snap: a.Snapshot})
-		m.dialog = &d
+		m.push(dialogModal{d})
 	case keymap.TimelineFork:
 		w, s := a.World, a.Snapshot
 		from := "the live state"
@@ -1071,7 +1036,7 @@ func (m Model) paneAction(a panes.ActionMsg) (tea.Model, tea.Cmd) {
 		}
 		d := panes.NewPrompt(m.env, "Fork "+w+" from "+from, "how many Worlds", "2", nil,
 			func(n string) tea.Msg { return forkReq{world: w, snap: s, n: n} })
-		m.dialog = &d
+		m.push(dialogModal{d})
 	case keymap.TimelineShow:
 		return m, snapshotChanges(m.ctx, m.eng, a.World, a.Parent, a.Snapshot)
 	}
@@ -1199,7 +1164,7 @@ func (m Model) applyPreviewed(msg applyPreviewMsg) (tea.Model, tea.Cmd) {
 		body = append(append(body, ""), notes...)
 	}
 	d := panes.NewConfirm(m.env, "Apply to the source?", body, false, applyReq{world: msg.world, picks: msg.picks})
-	m.dialog = &d
+	m.push(dialogModal{d})
 	return m, nil
 }
 
@@ -1220,7 +1185,8 @@ func (m Model) applyDone(msg applyDoneMsg) (tea.Model, tea.Cmd) {
 		m.setResult("", fmt.Errorf("apply: %s, nothing written: resolve %s and apply again", panes.Count(len(msg.res.Conflicts), "conflict", "conflicts"), map[bool]string{true: "it", false: "them"}[len(msg.res.Conflicts) == 1]))
 		return m, nil
 	}
-	m.conflicts, m.conflictPicks = nil, nil
+	closeAll[conflictsModal](&m)
+	m.conflictPicks = nil
 	if msg.err != nil {
 		m.setResult("", fmt.Errorf("apply %s: %w", msg.world, msg.err))
 		return m, nil
@@ -1255,11 +1221,37 @@ func (m Model) applyDone(msg applyDoneMsg) (tea.Model, tea.Cmd) {
 	m = mm.(Model)
 	m2, c2 := m.reloadWorld()
 	var c3 tea.Cmd
-	if m2.compare != nil {
+	if cmp := m2.compare(); cmp != nil {
 		// An adoption resolved through the conflict view: compare anew.
-		c3 = loadCompare(m2.ctx, m2.eng, m2.compare.Worlds[0], m2.compare.Worlds)
+		c3 = loadCompare(m2.ctx, m2.eng, cmp.Worlds[0], cmp.Worlds)
 	}
 	return m2, tea.Batch(c, c2, c3)
+}
+
+// sourceOf is the source of World name as listed ("" when unknown).
+func (m Model) sourceOf(name string) string {
+	for _, r := range m.worlds.Rows() {
+		if r.Name == name {
+			return r.Source
+		}
+	}
+	return ""
+}
+
+// sameSource reports whether World name is over the selected World's
+// source (or either is unknown: reading again is cheap, stale is not).
+func (m Model) sameSource(name string) bool {
+	a, b := m.sourceOf(name), m.sourceOf(m.world)
+	return a == "" || b == "" || filepath.Clean(a) == filepath.Clean(b)
+}
+
+// diffSource is the source file of the path in the Diff pane ("" none).
+func (m Model) diffSource() string {
+	src := m.sourceOf(m.world)
+	if src == "" || m.diffPath == "" {
+		return ""
+	}
+	return filepath.Join(src, filepath.FromSlash(m.diffPath))
 }
 
 // Quitting reports whether the person asked to quit.

@@ -41,11 +41,11 @@ var globalActionTests = map[string]func(t *testing.T, d *driver){
 	},
 	keymap.Help: func(t *testing.T, d *driver) {
 		d.keys("?")
-		if d.m.help == nil || !strings.Contains(d.screen(), "Keys") || !strings.Contains(d.screen(), "next World") {
+		if d.m.help() == nil || !strings.Contains(d.screen(), "Keys") || !strings.Contains(d.screen(), "next World") {
 			t.Fatalf("no help:\n%s", d.screen())
 		}
 		d.keys("esc")
-		if d.m.help != nil {
+		if d.m.help() != nil {
 			t.Error("esc does not close the help")
 		}
 	},
@@ -53,18 +53,18 @@ var globalActionTests = map[string]func(t *testing.T, d *driver){
 		d.keys(":")
 		d.typeText("timeline pane")
 		d.keys("enter")
-		if d.m.palette != nil || d.m.focus != paneTimeline {
+		if d.m.palette() != nil || d.m.focus != paneTimeline {
 			t.Errorf("palette: focus %v", d.m.focus)
 		}
 	},
 	keymap.Messages: func(t *testing.T, d *driver) {
 		d.send(doneMsg{err: errors.New("something went wrong")})
 		d.keys("L")
-		if d.m.msgLog == nil || !strings.Contains(d.screen(), "something went wrong") {
+		if d.m.msgLog() == nil || !strings.Contains(d.screen(), "something went wrong") {
 			t.Fatalf("no message log:\n%s", d.screen())
 		}
 		d.keys("L")
-		if d.m.msgLog != nil {
+		if d.m.msgLog() != nil {
 			t.Error("L does not close the message log")
 		}
 	},
@@ -196,7 +196,7 @@ func TestFlow(t *testing.T) {
 		t.Fatalf("changes pane does not show the partial pick")
 	}
 	d.keys("a")
-	if d.m.dialog == nil || !strings.Contains(d.screen(), "write a.txt (1 of 3 hunks)") {
+	if d.m.dialog() == nil || !strings.Contains(d.screen(), "write a.txt (1 of 3 hunks)") {
 		t.Fatalf("no apply dialog:\n%s", d.screen())
 	}
 	d.keys("enter")
@@ -235,7 +235,7 @@ func TestFlow(t *testing.T) {
 	// name must be typed.
 	runIn(t, eng, "agent1", "echo unsaved > c.txt")
 	d.keys("1", "D", "enter")
-	if d.m.dialog == nil || d.m.dialog.Require != "agent1" {
+	if d.m.dialog() == nil || d.m.dialog().Require != "agent1" {
 		t.Fatalf("no second confirm:\n%s", d.screen())
 	}
 	d.typeText("agent1")

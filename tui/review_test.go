@@ -168,7 +168,7 @@ func TestDiffPaneShowsTheEnginesDiffUnderDrift(t *testing.T) {
 	}
 	// The dialog, at 80x24, says what will happen.
 	d.keys("a")
-	if scr := d.screen(); d.m.dialog == nil || !strings.Contains(scr, "merge a.txt (1 of 3 hunks)") || !strings.Contains(scr, "Publish 1 file from w1") {
+	if scr := d.screen(); d.m.dialog() == nil || !strings.Contains(scr, "merge a.txt (1 of 3 hunks)") || !strings.Contains(scr, "Publish 1 file from w1") {
 		t.Fatalf("80x24 dialog:\n%s", scr)
 	}
 	for i, l := range strings.Split(d.screen(), "\n") {

@@ -18,12 +18,22 @@ func Run(ctx context.Context, eng *engine.Engine, o Options) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	sw, err := newSourceWatch(m.log())
+	if err != nil {
+		// The diff still follows the World's events and a reload.
+		m.log().Warn("tui: cannot follow source files", "error", err)
+	} else {
+		m.srcWatch = sw
+	}
 	// At most 30 frames a second, matching the transcript's coalescing.
 	// The renderer (patched: third_party/bubbletea/PATCHES.md) sleeps
 	// while the view does not change.
 	p := tea.NewProgram(*m, tea.WithContext(ctx), tea.WithFPS(30))
 	if err := Forward(ctx, eng, p); err != nil {
 		return err
+	}
+	if sw != nil {
+		go sw.run(ctx, p.Send)
 	}
 	_, err = p.Run()
 	if errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {

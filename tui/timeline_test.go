@@ -48,18 +48,18 @@ func TestTimelineSnapshotCursorAndInfoBox(t *testing.T) {
 	}
 
 	d.keys("enter")
-	if d.m.dialog == nil {
+	if d.m.dialog() == nil {
 		t.Fatalf("enter opens nothing:\n%s", d.screen())
 	}
 	if scr := d.screen(); strings.Contains(strings.ToLower(scr), "confirm") || !strings.Contains(scr, "close") {
 		t.Errorf("the info box offers to confirm:\n%s", scr)
 	}
 	d.keys("enter")
-	if d.m.dialog != nil {
+	if d.m.dialog() != nil {
 		t.Error("enter does not close the info box")
 	}
 	d.keys("enter", "esc")
-	if d.m.dialog != nil {
+	if d.m.dialog() != nil {
 		t.Error("esc does not close the info box")
 	}
 }

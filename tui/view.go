@@ -54,17 +54,9 @@ func (m Model) layout() [paneCount]rect {
 // resize tells every pane its content size.
 func (m Model) resize() Model {
 	r := m.layout()
-	in := func(p paneID) (int, int) { return max(r[p].w-2, 1), max(r[p].h-2, 1) }
-	_, h := in(paneWorlds)
-	m.worlds = m.worlds.SetHeight(h)
-	_, h = in(paneTranscript)
-	m.transcript = m.transcript.SetHeight(h)
-	_, h = in(paneChanges)
-	m.changes = m.changes.SetHeight(h)
-	w, h := in(paneDiff)
-	m.diff = m.diff.SetSize(w, h)
-	_, h = in(paneTimeline)
-	m.timeline = m.timeline.SetHeight(h)
+	for i, p := range m.panes() {
+		p.setSize(max(r[i].w-2, 1), max(r[i].h-2, 1))
+	}
 	return m
 }
 
@@ -96,17 +88,7 @@ func (m Model) Render() string {
 			screen[y] += l // panes are laid out left to right within a row
 		}
 	}
-	if m.conflicts != nil {
-		// The conflict view is modal: it takes the whole screen.
-		rc := rect{0, 0, m.width, max(m.height-1, 3)}
-		title := " Conflicts · apply from " + m.conflicts.World + " "
-		body := m.conflicts.View(max(rc.w-2, 1), max(rc.h-2, 1))
-		put(rc, m.frame(title, true, rc, body))
-	} else if m.compare != nil {
-		rc := rect{0, 0, m.width, max(m.height-1, 3)}
-		body := m.compare.View(max(rc.w-2, 1), max(rc.h-2, 1))
-		put(rc, m.frame(" Compare Worlds ", true, rc, body))
-	} else if m.wide() {
+	if m.wide() {
 		// Draw the left column, then the right, so each row concatenates.
 		for _, p := range []paneID{paneWorlds, paneChanges, paneTimeline, paneTranscript, paneDiff} {
 			put(r[p], m.framed(p, r[p]))
@@ -120,27 +102,16 @@ func (m Model) Render() string {
 		screen[i] = fitLine(screen[i], m.width)
 	}
 	out := strings.Join(screen, "\n")
-	if box := m.overlay(); box != "" {
-		out = placeOverlay(out, box, m.width, m.height)
+	// The modals, bottom to top: the top one is drawn last.
+	for _, md := range m.modals {
+		out = md.draw(m, out)
 	}
 	return out
 }
 
 func (m Model) paneView(p paneID, w, h int) string {
-	focused := p == m.focus && m.dialog == nil
-	switch p {
-	case paneWorlds:
-		return m.worlds.View(w, h, focused)
-	case paneTranscript:
-		return m.transcript.View(w, h, focused)
-	case paneChanges:
-		return m.changes.View(w, h, focused)
-	case paneDiff:
-		return m.diff.View(w, h, focused)
-	case paneTimeline:
-		return m.timeline.View(w, h, focused)
-	}
-	return ""
+	focused := p == m.focus && m.dialog() == nil
+	return m.pane(p).view(w, h, focused)
 }
 
 // framed draws a pane inside its border with the title in the top edge.
@@ -227,7 +198,7 @@ func (m Model) statusBar() string {
 		}
 		help = append(help, item)
 	}
-	if m.dialog != nil && m.dialog.Info {
+	if d, ok := m.top().(dialogModal); ok && d.d.Info {
 		// An info box only tells: nothing to confirm.
 		km := m.env.Keys
 		k := km.Binding(keymap.DialogConfirm).Help().Key + "/" + km.Binding(keymap.DialogCancel).Help().Key
@@ -276,21 +247,6 @@ func (m Model) statusBar() string {
 	return left + st.StatusBar.Render(strings.Repeat(" ", pad)) + right
 }
 
-// overlay is the box drawn over the panes, if any.
-func (m Model) overlay() string {
-	switch {
-	case m.dialog != nil:
-		return m.dialog.View(m.width)
-	case m.msgLog != nil:
-		return m.msgLog.View(m.width, m.height)
-	case m.help != nil:
-		return m.help.View(m.width, m.height)
-	case m.palette != nil:
-		return m.palette.View(m.width, m.height)
-	}
-	return ""
-}
-
 // placeOverlay draws box centred over the screen, cell-accurately.
 func placeOverlay(screen, box string, width, height int) string {
 	lines := strings.Split(screen, "\n")
@@ -322,8 +278,11 @@ func fitLine(s string, width int) string {
 
 // click focuses the pane under the pointer and lets it select the row.
 func (m Model) click(msg tea.MouseClickMsg) (tea.Model, tea.Cmd) {
+	if m.top() != nil {
+		return m.toTop(msg) // the top modal only
+	}
 	mo := msg.Mouse()
-	if m.dialog != nil || m.help != nil || m.msgLog != nil || m.palette != nil || m.conflicts != nil || m.compare != nil || mo.Button != tea.MouseLeft {
+	if mo.Button != tea.MouseLeft {
 		return m, nil
 	}
 	if !m.wide() && mo.Y == 0 {
@@ -342,17 +301,7 @@ func (m Model) click(msg tea.MouseClickMsg) (tea.Model, tea.Cmd) {
 		}
 		m.focus = p
 		y := mo.Y - r[p].y - 1 // content row; 0 is the pane's header line
-		var cmd tea.Cmd
-		switch p {
-		case paneWorlds:
-			m.worlds, cmd = m.worlds.Click(y)
-		case paneChanges:
-			m.changes, cmd = m.changes.Click(y)
-		case paneDiff:
-			m.diff, cmd = m.diff.Click(y)
-		case paneTimeline:
-			m.timeline, cmd = m.timeline.Click(y)
-		}
+		cmd := m.pane(p).click(y)
 		return m, cmd
 	}
 	return m, nil
@@ -360,20 +309,10 @@ func (m Model) click(msg tea.MouseClickMsg) (tea.Model, tea.Cmd) {
 
 // wheel scrolls the pane under the pointer.
 func (m Model) wheel(msg tea.MouseWheelMsg) (tea.Model, tea.Cmd) {
+	if m.top() != nil {
+		return m.toTop(msg) // the top modal only
+	}
 	mo := msg.Mouse()
-	if m.help != nil {
-		h, _ := m.help.Update(msg)
-		m.help = &h
-		return m, nil
-	}
-	if m.msgLog != nil {
-		l, _ := m.msgLog.Update(msg)
-		m.msgLog = &l
-		return m, nil
-	}
-	if m.dialog != nil || m.palette != nil || m.conflicts != nil || m.compare != nil {
-		return m, nil
-	}
 	d := 3
 	if mo.Button == tea.MouseWheelUp {
 		d = -3
@@ -389,19 +328,7 @@ func (m Model) wheel(msg tea.MouseWheelMsg) (tea.Model, tea.Cmd) {
 			}
 		}
 	}
-	var cmd tea.Cmd
-	switch target {
-	case paneWorlds:
-		m.worlds, cmd = m.worlds.Scroll(d)
-	case paneTranscript:
-		m.transcript = m.transcript.Scroll(d)
-	case paneChanges:
-		m.changes, cmd = m.changes.Scroll(d)
-	case paneDiff:
-		m.diff = m.diff.Scroll(d)
-	case paneTimeline:
-		m.timeline = m.timeline.Scroll(d)
-	}
+	cmd := m.pane(target).scroll(d)
 	return m, cmd
 }
 
