@@ -210,9 +210,9 @@ func (e *Engine) cubeCreateRequest(w *World, templateID string) cube.CreateReque
 		},
 		// An idle World pauses rather than dies: its memory is kept and
 		// the next call resumes it.
-		Lifecycle: &cube.Lifecycle{OnTimeout: "pause", AutoResume: true},
+		AutoPause: true, AutoResume: &cube.AutoResume{Enabled: true},
 	}
-	if t := e.Config.Cube.Timeout; t != 0 {
+	if t := e.Config.Cube.Timeout; t > 0 { // CubeAPI takes seconds ≥ 0; -1 (never) is its default behaviour
 		req.Timeout = cube.Seconds(t)
 	}
 	return req

@@ -26,21 +26,21 @@ import (
 func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 	port, id, ok := idFromHost(r.Host, s.opts.Domain)
 	if !ok {
-		http.Error(w, fmt.Sprintf("cannot route Host %q", r.Host), http.StatusBadRequest)
+		proxyError(w, http.StatusBadRequest, "310400")
 		return
 	}
 	s.mu.Lock()
-	sb, killed := s.sandboxes[id], s.killed[id]
+	sb := s.sandboxes[id]
 	s.mu.Unlock()
 	switch {
-	case killed:
-		http.Error(w, fmt.Sprintf("sandbox %s was killed", id), http.StatusGone)
-		return
 	case sb == nil:
-		http.Error(w, fmt.Sprintf("no sandbox %s", id), http.StatusBadGateway)
+		// CubeProxy finds no routing entry (HostIP) for a sandbox that is
+		// gone or never was: 500 with retcode 310507, whatever the reason.
+		proxyError(w, http.StatusInternalServerError, "310507")
 		return
 	case port != cube.EnvdPort:
-		http.Error(w, fmt.Sprintf("nothing listens on port %d of sandbox %s", port, id), http.StatusBadGateway)
+		// The sandbox has no host port mapping for that container port.
+		proxyError(w, http.StatusInternalServerError, "310507")
 		return
 	}
 	if sb.envdToken != "" && (r.Header.Get("X-Access-Token") != sb.envdToken ||
@@ -72,6 +72,16 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.Error(w, "not found", http.StatusNotFound)
 	}
+}
+
+// proxyError is an error CubeProxy (nginx) answers itself: its stock HTML
+// page and the X-Cube-Retcode header saying why.
+func proxyError(w http.ResponseWriter, status int, retcode string) {
+	w.Header().Set("X-Cube-Retcode", retcode)
+	w.Header().Set("Content-Type", "text/html")
+	w.WriteHeader(status)
+	text := http.StatusText(status)
+	_, _ = fmt.Fprintf(w, "<html>\r\n<head><title>%d %s</title></head>\r\n<body>\r\n<center><h1>%d %s</h1></center>\r\n<hr><center>openresty</center>\r\n</body>\r\n</html>\r\n", status, text, status, text)
 }
 
 // processSpec is the "process" of a Start request.

@@ -23,7 +23,11 @@ type sandbox struct {
 	envVars      map[string]string
 	mounts       []cube.HostMount
 	timeout      *int
+	autoPause    bool
 	autoResume   bool
+	internet     *bool    // effective allow_internet_access (network.allowPublicTraffic wins)
+	allowOut     []string // network.allowOut
+	denyOut      []string // network.denyOut
 	startedAt    time.Time
 	envdToken    string
 	trafficToken string

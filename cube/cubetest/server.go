@@ -44,6 +44,10 @@ type Options struct {
 	Dir string
 	// APIAddr is CubeAPI's listen address (default 127.0.0.1:0).
 	APIAddr string
+	// LegacySnapshots plays an older CubeAPI whose CubeMaster lacks the
+	// snapshot endpoint: POST /sandboxes/{id}/snapshots answers 201 with a
+	// made-up id (a UUID, not snap-…) and takes no snapshot.
+	LegacySnapshots bool
 }
 
 // Request is one recorded request, as the fake received it.
