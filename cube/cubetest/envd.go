@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"sync"
 	"syscall"
@@ -63,6 +64,12 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 		s.sendInput(w, r, sb)
 	case r.Method == http.MethodPost && r.URL.Path == "/process.Process/Update":
 		s.updateProcess(w, r, sb)
+	case r.Method == http.MethodPost && r.URL.Path == "/process.Process/CloseStdin":
+		s.closeStdinRPC(w, r, sb)
+	case r.Method == http.MethodPost && r.URL.Path == "/process.Process/List":
+		s.listProcesses(w, r, sb)
+	case r.Method == http.MethodPost && r.URL.Path == "/process.Process/SendSignal":
+		s.sendSignal(w, r, sb)
 	case r.Method == http.MethodGet && r.URL.Path == "/files":
 		s.readFile(w, r, sb)
 	case r.Method == http.MethodPost && r.URL.Path == "/files":
@@ -111,7 +118,7 @@ var baseEnv = map[string]string{
 // start runs a command in the sandbox's namespace, with its output on two
 // pipes, or, with a pty, on a terminal whose master is returned as stdout
 // (stderr is then nil) and registered for SendInput and Update by pid.
-func (sb *sandbox) start(spec processSpec, pty *ptySpec) (cmd *exec.Cmd, stdout, stderr *os.File, err error) {
+func (sb *sandbox) start(spec processSpec, pty *ptySpec, withStdin bool) (cmd *exec.Cmd, stdout, stderr *os.File, err error) {
 	env := map[string]string{}
 	for _, m := range []map[string]string{baseEnv, sb.envVars, spec.Envs} {
 		for k, v := range m {
@@ -141,6 +148,17 @@ func (sb *sandbox) start(spec processSpec, pty *ptySpec) (cmd *exec.Cmd, stdout,
 	}
 	defer func() { _ = outW.Close() }()
 	defer func() { _ = errW.Close() }()
+	// envd gives a process a stdin pipe unless asked not to ("stdin":
+	// false): a command reading it waits for SendInput or CloseStdin.
+	var inR, inW *os.File
+	if withStdin {
+		if inR, inW, err = os.Pipe(); err != nil {
+			_ = outR.Close()
+			_ = errR.Close()
+			return nil, nil, nil, err
+		}
+		defer func() { _ = inR.Close() }()
+	}
 
 	sb.mu.Lock()
 	g := sb.guest
@@ -160,15 +178,41 @@ func (sb *sandbox) start(spec processSpec, pty *ptySpec) (cmd *exec.Cmd, stdout,
 				// killed with the namespace thread.
 				SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
 			}
+			if inR != nil {
+				cmd.Stdin = inR
+			}
 			return cmd.Start()
 		})
 	}
 	if err != nil {
 		_ = outR.Close()
 		_ = errR.Close()
+		if inW != nil {
+			_ = inW.Close()
+		}
 		return nil, nil, nil, err
 	}
+	if inW != nil {
+		sb.mu.Lock()
+		if sb.stdins == nil {
+			sb.stdins = map[int]*os.File{}
+		}
+		sb.stdins[cmd.Process.Pid] = inW
+		sb.mu.Unlock()
+	}
 	return cmd, outR, errR, nil
+}
+
+// closeStdin closes and forgets a process's stdin pipe; false if it has none.
+func (sb *sandbox) closeStdin(pid int) bool {
+	sb.mu.Lock()
+	f := sb.stdins[pid]
+	delete(sb.stdins, pid)
+	sb.mu.Unlock()
+	if f != nil {
+		_ = f.Close()
+	}
+	return f != nil
 }
 
 // startOnTerminal is start with a PTY: the command leads a session of its
@@ -290,16 +334,109 @@ func (s *Server) sendInput(w http.ResponseWriter, r *http.Request, sb *sandbox) 
 	if !readUnary(w, r, &req) {
 		return
 	}
-	master := sb.terminal(w, req.Process.PID)
-	switch {
-	case master == nil:
+	if req.Input.PTY == nil && req.Input.Stdin != nil {
+		sb.mu.Lock()
+		in, known := sb.stdins[req.Process.PID], sb.procs[req.Process.PID]
+		sb.mu.Unlock()
+		switch {
+		case in != nil:
+			if _, err := in.Write(req.Input.Stdin); err != nil {
+				writeConnectError(w, http.StatusInternalServerError, "internal", "write to stdin: "+err.Error())
+				return
+			}
+			writeJSON(w, http.StatusOK, map[string]any{})
+		case known.config.Cmd != "":
+			writeConnectError(w, http.StatusBadRequest, "failed_precondition", "stdin not enabled or closed for this process")
+		default:
+			writeConnectError(w, http.StatusNotFound, "not_found", fmt.Sprintf("process with pid %d not found", req.Process.PID))
+		}
 		return
-	case req.Input.Stdin != nil:
-		writeConnectError(w, http.StatusBadRequest, "failed_precondition", "stdin not enabled for this process")
+	}
+	master := sb.terminal(w, req.Process.PID)
+	if master == nil {
 		return
 	}
 	if _, err := master.Write(req.Input.PTY); err != nil {
 		writeConnectError(w, http.StatusInternalServerError, "internal", "write to pty: "+err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{})
+}
+
+// closeStdinRPC is envd's process.Process/CloseStdin.
+func (s *Server) closeStdinRPC(w http.ResponseWriter, r *http.Request, sb *sandbox) {
+	var req struct {
+		Process struct {
+			PID int `json:"pid"`
+		} `json:"process"`
+	}
+	if !readUnary(w, r, &req) {
+		return
+	}
+	if !sb.closeStdin(req.Process.PID) {
+		writeConnectError(w, http.StatusNotFound, "not_found", fmt.Sprintf("process with pid %d has no open stdin", req.Process.PID))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{})
+}
+
+// listProcesses is envd's process.Process/List.
+func (s *Server) listProcesses(w http.ResponseWriter, r *http.Request, sb *sandbox) {
+	var req struct{}
+	if !readUnary(w, r, &req) {
+		return
+	}
+	sb.mu.Lock()
+	pids := make([]int, 0, len(sb.procs))
+	for pid := range sb.procs {
+		pids = append(pids, pid)
+	}
+	infos := make([]map[string]any, 0, len(pids))
+	sort.Ints(pids)
+	for _, pid := range pids {
+		p := sb.procs[pid]
+		info := map[string]any{"config": p.config, "pid": pid}
+		if p.tag != "" {
+			info["tag"] = p.tag
+		}
+		infos = append(infos, info)
+	}
+	sb.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]any{"processes": infos})
+}
+
+// sendSignal is envd's process.Process/SendSignal: SIGNAL_SIGTERM or
+// SIGNAL_SIGKILL (the enum's names, or its numbers 15 and 9) to the
+// process's group.
+func (s *Server) sendSignal(w http.ResponseWriter, r *http.Request, sb *sandbox) {
+	var req struct {
+		Process struct {
+			PID int `json:"pid"`
+		} `json:"process"`
+		Signal json.RawMessage `json:"signal"`
+	}
+	if !readUnary(w, r, &req) {
+		return
+	}
+	var sig syscall.Signal
+	switch string(req.Signal) {
+	case `"SIGNAL_SIGTERM"`, "15":
+		sig = syscall.SIGTERM
+	case `"SIGNAL_SIGKILL"`, "9":
+		sig = syscall.SIGKILL
+	default:
+		writeConnectError(w, http.StatusBadRequest, "invalid_argument", "signal: want SIGNAL_SIGTERM or SIGNAL_SIGKILL, have "+string(req.Signal))
+		return
+	}
+	sb.mu.Lock()
+	_, known := sb.procs[req.Process.PID]
+	sb.mu.Unlock()
+	if !known {
+		writeConnectError(w, http.StatusNotFound, "not_found", fmt.Sprintf("process with pid %d not found", req.Process.PID))
+		return
+	}
+	if err := syscall.Kill(-req.Process.PID, sig); err != nil {
+		writeConnectError(w, http.StatusInternalServerError, "internal", "signal: "+err.Error())
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{})
@@ -388,6 +525,9 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request, sb *sandbo
 	var req struct {
 		Process *processSpec `json:"process"`
 		PTY     *ptySpec     `json:"pty"`
+		Tag     string       `json:"tag"`
+		// Stdin defaults to true in envd, for old SDKs.
+		Stdin *bool `json:"stdin"`
 	}
 	if err := json.Unmarshal(payload, &req); err != nil || req.Process == nil || req.Process.Cmd == "" {
 		http.Error(w, "request needs process.cmd", http.StatusBadRequest)
@@ -412,12 +552,25 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request, sb *sandbo
 		Code    string `json:"code"`
 		Message string `json:"message"`
 	}
-	cmd, stdout, stderr, err := sb.start(*req.Process, req.PTY)
+	withStdin := req.PTY == nil && (req.Stdin == nil || *req.Stdin)
+	cmd, stdout, stderr, err := sb.start(*req.Process, req.PTY, withStdin)
 	if err != nil {
 		_ = out.send(0x02, map[string]any{"error": endErr{Code: "internal", Message: err.Error()}})
 		return
 	}
 	pid := cmd.Process.Pid
+	sb.mu.Lock()
+	if sb.procs == nil {
+		sb.procs = map[int]procInfo{}
+	}
+	sb.procs[pid] = procInfo{config: *req.Process, tag: req.Tag}
+	sb.mu.Unlock()
+	forget := func() {
+		sb.closeStdin(pid)
+		sb.mu.Lock()
+		delete(sb.procs, pid)
+		sb.mu.Unlock()
+	}
 
 	chunks := make(chan outputChunk, 16)
 	stop := make(chan struct{})
@@ -462,6 +615,7 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request, sb *sandbo
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
 		}
 		<-exited
+		forget()
 		if req.PTY != nil {
 			sb.forgetTerminal(pid)
 		}
@@ -545,6 +699,7 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request, sb *sandbo
 		}
 	}
 	finished = true
+	forget()
 	if req.PTY != nil {
 		// An ended process is gone before its end is reported: input sent
 		// after the end event gets not_found, as from envd.

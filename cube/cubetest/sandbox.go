@@ -39,6 +39,14 @@ type sandbox struct {
 	snapshotting bool
 	gone         bool
 	terminals    map[int]*os.File // PTY masters of running processes, by pid
+	stdins       map[int]*os.File // stdin pipes of processes started with stdin, by pid
+	procs        map[int]procInfo // running processes started through envd, by pid
+}
+
+// procInfo is what envd's Process.List tells about a process.
+type procInfo struct {
+	config processSpec
+	tag    string
 }
 
 // snapshot is a frozen copy of a sandbox's rootfs plus what a create from
