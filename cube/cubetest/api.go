@@ -33,6 +33,10 @@ func (s *Server) apiRoutes() http.Handler {
 	mux.HandleFunc("DELETE /templates/{id}", s.deleteTemplate)
 	mux.HandleFunc("GET /health", s.health)
 	mux.HandleFunc("GET /templates", s.listTemplates)
+	mux.HandleFunc("POST /templates", s.createTemplate)
+	mux.HandleFunc("GET /templates/aliases/{alias}", s.templateByAlias)
+	mux.HandleFunc("GET /templates/{id}/builds/{build}/status", s.buildStatus)
+	mux.HandleFunc("GET /templates/{id}/builds/{build}/logs", s.buildLogs)
 	// e2b >= 2.51 creates through /v2/sandboxes, which CubeAPI lacks.
 	mux.HandleFunc("POST /v2/sandboxes", func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusMethodNotAllowed)
@@ -692,4 +696,89 @@ func (s *Server) listTemplates(w http.ResponseWriter, _ *http.Request) {
 		out = append(out, map[string]any{"templateID": id, "instanceType": "cubebox", "status": "READY"})
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// buildJob is a template build from an image, advanced one phase per poll.
+type buildJob struct {
+	id, templateID, image string
+	polls                 int
+}
+
+var buildPhases = []string{"PULLING", "BUILDING", "DISTRIBUTING"}
+
+// createTemplate is POST /templates (CreateTemplateRequest): templateID
+// and image required, other fields forwarded to CubeMaster; 202 with a job.
+func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		TemplateID   string  `json:"templateID"`
+		InstanceType *string `json:"instanceType"`
+		Image        string  `json:"image"`
+	}
+	if !decodeBody(w, r, &req, "templateID", "image") {
+		return
+	}
+	if req.TemplateID == "" || req.Image == "" {
+		writeError(w, http.StatusBadRequest, "templateID and image must not be empty")
+		return
+	}
+	s.mu.Lock()
+	if s.builds == nil {
+		s.builds = map[string]*buildJob{}
+	}
+	s.seq++
+	job := &buildJob{id: fmt.Sprintf("job-%08d", s.seq), templateID: req.TemplateID, image: req.Image}
+	s.builds[job.id] = job
+	s.mu.Unlock()
+	writeJSON(w, http.StatusAccepted, map[string]any{
+		"jobID": job.id, "templateID": job.templateID, "status": "PENDING", "phase": buildPhases[0], "progress": 0,
+	})
+}
+
+func (s *Server) buildStatus(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	job := s.builds[r.PathValue("build")]
+	if job == nil || job.templateID != r.PathValue("id") {
+		s.mu.Unlock()
+		writeError(w, http.StatusNotFound, fmt.Sprintf("build %q of template %q not found", r.PathValue("build"), r.PathValue("id")))
+		return
+	}
+	steps := s.opts.BuildSteps
+	if steps <= 0 {
+		steps = 3
+	}
+	job.polls++
+	status, msg, progress := "BUILDING", buildPhases[min(job.polls-1, len(buildPhases)-1)], min(100*job.polls/steps, 99)
+	switch {
+	case job.image == "fail" && job.polls >= steps:
+		status, msg = "FAILED", "pull image fail: not found"
+	case job.polls >= steps:
+		status, msg, progress = "READY", "READY", 100
+		s.templates[job.templateID] = true
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]any{
+		"buildID": job.id, "templateID": job.templateID, "status": status, "progress": progress, "message": msg,
+	})
+}
+
+func (s *Server) buildLogs(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	job := s.builds[r.PathValue("build")]
+	s.mu.Unlock()
+	if job == nil {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("build %q not found", r.PathValue("build")))
+		return
+	}
+	writeText(w, http.StatusOK, fmt.Sprintf("pulling %s\n", job.image))
+}
+
+func (s *Server) templateByAlias(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	id, ok := s.aliases[r.PathValue("alias")]
+	s.mu.Unlock()
+	if !ok {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("template alias %q not found", r.PathValue("alias")))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"templateID": id, "aliases": []string{r.PathValue("alias")}, "status": "READY"})
 }
