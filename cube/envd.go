@@ -225,6 +225,37 @@ func (c *Client) Exec(ctx context.Context, sb *Sandbox, req ExecRequest, stdout,
 		op: op, method: http.MethodPost, url: c.EnvdURL(sb) + "/process.Process/Start",
 		body: EncodeEnvelope(0, payload), contentType: "application/connect+json", header: header, envd: true,
 	}
+	return c.serverStream(ctx, op, startCall, req.OnStart, stdout, stderr)
+}
+
+// Attach re-attaches to a process envd started and that is still running
+// (envd's process.Process/Connect by pid): its output from now on goes to
+// stdout and stderr, and Attach returns how it ended, like Exec. A runner
+// whose stream dropped uses it to carry on; ErrNotFound when the process
+// has ended meanwhile (its end was not seen: run it again or report it).
+func (c *Client) Attach(ctx context.Context, sb *Sandbox, pid int, stdout, stderr io.Writer) (ExecResult, error) {
+	if err := checkSandbox(sb); err != nil {
+		return ExecResult{}, err
+	}
+	op := fmt.Sprintf("attach to process %d in sandbox %s", pid, sb.SandboxID)
+	payload, err := json.Marshal(struct {
+		Process processSelector `json:"process"`
+	}{processSelector{pid}})
+	if err != nil {
+		return ExecResult{}, fmt.Errorf("cube: %s: encode request: %w", op, err)
+	}
+	header := c.envdHeader(sb)
+	header.Set("Connect-Protocol-Version", "1")
+	return c.serverStream(ctx, op, call{
+		op: op, method: http.MethodPost, url: c.EnvdURL(sb) + "/process.Process/Connect",
+		body: EncodeEnvelope(0, payload), contentType: "application/connect+json", header: header, envd: true,
+	}, nil, stdout, stderr)
+}
+
+// serverStream sends a Start or Connect request and reads its events up
+// to the process's end.
+func (c *Client) serverStream(ctx context.Context, op string, startCall call, onStart func(int), stdout, stderr io.Writer) (ExecResult, error) {
+	var err error
 	// Only a request that provably never reached envd is sent again.
 	var resp *http.Response
 	for attempt := 0; ; attempt++ {
@@ -294,8 +325,8 @@ func (c *Client) Exec(ctx context.Context, sb *Sandbox, req ExecRequest, stdout,
 		switch e := ev.Event; {
 		case e.Start != nil:
 			res.PID = e.Start.PID
-			if req.OnStart != nil {
-				req.OnStart(res.PID)
+			if onStart != nil {
+				onStart(res.PID)
 			}
 		case e.Data != nil:
 			if err := writeOut(stdout, e.Data.Stdout); err != nil {

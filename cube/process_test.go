@@ -104,3 +104,42 @@ func TestListAndSignalProcesses(t *testing.T) {
 		t.Errorf("signal an ended process: %v, want ErrNotFound", err)
 	}
 }
+
+// TestDroppedStreamLeavesProcessRunning: as under envd, a dropped exec
+// stream does not end the command; Process.List still shows it and Attach
+// (Process.Connect) carries its output on to its end.
+func TestDroppedStreamLeavesProcessRunning(t *testing.T) {
+	srv, c, sb := newSandbox(t, cubetest.Options{}, cube.CreateRequest{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	srv.Inject(cubetest.Fault{Route: "POST /process.Process/Start", DropStreamAfter: 2})
+	pid := 0
+	req := sh("echo one; sleep 1; echo two; sleep 1; echo three; exit 3")
+	req.OnStart = func(p int) { pid = p }
+	var first bytes.Buffer
+	if _, err := c.Exec(ctx, sb, req, &first, nil); !errors.Is(err, cube.ErrStreamDropped) {
+		t.Fatalf("exec: %v, want ErrStreamDropped", err)
+	}
+	procs, err := c.ListProcesses(ctx, sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := false
+	for _, p := range procs {
+		running = running || p.PID == pid
+	}
+	if pid == 0 || !running {
+		t.Fatalf("pid %d not running after the drop: %+v", pid, procs)
+	}
+	var rest bytes.Buffer
+	res, err := c.Attach(ctx, sb, pid, &rest, nil)
+	if err != nil || res.ExitCode != 3 || res.PID != pid {
+		t.Fatalf("attach = %+v, %v", res, err)
+	}
+	if !strings.Contains(first.String()+rest.String(), "three") {
+		t.Errorf("output %q + %q lacks the end", first.String(), rest.String())
+	}
+	if _, err := c.Attach(ctx, sb, pid, nil, nil); !errors.Is(err, cube.ErrNotFound) {
+		t.Errorf("attach to an ended process: %v, want ErrNotFound", err)
+	}
+}

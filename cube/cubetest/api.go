@@ -594,7 +594,12 @@ func (s *Server) deleteTemplate(w http.ResponseWriter, r *http.Request) {
 	if snap != nil {
 		_ = os.RemoveAll(snap.dir)
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"templateID": id, "operationID": "op-delete-" + id, "status": "READY"})
+	// handlers/templates.rs: 204 with no body for a snapshot or a
+	// template; a snapshot's CubeMaster job id is in x-operation-id.
+	if snap != nil {
+		w.Header().Set("x-operation-id", "op-delete-"+id)
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func (s *Server) rollbackSandbox(w http.ResponseWriter, r *http.Request) {

@@ -47,6 +47,7 @@ type sandbox struct {
 type procInfo struct {
 	config processSpec
 	tag    string
+	proc   *proc
 }
 
 // snapshot is a frozen copy of a sandbox's rootfs plus what a create from
