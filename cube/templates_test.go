@@ -58,3 +58,26 @@ func TestTemplatesListAliasAndBuild(t *testing.T) {
 		t.Error("a build without an image was sent")
 	}
 }
+
+func TestClusterCapacity(t *testing.T) {
+	nodes := []cube.Node{
+		{NodeID: "n1", HostIP: "10.0.0.1", Healthy: true, Capacity: cube.NodeResources{CPUCores: 96, MemoryMB: 384000}, Allocatable: cube.NodeResources{CPUCores: 40, MemoryMB: 100000}, CPUSaturation: 58.3, MemorySaturation: 74, MaxMvmSlots: 1000},
+		{NodeID: "n2", HostIP: "10.0.0.2", Capacity: cube.NodeResources{CPUCores: 32, MemoryMB: 128000}},
+	}
+	srv := cubetest.New(t, cubetest.Options{Nodes: nodes})
+	c := newClient(t, srv)
+	ctx := context.Background()
+	got, err := c.Nodes(ctx)
+	if err != nil || len(got) != 2 || got[0].CPUSaturation != 58.3 || got[0].Allocatable.CPUCores != 40 {
+		t.Fatalf("nodes = %+v, %v", got, err)
+	}
+	o, err := c.Cluster(ctx)
+	if err != nil || o.NodeCount != 2 || o.HealthyNodes != 1 || o.TotalCPUCores != 128 {
+		t.Fatalf("overview = %+v, %v", o, err)
+	}
+	// A deployment without the /cubeapi/v1 surface says so.
+	bare := newClient(t, cubetest.New(t, cubetest.Options{}))
+	if _, err := bare.Nodes(ctx); !errors.Is(err, cube.ErrNoClusterAPI) {
+		t.Errorf("nodes without the surface: %v, want ErrNoClusterAPI", err)
+	}
+}

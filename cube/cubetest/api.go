@@ -33,6 +33,10 @@ func (s *Server) apiRoutes() http.Handler {
 	mux.HandleFunc("DELETE /templates/{id}", s.deleteTemplate)
 	mux.HandleFunc("GET /health", s.health)
 	mux.HandleFunc("GET /templates", s.listTemplates)
+	if len(s.opts.Nodes) > 0 {
+		mux.HandleFunc("GET /cubeapi/v1/nodes", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, s.opts.Nodes) })
+		mux.HandleFunc("GET /cubeapi/v1/cluster/overview", s.clusterOverview)
+	}
 	mux.HandleFunc("POST /templates", s.createTemplate)
 	mux.HandleFunc("GET /templates/aliases/{alias}", s.templateByAlias)
 	mux.HandleFunc("GET /templates/{id}/builds/{build}/status", s.buildStatus)
@@ -786,4 +790,20 @@ func (s *Server) templateByAlias(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"templateID": id, "aliases": []string{r.PathValue("alias")}, "status": "READY"})
+}
+
+func (s *Server) clusterOverview(w http.ResponseWriter, _ *http.Request) {
+	var o cube.ClusterOverview
+	for _, n := range s.opts.Nodes {
+		o.NodeCount++
+		if n.Healthy {
+			o.HealthyNodes++
+		}
+		o.TotalCPUCores += n.Capacity.CPUCores
+		o.AllocatableCPUCores += n.Allocatable.CPUCores
+		o.TotalMemoryMB += n.Capacity.MemoryMB
+		o.AllocatableMemoryMB += n.Allocatable.MemoryMB
+		o.MaxMvmSlots += n.MaxMvmSlots
+	}
+	writeJSON(w, http.StatusOK, o)
 }

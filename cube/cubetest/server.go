@@ -47,6 +47,10 @@ type Options struct {
 	// BuildSteps is how many status polls a template build takes to reach
 	// READY (default 3); a build of image "fail" ends FAILED.
 	BuildSteps int
+	// Nodes, when set, are served as CubeAPI's /cubeapi/v1 cluster surface
+	// (GET /cubeapi/v1/nodes and /cubeapi/v1/cluster/overview); without
+	// them those routes are 404, as on CubeAPI builds that dropped it.
+	Nodes []cube.Node
 	// LegacySnapshots plays an older CubeAPI whose CubeMaster lacks the
 	// snapshot endpoint: POST /sandboxes/{id}/snapshots answers 201 with a
 	// made-up id (a UUID, not snap-…) and takes no snapshot.
