@@ -42,7 +42,7 @@ const (
 	// tokens, hence its own 0600 file rather than world.toml).
 	cubeSandboxFile = "cube-sandbox.json"
 	cubeCallTimeout = 2 * time.Minute
-	cubeLongTimeout = 5 * time.Minute // snapshot, rollback (CubeAPI allows 240 s)
+	cubeLongTimeout = 5 * time.Minute // snapshot, rollback, snapshot delete (CubeAPI allows 240 s)
 )
 
 // cubeClients shares one client (and its connection pool) per deployment
@@ -635,7 +635,7 @@ func (e *Engine) stopWorldRuntime(ctx context.Context, w *World) error {
 			if s.Cube == "" {
 				continue
 			}
-			cctx, cancel := context.WithTimeout(ctx, cubeCallTimeout)
+			cctx, cancel := context.WithTimeout(ctx, cubeLongTimeout) // DELETE /templates has CubeAPI's 240 s budget
 			if err := c.DeleteSnapshot(cctx, s.Cube); err != nil && !errors.Is(err, cube.ErrNotFound) {
 				e.Log.Warn("delete cube snapshot", "world", w.Name, "snapshot", s.Cube, "err", err)
 			}

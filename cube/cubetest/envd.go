@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -72,6 +73,13 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 		s.listProcesses(w, r, sb)
 	case r.Method == http.MethodPost && r.URL.Path == "/process.Process/SendSignal":
 		s.sendSignal(w, r, sb)
+	case r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/filesystem.Filesystem/"):
+		switch method := strings.TrimPrefix(r.URL.Path, "/filesystem.Filesystem/"); method {
+		case "Stat", "ListDir", "MakeDir", "Move", "Remove":
+			s.filesystemRPC(w, r, sb, method)
+		default:
+			writeConnectError(w, http.StatusNotFound, "unimplemented", "filesystem."+method+" is not implemented")
+		}
 	case r.Method == http.MethodGet && r.URL.Path == "/files":
 		s.readFile(w, r, sb)
 	case r.Method == http.MethodPost && r.URL.Path == "/files":
