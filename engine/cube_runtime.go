@@ -212,7 +212,7 @@ func (e *Engine) cubeCreateRequest(w *World, templateID string) cube.CreateReque
 		// the next call resumes it.
 		AutoPause: true, AutoResume: &cube.AutoResume{Enabled: true},
 	}
-	if t := e.Config.Cube.Timeout; t > 0 { // CubeAPI takes seconds ≥ 0; -1 (never) is its default behaviour
+	if t := e.Config.Cube.Timeout; t > 0 { // CubeAPI takes seconds ≥ 0: -1 ("never", E2B) is not sent
 		req.Timeout = cube.Seconds(t)
 	}
 	return req
