@@ -270,7 +270,8 @@ func (c *Client) shouldRetry(class retryClass, attempt int, err error) (time.Dur
 			return backoff, true
 		}
 	case http.StatusRequestTimeout, http.StatusInternalServerError, http.StatusBadGateway, http.StatusGatewayTimeout:
-		if class == retrySafe {
+		// CubeProxy's "no route" 500 is final: the sandbox is gone.
+		if class == retrySafe && apiErr.Retcode != RetcodeNoRoute {
 			return backoff, true
 		}
 	}

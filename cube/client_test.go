@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"testing"
 	"time"
 
@@ -16,12 +17,13 @@ func TestCreateSendsExactRequest(t *testing.T) {
 	c := newClient(t, srv, func(cfg *cube.Config) { cfg.APIKey = "k-123" })
 	sb, err := c.Create(context.Background(), cube.CreateRequest{
 		TemplateID:          "tpl-2c4g",
-		Timeout:             cube.Seconds(-1),
+		Timeout:             cube.Seconds(30),
 		EnvVars:             map[string]string{"WORLD": "a", "LANG": "C.UTF-8"},
 		Metadata:            map[string]string{"strata.world": "a"},
 		HostMounts:          []cube.HostMount{{HostPath: "/etc", MountPath: "/etc", ReadOnly: true}},
 		AllowInternetAccess: cube.Bool(false),
-		Lifecycle:           &cube.Lifecycle{OnTimeout: "pause", AutoResume: true},
+		AutoPause:           true,
+		AutoResume:          &cube.AutoResume{Enabled: true},
 		Network:             &cube.Network{DenyOut: []string{"10.0.0.0/8"}},
 	})
 	if err != nil {
@@ -36,9 +38,10 @@ func TestCreateSendsExactRequest(t *testing.T) {
 	if err != nil {
 		t.Fatalf("get: %v", err)
 	}
-	mounts, err := listed.HostMounts()
-	if err != nil || len(mounts) != 1 || mounts[0] != (cube.HostMount{HostPath: "/etc", MountPath: "/etc", ReadOnly: true}) {
-		t.Errorf("host mounts read back = %+v, %v", mounts, err)
+	// CubeAPI moves host-mount into a CubeMaster annotation: it is not
+	// listed back, and nothing may rely on reading it there.
+	if v, ok := listed.Metadata[cube.HostMountKey]; ok {
+		t.Errorf("metadata lists %s = %q; CubeAPI strips it", cube.HostMountKey, v)
 	}
 	if listed.State != cube.StateRunning || listed.Domain != "cube.app" || listed.Metadata["strata.world"] != "a" {
 		t.Errorf("get = %+v", listed)
@@ -227,3 +230,43 @@ func TestConfigValidation(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestListMetadataFilterEncodedOnce: CubeAPI decodes the query once and
+// splits the metadata value on & and =, so the pairs must be encoded once;
+// values with + = % then match, and a value with & is checked on the reply.
+func TestListMetadataFilterEncodedOnce(t *testing.T) {
+	srv := cubetest.New(t, cubetest.Options{})
+	c := newClient(t, srv)
+	ctx := context.Background()
+	odd := map[string]string{"v": "a+b=c%20d", "w": "x y"}
+	if _, err := c.Create(ctx, cube.CreateRequest{TemplateID: "base", Metadata: odd}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Create(ctx, cube.CreateRequest{TemplateID: "base", Metadata: map[string]string{"v": "a b=c d", "w": "x y"}}); err != nil {
+		t.Fatal(err)
+	}
+	srv.ResetRequests()
+	got, err := c.List(ctx, odd)
+	if err != nil || len(got) != 1 || got[0].SandboxID != "sb00000001" {
+		t.Fatalf("list = %+v, %v; want sb00000001 alone", got, err)
+	}
+	r := onlyRequest(t, srv, "GET /sandboxes")
+	q, err := url.ParseQuery(r.RawQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := q.Get("metadata"); v != "v=a+b=c%20d&w=x y" {
+		t.Errorf("metadata decoded once = %q, want the raw pairs v=a+b=c%%20d&w=x y", v)
+	}
+	v2, err := c.ListV2(ctx, cube.StateRunning, 10, map[string]string{"w": "x y"})
+	if err != nil || len(v2) != 2 {
+		t.Fatalf("v2 list = %+v, %v", v2, err)
+	}
+	if err := c.Pause(ctx, "sb00000002"); err != nil {
+		t.Fatal(err)
+	}
+	paused, err := c.ListV2(ctx, cube.StatePaused, 0, nil)
+	if err != nil || len(paused) != 1 || paused[0].SandboxID != "sb00000002" {
+		t.Fatalf("v2 paused = %+v, %v", paused, err)
+	}
+}

@@ -46,6 +46,15 @@ type ExecRequest struct {
 	// output (stdout and stderr together) arrives as pty data, and input
 	// and size changes go through SendInput and ResizePTY by its pid.
 	PTY *PTYSize
+	// Stdin keeps a stdin pipe open for the process (write with SendStdin,
+	// end with CloseStdin). envd opens one unless told not to, so it is
+	// always sent: false (the zero value) gives the process EOF on stdin,
+	// which a non-interactive or detached command needs (one that reads
+	// stdin would otherwise wait forever). A PTY process takes its input
+	// through the terminal and is always sent false.
+	Stdin bool
+	// Tag names the process for Process.List.
+	Tag string
 	// OnStart, when set, is called with the process's pid in the sandbox as
 	// soon as envd reports it started (before any output).
 	OnStart func(pid int) `json:"-"`
@@ -186,7 +195,9 @@ func (c *Client) Exec(ctx context.Context, sb *Sandbox, req ExecRequest, stdout,
 	start := struct {
 		Process processConfig `json:"process"`
 		PTY     *ptyConfig    `json:"pty,omitempty"`
-	}{Process: processConfig{Cmd: req.Cmd, Args: args, Envs: envs, Cwd: req.Cwd}}
+		Tag     string        `json:"tag,omitempty"`
+		Stdin   bool          `json:"stdin"`
+	}{Process: processConfig{Cmd: req.Cmd, Args: args, Envs: envs, Cwd: req.Cwd}, Tag: req.Tag, Stdin: req.Stdin && req.PTY == nil}
 	if req.PTY != nil {
 		if req.PTY.Rows == 0 || req.PTY.Cols == 0 {
 			return ExecResult{}, fmt.Errorf("cube: %s: terminal size %dx%d: rows and columns must be positive", op, req.PTY.Cols, req.PTY.Rows)
@@ -214,6 +225,37 @@ func (c *Client) Exec(ctx context.Context, sb *Sandbox, req ExecRequest, stdout,
 		op: op, method: http.MethodPost, url: c.EnvdURL(sb) + "/process.Process/Start",
 		body: EncodeEnvelope(0, payload), contentType: "application/connect+json", header: header, envd: true,
 	}
+	return c.serverStream(ctx, op, startCall, req.OnStart, stdout, stderr)
+}
+
+// Attach re-attaches to a process envd started and that is still running
+// (envd's process.Process/Connect by pid): its output from now on goes to
+// stdout and stderr, and Attach returns how it ended, like Exec. A runner
+// whose stream dropped uses it to carry on; ErrNotFound when the process
+// has ended meanwhile (its end was not seen: run it again or report it).
+func (c *Client) Attach(ctx context.Context, sb *Sandbox, pid int, stdout, stderr io.Writer) (ExecResult, error) {
+	if err := checkSandbox(sb); err != nil {
+		return ExecResult{}, err
+	}
+	op := fmt.Sprintf("attach to process %d in sandbox %s", pid, sb.SandboxID)
+	payload, err := json.Marshal(struct {
+		Process processSelector `json:"process"`
+	}{processSelector{pid}})
+	if err != nil {
+		return ExecResult{}, fmt.Errorf("cube: %s: encode request: %w", op, err)
+	}
+	header := c.envdHeader(sb)
+	header.Set("Connect-Protocol-Version", "1")
+	return c.serverStream(ctx, op, call{
+		op: op, method: http.MethodPost, url: c.EnvdURL(sb) + "/process.Process/Connect",
+		body: EncodeEnvelope(0, payload), contentType: "application/connect+json", header: header, envd: true,
+	}, nil, stdout, stderr)
+}
+
+// serverStream sends a Start or Connect request and reads its events up
+// to the process's end.
+func (c *Client) serverStream(ctx context.Context, op string, startCall call, onStart func(int), stdout, stderr io.Writer) (ExecResult, error) {
+	var err error
 	// Only a request that provably never reached envd is sent again.
 	var resp *http.Response
 	for attempt := 0; ; attempt++ {
@@ -283,8 +325,8 @@ func (c *Client) Exec(ctx context.Context, sb *Sandbox, req ExecRequest, stdout,
 		switch e := ev.Event; {
 		case e.Start != nil:
 			res.PID = e.Start.PID
-			if req.OnStart != nil {
-				req.OnStart(res.PID)
+			if onStart != nil {
+				onStart(res.PID)
 			}
 		case e.Data != nil:
 			if err := writeOut(stdout, e.Data.Stdout); err != nil {
@@ -434,4 +476,99 @@ func (c *Client) WriteFile(ctx context.Context, sb *Sandbox, path string, data [
 		header: c.envdHeader(sb), envd: true, class: retrySafe, ok: []int{http.StatusOK, http.StatusCreated, http.StatusNoContent},
 	})
 	return err
+}
+
+// SendStdin writes data to the stdin of a process started with Stdin
+// (envd's SendInput, input.stdin). Like SendInput it is sent again only when
+// it provably never reached envd.
+func (c *Client) SendStdin(ctx context.Context, sb *Sandbox, pid int, data []byte) error {
+	if err := checkSandbox(sb); err != nil {
+		return err
+	}
+	if len(data) == 0 {
+		return nil
+	}
+	type input struct {
+		Stdin []byte `json:"stdin"`
+	}
+	return c.unary(ctx, sb, fmt.Sprintf("send stdin to process %d in sandbox %s", pid, sb.SandboxID), "SendInput", retryUnsent,
+		struct {
+			Process processSelector `json:"process"`
+			Input   input           `json:"input"`
+		}{processSelector{pid}, input{data}})
+}
+
+// CloseStdin closes the stdin of a process started with Stdin: it reads
+// EOF (envd's CloseStdin; not for PTY processes, which take Ctrl-D).
+func (c *Client) CloseStdin(ctx context.Context, sb *Sandbox, pid int) error {
+	if err := checkSandbox(sb); err != nil {
+		return err
+	}
+	return c.unary(ctx, sb, fmt.Sprintf("close stdin of process %d in sandbox %s", pid, sb.SandboxID), "CloseStdin", retryUnsent,
+		struct {
+			Process processSelector `json:"process"`
+		}{processSelector{pid}})
+}
+
+// Signal is envd's Signal enum: only SIGTERM and SIGKILL can be sent.
+type Signal string
+
+// Signals envd can send.
+const (
+	SignalTerm Signal = "SIGNAL_SIGTERM"
+	SignalKill Signal = "SIGNAL_SIGKILL"
+)
+
+// SendSignal signals a process started through envd (envd's SendSignal).
+// ErrNotFound once the process has ended.
+func (c *Client) SendSignal(ctx context.Context, sb *Sandbox, pid int, sig Signal) error {
+	if err := checkSandbox(sb); err != nil {
+		return err
+	}
+	if sig != SignalTerm && sig != SignalKill {
+		return fmt.Errorf("cube: signal %q: envd sends only %s and %s", sig, SignalTerm, SignalKill)
+	}
+	return c.unary(ctx, sb, fmt.Sprintf("send %s to process %d in sandbox %s", sig, pid, sb.SandboxID), "SendSignal", retrySafe,
+		struct {
+			Process processSelector `json:"process"`
+			Signal  Signal          `json:"signal"`
+		}{processSelector{pid}, sig})
+}
+
+// ProcessInfo is one entry of envd's Process.List.
+type ProcessInfo struct {
+	PID    int    `json:"pid"`
+	Tag    string `json:"tag,omitempty"`
+	Config struct {
+		Cmd  string            `json:"cmd"`
+		Args []string          `json:"args"`
+		Envs map[string]string `json:"envs"`
+		Cwd  string            `json:"cwd,omitempty"`
+	} `json:"config"`
+}
+
+// ListProcesses lists the processes envd started that are still running
+// (envd's Process.List): a runner that lost its stream finds its command
+// here by pid or tag.
+func (c *Client) ListProcesses(ctx context.Context, sb *Sandbox) ([]ProcessInfo, error) {
+	if err := checkSandbox(sb); err != nil {
+		return nil, err
+	}
+	header := c.envdHeader(sb)
+	header.Set("Connect-Protocol-Version", "1")
+	op := "list processes in sandbox " + sb.SandboxID
+	rep, err := c.do(ctx, call{
+		op: op, method: http.MethodPost, url: c.EnvdURL(sb) + "/process.Process/List",
+		body: []byte("{}"), contentType: "application/json", header: header, envd: true, class: retrySafe, ok: []int{http.StatusOK},
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out struct {
+		Processes []ProcessInfo `json:"processes"`
+	}
+	if err := decodeJSON(rep, &out); err != nil {
+		return nil, fmt.Errorf("cube: %s: %w", op, err)
+	}
+	return out.Processes, nil
 }

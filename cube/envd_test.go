@@ -207,13 +207,22 @@ func TestFiles(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(srv.ScratchDir(sb.SandboxID), "deep/dir/f.bin")); err != nil {
 		t.Errorf("file not in the sandbox scratch dir: %v", err)
 	}
-	// Gone sandboxes answer 410 through the proxy.
+	// A gone sandbox answers 500 through CubeProxy with retcode 310507;
+	// the client reads that as ErrNotFound, without retrying.
 	if err := c.Delete(ctx, sb.SandboxID); err != nil {
 		t.Fatal(err)
 	}
+	srv.ResetRequests()
 	var apiErr *cube.APIError
-	if _, err := c.ReadFile(ctx, sb, "/tmp/deep/dir/f.bin"); !errors.As(err, &apiErr) || apiErr.Status != http.StatusGone {
-		t.Errorf("read in a killed sandbox: %v, want 410", err)
+	_, err = c.ReadFile(ctx, sb, "/tmp/deep/dir/f.bin")
+	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusInternalServerError || !errors.Is(err, cube.ErrNotFound) {
+		t.Errorf("read in a killed sandbox: %v, want 500 read as ErrNotFound", err)
+	}
+	if n := len(requestsTo(srv, "GET /files")); n != 1 {
+		t.Errorf("a gone sandbox was asked %d times, want once", n)
+	}
+	if !strings.Contains(err.Error(), "gone") || strings.Contains(err.Error(), "<html") {
+		t.Errorf("message = %q, want it to say the sandbox is gone, without the proxy's page", err)
 	}
 }
 

@@ -23,6 +23,9 @@ var (
 	// event: the command may or may not still be running, and it is never
 	// retried because exec is not idempotent.
 	ErrStreamDropped = errors.New("cube: exec stream dropped before the process ended")
+	// ErrSnapshotUnsupported means the deployment answered a snapshot
+	// request without taking one (an older CubeAPI/CubeMaster pair).
+	ErrSnapshotUnsupported = errors.New("cube: the deployment does not take snapshots")
 )
 
 // templateNotFoundCode is CubeMaster's "not found" code; CubeAPI reports an
@@ -36,7 +39,19 @@ type APIError struct {
 	Code       int           // "code" from a {"code","message"} body, else 0
 	Message    string        // "message", or the plain-text body (422 replies are text)
 	RetryAfter time.Duration // from the Retry-After header, 0 if absent
+	// Retcode is CubeProxy's X-Cube-Retcode header, e.g. "310507" (no
+	// route to the sandbox: it is gone), empty when absent.
+	Retcode string
 }
+
+// CubeProxy retcodes (CubeProxy/lua/rewrite_phase.lua): what went wrong
+// before a request reached the sandbox.
+const (
+	RetcodeBadHost      = "310400" // the Host header names no <port>-<sandbox>
+	RetcodeRouteLookup  = "310500" // the routing store (redis) failed
+	RetcodeNoRoute      = "310507" // no HostIP / port mapping: the sandbox is gone
+	RetcodeFaultBackend = "340500" // the sandbox's node is marked faulty
+)
 
 func (e *APIError) Error() string {
 	var b strings.Builder
@@ -46,6 +61,13 @@ func (e *APIError) Error() string {
 		b.WriteString(": ")
 	}
 	fmt.Fprintf(&b, "HTTP %d", e.Status)
+	if e.Retcode != "" {
+		fmt.Fprintf(&b, " (CubeProxy retcode %s", e.Retcode)
+		if e.Retcode == RetcodeNoRoute {
+			b.WriteString(": no route to the sandbox, it is gone")
+		}
+		b.WriteString(")")
+	}
 	if e.Code != 0 && e.Code != e.Status {
 		fmt.Fprintf(&b, " (code %d)", e.Code)
 	}
@@ -61,7 +83,7 @@ func (e *APIError) Is(target error) bool {
 	switch target {
 	case ErrNotFound:
 		return e.Status == http.StatusNotFound || e.Status == http.StatusGone ||
-			strings.Contains(e.Message, templateNotFoundCode)
+			e.Retcode == RetcodeNoRoute || strings.Contains(e.Message, templateNotFoundCode)
 	case ErrConflict:
 		return e.Status == http.StatusConflict
 	case ErrUnauthorized:
@@ -69,7 +91,8 @@ func (e *APIError) Is(target error) bool {
 	case ErrTimeout:
 		return e.Status == http.StatusRequestTimeout || e.Status == http.StatusGatewayTimeout
 	case ErrUnavailable:
-		return e.Status == http.StatusServiceUnavailable || e.Status == http.StatusBadGateway
+		return e.Status == http.StatusServiceUnavailable || e.Status == http.StatusBadGateway ||
+			e.Retcode == RetcodeRouteLookup || e.Retcode == RetcodeFaultBackend
 	case ErrRateLimited:
 		return e.Status == http.StatusTooManyRequests
 	}
@@ -141,7 +164,13 @@ func (e *StreamError) Is(target error) bool {
 // {"code": <int>, "message": "..."} for CubeAPI, {"code": "<string>", ...}
 // for Connect endpoints, and plain text for 422 and for proxies.
 func parseAPIError(op string, resp *http.Response, body []byte) *APIError {
-	e := &APIError{Op: op, Status: resp.StatusCode, RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"))}
+	e := &APIError{
+		Op: op, Status: resp.StatusCode, RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After")),
+		Retcode: resp.Header.Get("X-Cube-Retcode"),
+	}
+	if e.Retcode == "310200" || e.Status < 300 {
+		e.Retcode = "" // 310200 means "proxied": the reply is the sandbox's own
+	}
 	var parsed struct {
 		Code    json.RawMessage `json:"code"`
 		Message string          `json:"message"`
@@ -160,6 +189,9 @@ func parseAPIError(op string, resp *http.Response, body []byte) *APIError {
 	}
 	const maxText = 1024
 	text := strings.TrimSpace(string(body))
+	if strings.HasPrefix(strings.ToLower(text), "<html") {
+		text = "" // a proxy's stock page says nothing the status does not
+	}
 	if len(text) > maxText {
 		text = text[:maxText] + "…"
 	}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -20,34 +22,48 @@ type HostMount struct {
 	ReadOnly  bool   `json:"readOnly"`
 }
 
-// Lifecycle says what happens when a sandbox's timeout expires.
-type Lifecycle struct {
-	OnTimeout  string `json:"onTimeout,omitempty"` // "kill" or "pause"
-	AutoResume bool   `json:"autoResume,omitempty"`
+// AutoResume is CubeAPI's autoResume object (SandboxAutoResumeConfig).
+type AutoResume struct {
+	Enabled bool `json:"enabled"`
 }
 
-// Network restricts a sandbox's traffic.
+// Network is CubeAPI's SandboxNetworkConfig. CubeAPI turns it into
+// CubeMaster's cubevs_context: AllowPublicTraffic, when set, wins over
+// CreateRequest.AllowInternetAccess as the sandbox's internet access;
+// AllowOut and DenyOut are egress allow and deny lists (CIDRs or host
+// names) enforced by CubeVS. MaskRequestHost is accepted and not forwarded
+// by current CubeAPI.
 type Network struct {
-	AllowPublicTraffic *bool           `json:"allowPublicTraffic,omitempty"`
-	AllowOut           []string        `json:"allowOut,omitempty"` // CIDRs
-	DenyOut            []string        `json:"denyOut,omitempty"`  // CIDRs
-	MaskRequestHost    string          `json:"maskRequestHost,omitempty"`
-	Rules              json.RawMessage `json:"rules,omitempty"`
+	AllowPublicTraffic *bool    `json:"allowPublicTraffic,omitempty"`
+	AllowOut           []string `json:"allowOut,omitempty"`
+	DenyOut            []string `json:"denyOut,omitempty"`
+	MaskRequestHost    string   `json:"maskRequestHost,omitempty"`
 }
 
 // CreateRequest is the body of POST /sandboxes.
 type CreateRequest struct {
 	// TemplateID is a template id or a snapshot id (snap-…).
 	TemplateID string
-	// Timeout is the idle timeout in seconds: nil = server default,
-	// -1 = never, 0 = now. See Seconds.
-	Timeout             *int
-	EnvVars             map[string]string
-	Metadata            map[string]string
-	HostMounts          []HostMount // sent as metadata["host-mount"]
+	// Timeout (seconds, ≥ 0) is forwarded as CubeMaster's create timeout;
+	// CubeAPI defaults it to 15 when absent. It is not E2B's idle timeout:
+	// CubeAPI neither kills nor pauses an idle sandbox from it. nil leaves
+	// the server default. See Seconds.
+	Timeout  *int
+	EnvVars  map[string]string
+	Metadata map[string]string
+	// HostMounts are sent as metadata["host-mount"]; CubeAPI moves that
+	// key into a CubeMaster annotation, so it is never listed back.
+	HostMounts []HostMount
+	// AllowInternetAccess is sent as allow_internet_access (the E2B SDK's
+	// snake_case quirk); Network.AllowPublicTraffic overrides it.
 	AllowInternetAccess *bool
-	Lifecycle           *Lifecycle
-	Network             *Network
+	// AutoPause is E2B's autoPause flag. Current CubeAPI parses and then
+	// ignores it; it is sent so E2B-compatible servers pause, not kill.
+	AutoPause bool
+	// AutoResume is E2B's autoResume{enabled}. Current CubeAPI parses and
+	// ignores it too; CubeProxy's resumer decides auto-resume.
+	AutoResume *AutoResume
+	Network    *Network
 }
 
 // Seconds returns a pointer for CreateRequest.Timeout.
@@ -63,7 +79,8 @@ type createBody struct {
 	EnvVars             map[string]string `json:"envVars,omitempty"`
 	Metadata            map[string]string `json:"metadata,omitempty"`
 	AllowInternetAccess *bool             `json:"allow_internet_access,omitempty"`
-	Lifecycle           *Lifecycle        `json:"lifecycle,omitempty"`
+	AutoPause           bool              `json:"autoPause,omitempty"`
+	AutoResume          *AutoResume       `json:"autoResume,omitempty"`
 	Network             *Network          `json:"network,omitempty"`
 }
 
@@ -149,8 +166,12 @@ func EncodeCreateRequest(r CreateRequest) ([]byte, error) {
 		EnvVars:             r.EnvVars,
 		Metadata:            r.Metadata,
 		AllowInternetAccess: r.AllowInternetAccess,
-		Lifecycle:           r.Lifecycle,
+		AutoPause:           r.AutoPause,
+		AutoResume:          r.AutoResume,
 		Network:             r.Network,
+	}
+	if r.Timeout != nil && *r.Timeout < 0 {
+		return nil, fmt.Errorf("cube: create request: timeout %d: CubeAPI takes seconds ≥ 0", *r.Timeout)
 	}
 	if len(r.HostMounts) > 0 {
 		if _, taken := r.Metadata[HostMountKey]; taken {
@@ -195,24 +216,74 @@ func (c *Client) Create(ctx context.Context, r CreateRequest) (*Sandbox, error) 
 	return &sb, nil
 }
 
-// EncodeMetadataQuery encodes a metadata filter the way E2B clients do: the
-// pairs form-encoded, then the whole string encoded again as one query
-// value, e.g. metadata=k%3Dv%26k2%3Dv2.
+// EncodeMetadataQuery encodes a metadata filter as CubeAPI reads it: the
+// pairs joined raw as k=v&k2=v2 (sorted), encoded once as the value of
+// metadata. CubeAPI decodes the query once and splits on & and the first =
+// (services/sandboxes.rs filter_by_metadata), so a pair whose key holds & or
+// =, or whose value holds &, cannot be said; such pairs are left out here
+// and List checks them on the reply.
 func EncodeMetadataQuery(filter map[string]string) url.Values {
-	if len(filter) == 0 {
+	keys := make([]string, 0, len(filter))
+	for k, v := range filter {
+		if expressible(k, v) {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
 		return nil
 	}
-	inner := url.Values{}
-	for k, v := range filter {
-		inner.Set(k, v)
+	sort.Strings(keys)
+	pairs := make([]string, len(keys))
+	for i, k := range keys {
+		pairs[i] = k + "=" + filter[k]
 	}
-	return url.Values{"metadata": {inner.Encode()}}
+	return url.Values{"metadata": {strings.Join(pairs, "&")}}
+}
+
+func expressible(k, v string) bool {
+	return k != "" && !strings.ContainsAny(k, "&=") && !strings.Contains(v, "&")
+}
+
+// matchesMetadata reports whether md holds every pair of filter.
+func matchesMetadata(md, filter map[string]string) bool {
+	for k, v := range filter {
+		if got, ok := md[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }
 
 // List returns the sandboxes whose metadata holds every pair of filter.
+// The server filters what the query can say; the reply is checked against
+// the whole filter.
 func (c *Client) List(ctx context.Context, metadataFilter map[string]string) ([]ListedSandbox, error) {
+	return c.list(ctx, "/sandboxes", nil, metadataFilter)
+}
+
+// ListV2 is GET /v2/sandboxes: List with a state filter (StateRunning or
+// StatePaused, "" for any) and a limit (0: the server's default of 100).
+// CubeAPI answers one page, without a next token.
+func (c *Client) ListV2(ctx context.Context, state string, limit int, metadataFilter map[string]string) ([]ListedSandbox, error) {
+	q := url.Values{}
+	if state != "" {
+		q.Set("state", state)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	return c.list(ctx, "/v2/sandboxes", q, metadataFilter)
+}
+
+func (c *Client) list(ctx context.Context, route string, q url.Values, filter map[string]string) ([]ListedSandbox, error) {
+	if q == nil {
+		q = url.Values{}
+	}
+	for k, v := range EncodeMetadataQuery(filter) {
+		q[k] = v
+	}
 	rep, err := c.do(ctx, call{
-		op: "list sandboxes", method: http.MethodGet, url: c.apiURL("/sandboxes", EncodeMetadataQuery(metadataFilter)),
+		op: "list sandboxes", method: http.MethodGet, url: c.apiURL(route, q),
 		class: retrySafe, ok: []int{http.StatusOK},
 	})
 	if err != nil {
@@ -222,7 +293,13 @@ func (c *Client) List(ctx context.Context, metadataFilter map[string]string) ([]
 	if err := decodeJSON(rep, &list); err != nil {
 		return nil, fmt.Errorf("cube: list sandboxes: %w", err)
 	}
-	return list, nil
+	out := list[:0]
+	for _, sb := range list {
+		if matchesMetadata(sb.Metadata, filter) {
+			out = append(out, sb)
+		}
+	}
+	return out, nil
 }
 
 // Get returns one sandbox (ErrNotFound once it is gone).
@@ -262,14 +339,20 @@ func (c *Client) Pause(ctx context.Context, id string) error {
 	return err
 }
 
-// Connect returns a running sandbox, resuming it if paused. timeout > 0
-// resets its idle timeout (whole seconds, rounded up); 0 leaves it.
+// DefaultConnectTimeout is the timeout Connect sends when the caller has
+// none: CubeAPI requires the field (422 without it) and passes it to
+// CubeMaster's resume of a paused sandbox. It is E2B's default sandbox
+// timeout.
+const DefaultConnectTimeout = 300 * time.Second
+
+// Connect returns a running sandbox, resuming it if paused. timeout is sent
+// in whole seconds, rounded up; 0 sends DefaultConnectTimeout.
 func (c *Client) Connect(ctx context.Context, id string, timeout time.Duration) (*Sandbox, error) {
-	body := []byte("{}")
-	if timeout > 0 {
-		secs := int((timeout + time.Second - 1) / time.Second)
-		body = []byte(`{"timeout":` + strconv.Itoa(secs) + `}`)
+	if timeout <= 0 {
+		timeout = DefaultConnectTimeout
 	}
+	secs := int((timeout + time.Second - 1) / time.Second)
+	body := []byte(`{"timeout":` + strconv.Itoa(secs) + `}`)
 	op := "connect sandbox " + id
 	rep, err := c.do(ctx, call{
 		op: op, method: http.MethodPost, url: c.apiURL("/sandboxes/"+url.PathEscape(id)+"/connect", nil),

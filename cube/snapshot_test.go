@@ -261,3 +261,22 @@ func maxInFlight(reqs []cubetest.Request) int {
 	}
 	return peak
 }
+
+// TestSnapshotFromOldMasterIsReported: an older CubeAPI whose CubeMaster
+// lacks the snapshot endpoint answers 201 with a made-up id; Snapshot must
+// say so instead of handing back an id that restores nothing.
+func TestSnapshotFromOldMasterIsReported(t *testing.T) {
+	srv := cubetest.New(t, cubetest.Options{LegacySnapshots: true})
+	c := newClient(t, srv)
+	sb, err := c.Create(context.Background(), cube.CreateRequest{TemplateID: "base"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Snapshot(context.Background(), sb.SandboxID, "x")
+	if !errors.Is(err, cube.ErrSnapshotUnsupported) {
+		t.Fatalf("snapshot = %+v, %v; want ErrSnapshotUnsupported", info, err)
+	}
+	if !strings.Contains(err.Error(), "upgrade") {
+		t.Errorf("message %q does not say what to do", err)
+	}
+}

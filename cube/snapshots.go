@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -20,6 +21,9 @@ type SnapshotInfo struct {
 	SandboxID  string    `json:"sandboxID,omitempty"`
 	CreatedAt  time.Time `json:"createdAt,omitzero"`
 }
+
+// SnapshotIDPrefix starts every real snapshot id.
+const SnapshotIDPrefix = "snap-"
 
 // snapshotPageLimit is CubeAPI's largest page.
 const snapshotPageLimit = 100
@@ -56,6 +60,12 @@ func (c *Client) Snapshot(ctx context.Context, id, name string) (SnapshotInfo, e
 	}
 	if info.SnapshotID == "" {
 		return SnapshotInfo{}, fmt.Errorf("cube: %s: reply has no snapshotID", op)
+	}
+	if !strings.HasPrefix(info.SnapshotID, SnapshotIDPrefix) {
+		// CubeAPI before the snapshot endpoint reached CubeMaster answered
+		// a fresh request id without taking anything.
+		return SnapshotInfo{}, fmt.Errorf("cube: %s: %w: the reply's id %q is not a %s… snapshot id (CubeMaster lacks the snapshot endpoint; upgrade CubeSandbox)",
+			op, ErrSnapshotUnsupported, info.SnapshotID, SnapshotIDPrefix)
 	}
 	if info.SandboxID == "" {
 		info.SandboxID = id

@@ -43,7 +43,7 @@ const (
 	// tokens, hence its own 0600 file rather than world.toml).
 	cubeSandboxFile = "cube-sandbox.json"
 	cubeCallTimeout = 2 * time.Minute
-	cubeLongTimeout = 5 * time.Minute // snapshot, rollback (CubeAPI allows 240 s)
+	cubeLongTimeout = 5 * time.Minute // snapshot, rollback, snapshot delete (CubeAPI allows 240 s)
 )
 
 // cubeClients is an Engine's cube client: the one Options gave, else one
@@ -225,9 +225,9 @@ func (e *Engine) cubeCreateRequest(w *World, templateID string) cube.CreateReque
 		},
 		// An idle World pauses rather than dies: its memory is kept and
 		// the next call resumes it.
-		Lifecycle: &cube.Lifecycle{OnTimeout: "pause", AutoResume: true},
+		AutoPause: true, AutoResume: &cube.AutoResume{Enabled: true},
 	}
-	if t := e.Config.Cube.Timeout; t != 0 {
+	if t := e.Config.Cube.Timeout; t > 0 { // CubeAPI takes seconds ≥ 0: -1 ("never", E2B) is not sent
 		req.Timeout = cube.Seconds(t)
 	}
 	return req
@@ -650,7 +650,7 @@ func (e *Engine) stopWorldRuntime(ctx context.Context, w *World) error {
 			if s.Cube == "" {
 				continue
 			}
-			cctx, cancel := context.WithTimeout(ctx, cubeCallTimeout)
+			cctx, cancel := context.WithTimeout(ctx, cubeLongTimeout) // DELETE /templates has CubeAPI's 240 s budget
 			if err := c.DeleteSnapshot(cctx, s.Cube); err != nil && !errors.Is(err, cube.ErrNotFound) {
 				e.Log.Warn("delete cube snapshot", "world", w.Name, "snapshot", s.Cube, "err", err)
 			}

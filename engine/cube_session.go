@@ -84,6 +84,10 @@ func relayedSignal(sig syscall.Signal) syscall.Signal {
 	return sig
 }
 
+// cubeMaxReattach bounds how often a runner re-attaches to its command
+// after the exec stream dropped.
+const cubeMaxReattach = 5
+
 // cubeRunnerSpec is what the runner reads on fd 3. It carries the API key
 // (never written to a file).
 type cubeRunnerSpec struct {
@@ -418,7 +422,7 @@ func (r *cubeRunner) run() error {
 	attention := make(chan Attention, 1)
 	stopAttention := make(chan struct{})
 	defer close(stopAttention)
-	remotePID := 0
+	remotePID, reattached := 0, 0
 	for {
 		select {
 		case pid := <-started:
@@ -448,6 +452,24 @@ func (r *cubeRunner) run() error {
 			}
 			go killInSandbox(client, &sb, remotePID, sig)
 		case res := <-done:
+			// A dropped stream leaves the command running in the sandbox
+			// (envd does not end it): re-attach through Process.Connect and
+			// carry on. Output printed in between is not kept by envd.
+			if pid := res.res.PID; errors.Is(res.err, cube.ErrStreamDropped) && pid > 0 && reattached < cubeMaxReattach {
+				reattached++
+				_ = tw.write(StreamStderr, time.Now(), []byte(fmt.Sprintf("strata: exec stream dropped; re-attaching to process %d in sandbox %s\n", pid, sb.SandboxID)))
+				go func() {
+					res2, err := client.Attach(ctx, &sb, pid, stdout, stderr)
+					if res2.PID == 0 {
+						res2.PID = pid
+					}
+					if errors.Is(err, cube.ErrNotFound) {
+						err = fmt.Errorf("process %d ended in sandbox %s while its stream was down; its exit status is unknown: %w", pid, sb.SandboxID, err)
+					}
+					done <- result{res2, err}
+				}()
+				continue
+			}
 			closeTerminal()
 			_ = tf.Sync()
 			if res.err != nil && remotePID == 0 && !errors.Is(res.err, cube.ErrStreamDropped) {

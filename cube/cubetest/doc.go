@@ -23,17 +23,26 @@
 //
 // envd's process service: Start (piped output, or a PTY when the request
 // has "pty": the command then leads a session with the terminal as its
-// controlling tty and its output arrives as pty data), SendInput (PTY input)
-// and Update (PTY size), the last two by pid, answering not_found for a
-// process that is not running or has no terminal.
+// controlling tty and its output arrives as pty data; a stdin pipe unless
+// the request says "stdin": false, as envd), Connect (re-attach to a running
+// process by pid or tag), List, SendInput (stdin or PTY input), CloseStdin,
+// SendSignal (SIGTERM, SIGKILL) and Update (PTY size), answering not_found
+// for a process that has ended.
+//
+// CubeProxy: a Host that does not parse is 400 (retcode 310400); a sandbox
+// that is gone, or a port it does not map, is 500 with X-Cube-Retcode 310507;
+// a paused sandbox is resumed when it was created with autoResume.enabled,
+// else 503 with Retry-After. CubeAPI: bodies are read as axum's Json
+// extractor does (415, 400, 422 in plain text; unknown fields ignored);
+// errors are {code, message}; host-mount is not listed back in metadata.
 //
 // Snapshots copy the scratch directory and remember the host mounts; they
 // do not hold process memory, so rollback restarts the namespace (mounts
 // made by commands are gone, running commands are killed), and a sandbox
 // created from a snapshot starts with only its host mounts. Pause stops the
 // sandbox's processes with SIGSTOP; connect continues them. A command whose
-// exec stream is cut (client gone, dropped stream, timeout) is killed with
-// its process group; background processes it leaves behind live until the
+// exec stream is cut (client gone, dropped stream) runs on, as under envd;
+// its Connect-Timeout-Ms still ends it. Background processes live until the
 // sandbox is deleted, which kills every process in its namespace. Timeouts
 // of sandboxes are recorded, never enforced. Requests are recorded byte for
 // byte, and faults can be injected per route.

@@ -12,7 +12,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -26,21 +28,21 @@ import (
 func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 	port, id, ok := idFromHost(r.Host, s.opts.Domain)
 	if !ok {
-		http.Error(w, fmt.Sprintf("cannot route Host %q", r.Host), http.StatusBadRequest)
+		proxyError(w, http.StatusBadRequest, "310400")
 		return
 	}
 	s.mu.Lock()
-	sb, killed := s.sandboxes[id], s.killed[id]
+	sb := s.sandboxes[id]
 	s.mu.Unlock()
 	switch {
-	case killed:
-		http.Error(w, fmt.Sprintf("sandbox %s was killed", id), http.StatusGone)
-		return
 	case sb == nil:
-		http.Error(w, fmt.Sprintf("no sandbox %s", id), http.StatusBadGateway)
+		// CubeProxy finds no routing entry (HostIP) for a sandbox that is
+		// gone or never was: 500 with retcode 310507, whatever the reason.
+		proxyError(w, http.StatusInternalServerError, "310507")
 		return
 	case port != cube.EnvdPort:
-		http.Error(w, fmt.Sprintf("nothing listens on port %d of sandbox %s", port, id), http.StatusBadGateway)
+		// The sandbox has no host port mapping for that container port.
+		proxyError(w, http.StatusInternalServerError, "310507")
 		return
 	}
 	if sb.envdToken != "" && (r.Header.Get("X-Access-Token") != sb.envdToken ||
@@ -63,6 +65,21 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 		s.sendInput(w, r, sb)
 	case r.Method == http.MethodPost && r.URL.Path == "/process.Process/Update":
 		s.updateProcess(w, r, sb)
+	case r.Method == http.MethodPost && r.URL.Path == "/process.Process/Connect":
+		s.connectProcess(w, r, sb)
+	case r.Method == http.MethodPost && r.URL.Path == "/process.Process/CloseStdin":
+		s.closeStdinRPC(w, r, sb)
+	case r.Method == http.MethodPost && r.URL.Path == "/process.Process/List":
+		s.listProcesses(w, r, sb)
+	case r.Method == http.MethodPost && r.URL.Path == "/process.Process/SendSignal":
+		s.sendSignal(w, r, sb)
+	case r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/filesystem.Filesystem/"):
+		switch method := strings.TrimPrefix(r.URL.Path, "/filesystem.Filesystem/"); method {
+		case "Stat", "ListDir", "MakeDir", "Move", "Remove":
+			s.filesystemRPC(w, r, sb, method)
+		default:
+			writeConnectError(w, http.StatusNotFound, "unimplemented", "filesystem."+method+" is not implemented")
+		}
 	case r.Method == http.MethodGet && r.URL.Path == "/files":
 		s.readFile(w, r, sb)
 	case r.Method == http.MethodPost && r.URL.Path == "/files":
@@ -72,6 +89,16 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.Error(w, "not found", http.StatusNotFound)
 	}
+}
+
+// proxyError is an error CubeProxy (nginx) answers itself: its stock HTML
+// page and the X-Cube-Retcode header saying why.
+func proxyError(w http.ResponseWriter, status int, retcode string) {
+	w.Header().Set("X-Cube-Retcode", retcode)
+	w.Header().Set("Content-Type", "text/html")
+	w.WriteHeader(status)
+	text := http.StatusText(status)
+	_, _ = fmt.Fprintf(w, "<html>\r\n<head><title>%d %s</title></head>\r\n<body>\r\n<center><h1>%d %s</h1></center>\r\n<hr><center>openresty</center>\r\n</body>\r\n</html>\r\n", status, text, status, text)
 }
 
 // processSpec is the "process" of a Start request.
@@ -101,7 +128,7 @@ var baseEnv = map[string]string{
 // start runs a command in the sandbox's namespace, with its output on two
 // pipes, or, with a pty, on a terminal whose master is returned as stdout
 // (stderr is then nil) and registered for SendInput and Update by pid.
-func (sb *sandbox) start(spec processSpec, pty *ptySpec) (cmd *exec.Cmd, stdout, stderr *os.File, err error) {
+func (sb *sandbox) start(spec processSpec, pty *ptySpec, withStdin bool) (cmd *exec.Cmd, stdout, stderr *os.File, err error) {
 	env := map[string]string{}
 	for _, m := range []map[string]string{baseEnv, sb.envVars, spec.Envs} {
 		for k, v := range m {
@@ -131,6 +158,17 @@ func (sb *sandbox) start(spec processSpec, pty *ptySpec) (cmd *exec.Cmd, stdout,
 	}
 	defer func() { _ = outW.Close() }()
 	defer func() { _ = errW.Close() }()
+	// envd gives a process a stdin pipe unless asked not to ("stdin":
+	// false): a command reading it waits for SendInput or CloseStdin.
+	var inR, inW *os.File
+	if withStdin {
+		if inR, inW, err = os.Pipe(); err != nil {
+			_ = outR.Close()
+			_ = errR.Close()
+			return nil, nil, nil, err
+		}
+		defer func() { _ = inR.Close() }()
+	}
 
 	sb.mu.Lock()
 	g := sb.guest
@@ -150,15 +188,41 @@ func (sb *sandbox) start(spec processSpec, pty *ptySpec) (cmd *exec.Cmd, stdout,
 				// killed with the namespace thread.
 				SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
 			}
+			if inR != nil {
+				cmd.Stdin = inR
+			}
 			return cmd.Start()
 		})
 	}
 	if err != nil {
 		_ = outR.Close()
 		_ = errR.Close()
+		if inW != nil {
+			_ = inW.Close()
+		}
 		return nil, nil, nil, err
 	}
+	if inW != nil {
+		sb.mu.Lock()
+		if sb.stdins == nil {
+			sb.stdins = map[int]*os.File{}
+		}
+		sb.stdins[cmd.Process.Pid] = inW
+		sb.mu.Unlock()
+	}
 	return cmd, outR, errR, nil
+}
+
+// closeStdin closes and forgets a process's stdin pipe; false if it has none.
+func (sb *sandbox) closeStdin(pid int) bool {
+	sb.mu.Lock()
+	f := sb.stdins[pid]
+	delete(sb.stdins, pid)
+	sb.mu.Unlock()
+	if f != nil {
+		_ = f.Close()
+	}
+	return f != nil
 }
 
 // startOnTerminal is start with a PTY: the command leads a session of its
@@ -280,16 +344,109 @@ func (s *Server) sendInput(w http.ResponseWriter, r *http.Request, sb *sandbox) 
 	if !readUnary(w, r, &req) {
 		return
 	}
-	master := sb.terminal(w, req.Process.PID)
-	switch {
-	case master == nil:
+	if req.Input.PTY == nil && req.Input.Stdin != nil {
+		sb.mu.Lock()
+		in, known := sb.stdins[req.Process.PID], sb.procs[req.Process.PID]
+		sb.mu.Unlock()
+		switch {
+		case in != nil:
+			if _, err := in.Write(req.Input.Stdin); err != nil {
+				writeConnectError(w, http.StatusInternalServerError, "internal", "write to stdin: "+err.Error())
+				return
+			}
+			writeJSON(w, http.StatusOK, map[string]any{})
+		case known.config.Cmd != "":
+			writeConnectError(w, http.StatusBadRequest, "failed_precondition", "stdin not enabled or closed for this process")
+		default:
+			writeConnectError(w, http.StatusNotFound, "not_found", fmt.Sprintf("process with pid %d not found", req.Process.PID))
+		}
 		return
-	case req.Input.Stdin != nil:
-		writeConnectError(w, http.StatusBadRequest, "failed_precondition", "stdin not enabled for this process")
+	}
+	master := sb.terminal(w, req.Process.PID)
+	if master == nil {
 		return
 	}
 	if _, err := master.Write(req.Input.PTY); err != nil {
 		writeConnectError(w, http.StatusInternalServerError, "internal", "write to pty: "+err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{})
+}
+
+// closeStdinRPC is envd's process.Process/CloseStdin.
+func (s *Server) closeStdinRPC(w http.ResponseWriter, r *http.Request, sb *sandbox) {
+	var req struct {
+		Process struct {
+			PID int `json:"pid"`
+		} `json:"process"`
+	}
+	if !readUnary(w, r, &req) {
+		return
+	}
+	if !sb.closeStdin(req.Process.PID) {
+		writeConnectError(w, http.StatusNotFound, "not_found", fmt.Sprintf("process with pid %d has no open stdin", req.Process.PID))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{})
+}
+
+// listProcesses is envd's process.Process/List.
+func (s *Server) listProcesses(w http.ResponseWriter, r *http.Request, sb *sandbox) {
+	var req struct{}
+	if !readUnary(w, r, &req) {
+		return
+	}
+	sb.mu.Lock()
+	pids := make([]int, 0, len(sb.procs))
+	for pid := range sb.procs {
+		pids = append(pids, pid)
+	}
+	infos := make([]map[string]any, 0, len(pids))
+	sort.Ints(pids)
+	for _, pid := range pids {
+		p := sb.procs[pid]
+		info := map[string]any{"config": p.config, "pid": pid}
+		if p.tag != "" {
+			info["tag"] = p.tag
+		}
+		infos = append(infos, info)
+	}
+	sb.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]any{"processes": infos})
+}
+
+// sendSignal is envd's process.Process/SendSignal: SIGNAL_SIGTERM or
+// SIGNAL_SIGKILL (the enum's names, or its numbers 15 and 9) to the
+// process's group.
+func (s *Server) sendSignal(w http.ResponseWriter, r *http.Request, sb *sandbox) {
+	var req struct {
+		Process struct {
+			PID int `json:"pid"`
+		} `json:"process"`
+		Signal json.RawMessage `json:"signal"`
+	}
+	if !readUnary(w, r, &req) {
+		return
+	}
+	var sig syscall.Signal
+	switch string(req.Signal) {
+	case `"SIGNAL_SIGTERM"`, "15":
+		sig = syscall.SIGTERM
+	case `"SIGNAL_SIGKILL"`, "9":
+		sig = syscall.SIGKILL
+	default:
+		writeConnectError(w, http.StatusBadRequest, "invalid_argument", "signal: want SIGNAL_SIGTERM or SIGNAL_SIGKILL, have "+string(req.Signal))
+		return
+	}
+	sb.mu.Lock()
+	_, known := sb.procs[req.Process.PID]
+	sb.mu.Unlock()
+	if !known {
+		writeConnectError(w, http.StatusNotFound, "not_found", fmt.Sprintf("process with pid %d not found", req.Process.PID))
+		return
+	}
+	if err := syscall.Kill(-req.Process.PID, sig); err != nil {
+		writeConnectError(w, http.StatusInternalServerError, "internal", "signal: "+err.Error())
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{})
@@ -358,59 +515,60 @@ type outputChunk struct {
 	data   []byte
 }
 
-// startProcess is envd's process.Process/Start: a Connect server stream of
-// start, data, keepalive and end events, then the end-of-stream message.
-func (s *Server) startProcess(w http.ResponseWriter, r *http.Request, sb *sandbox) {
-	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct != "application/connect+json" {
-		http.Error(w, "unsupported content type "+r.Header.Get("Content-Type"), http.StatusUnsupportedMediaType)
-		return
+// proc is a process envd started. It lives on its own: a stream that
+// drops leaves it running, as under envd, and Connect attaches new streams
+// to its output. Output while no stream is attached is not kept.
+type proc struct {
+	pid  int
+	mu   sync.Mutex
+	subs map[*procStream]bool
+	end  map[string]any // the end event, once ended
+	done chan struct{}  // closed when it has ended
+}
+
+// procStream is one attached exec stream.
+type procStream struct {
+	events chan map[string]any
+	gone   chan struct{} // closed when the stream's handler returns
+}
+
+func (p *proc) attach() *procStream {
+	st := &procStream{events: make(chan map[string]any, 64), gone: make(chan struct{})}
+	p.mu.Lock()
+	p.subs[st] = true
+	p.mu.Unlock()
+	return st
+}
+
+func (p *proc) detach(st *procStream) {
+	p.mu.Lock()
+	delete(p.subs, st)
+	p.mu.Unlock()
+	close(st.gone)
+}
+
+// publish hands an event to every attached stream (waiting for slow ones,
+// skipping those that went away).
+func (p *proc) publish(ev map[string]any) {
+	p.mu.Lock()
+	subs := make([]*procStream, 0, len(p.subs))
+	for st := range p.subs {
+		subs = append(subs, st)
 	}
-	var head [5]byte
-	if _, err := io.ReadFull(r.Body, head[:]); err != nil || head[0] != 0 {
-		http.Error(w, "malformed request envelope", http.StatusBadRequest)
-		return
-	}
-	payload := make([]byte, binary.BigEndian.Uint32(head[1:]))
-	if _, err := io.ReadFull(r.Body, payload); err != nil {
-		http.Error(w, "truncated request envelope", http.StatusBadRequest)
-		return
-	}
-	var req struct {
-		Process *processSpec `json:"process"`
-		PTY     *ptySpec     `json:"pty"`
-	}
-	if err := json.Unmarshal(payload, &req); err != nil || req.Process == nil || req.Process.Cmd == "" {
-		http.Error(w, "request needs process.cmd", http.StatusBadRequest)
-		return
-	}
-	var deadline <-chan time.Time
-	if v := r.Header.Get("Connect-Timeout-Ms"); v != "" {
-		ms, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || ms <= 0 {
-			http.Error(w, "invalid Connect-Timeout-Ms", http.StatusBadRequest)
-			return
+	p.mu.Unlock()
+	for _, st := range subs {
+		select {
+		case st.events <- ev:
+		case <-st.gone:
 		}
-		timer := time.NewTimer(time.Duration(ms) * time.Millisecond)
-		defer timer.Stop()
-		deadline = timer.C
 	}
+}
 
-	w.Header().Set("Content-Type", "application/connect+json")
-	w.WriteHeader(http.StatusOK)
-	out := &envelopeWriter{w: w, ctl: http.NewResponseController(w)}
-	type endErr struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	}
-	cmd, stdout, stderr, err := sb.start(*req.Process, req.PTY)
-	if err != nil {
-		_ = out.send(0x02, map[string]any{"error": endErr{Code: "internal", Message: err.Error()}})
-		return
-	}
-	pid := cmd.Process.Pid
-
+// run supervises the process until it ends: output to the attached
+// streams, the request's timeout enforced (envd ends a process whose
+// Connect-Timeout-Ms passes, whether or not its stream is still there).
+func (p *proc) run(sb *sandbox, cmd *exec.Cmd, stdout, stderr *os.File, isPTY bool, deadline time.Duration) {
 	chunks := make(chan outputChunk, 16)
-	stop := make(chan struct{})
 	var pumps sync.WaitGroup
 	pump := func(f *os.File, isStderr bool) {
 		defer pumps.Done()
@@ -418,11 +576,7 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request, sb *sandbo
 		for {
 			n, err := f.Read(buf)
 			if n > 0 {
-				select {
-				case chunks <- outputChunk{stderr: isStderr, data: append([]byte(nil), buf[:n]...)}:
-				case <-stop:
-					return
-				}
+				chunks <- outputChunk{stderr: isStderr, data: append([]byte(nil), buf[:n]...)}
 			}
 			if err != nil {
 				return
@@ -444,52 +598,23 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request, sb *sandbo
 	}()
 	pumpsDone := make(chan struct{})
 	go func() { pumps.Wait(); close(pumpsDone) }()
-	finished := false
-	defer func() {
-		close(stop)
-		if !finished {
-			// Cut short (client gone, stream dropped): the command dies.
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
-		}
-		<-exited
-		if req.PTY != nil {
-			sb.forgetTerminal(pid)
-		}
-		_ = stdout.Close()
-		if stderr != nil {
-			_ = stderr.Close()
-		}
-		<-pumpsDone
-	}()
-
-	fault := faultOf(r)
-	dropAfter := 0
-	if fault != nil {
-		dropAfter = fault.DropStreamAfter
-	}
-	send := func(v any) {
-		if err := out.send(0, v); err != nil {
-			panic(http.ErrAbortHandler) // the client went away
-		}
-		if dropAfter > 0 && out.written >= dropAfter {
-			panic(http.ErrAbortHandler)
-		}
-	}
 	sendChunk := func(c outputChunk) {
 		key := "stdout"
 		switch {
-		case req.PTY != nil:
+		case isPTY:
 			key = "pty"
 		case c.stderr:
 			key = "stderr"
 		}
-		send(map[string]any{"event": map[string]any{"data": map[string][]byte{key: c.data}}})
+		p.publish(map[string]any{"event": map[string]any{"data": map[string][]byte{key: c.data}}})
 	}
-	send(map[string]any{"event": map[string]any{"start": map[string]int{"pid": pid}}})
-
-	keepalive := time.NewTicker(s.opts.KeepaliveEvery)
-	defer keepalive.Stop()
-	// Stream output until both pipes close. Background children that keep
+	var timeout <-chan time.Time
+	if deadline > 0 {
+		t := time.NewTimer(deadline)
+		defer t.Stop()
+		timeout = t.C
+	}
+	// Stream output until the pipes close. Background children that keep
 	// them open after the command exits get a short grace, then the pipes
 	// are closed on our side (the children live on, as under envd).
 	var grace <-chan time.Time
@@ -509,13 +634,9 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request, sb *sandbo
 			if stderr != nil {
 				_ = stderr.Close()
 			}
-		case <-keepalive.C:
-			send(map[string]any{"event": map[string]any{"keepalive": map[string]any{}}})
-		case <-deadline:
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
-			deadline = nil
-		case <-r.Context().Done():
-			return
+		case <-timeout:
+			_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+			timeout = nil
 		}
 	}
 	for len(chunks) > 0 {
@@ -525,20 +646,23 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request, sb *sandbo
 		select {
 		case <-exited:
 			waiting = false
-		case <-keepalive.C:
-			send(map[string]any{"event": map[string]any{"keepalive": map[string]any{}}})
-		case <-deadline:
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
-			deadline = nil
-		case <-r.Context().Done():
-			return
+		case <-timeout:
+			_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+			timeout = nil
 		}
 	}
-	finished = true
-	if req.PTY != nil {
-		// An ended process is gone before its end is reported: input sent
-		// after the end event gets not_found, as from envd.
-		sb.forgetTerminal(pid)
+	_ = stdout.Close()
+	if stderr != nil {
+		_ = stderr.Close()
+	}
+	// An ended process is gone before its end is reported: input, signals
+	// and Connect after the end event get not_found, as from envd.
+	sb.closeStdin(p.pid)
+	sb.mu.Lock()
+	delete(sb.procs, p.pid)
+	sb.mu.Unlock()
+	if isPTY {
+		sb.forgetTerminal(p.pid)
 	}
 	state := cmd.ProcessState
 	end := map[string]any{"status": state.String()}
@@ -548,8 +672,168 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request, sb *sandbo
 	if state.Exited() {
 		end["exited"] = true
 	}
-	send(map[string]any{"event": map[string]any{"end": end}})
-	_ = out.send(0x02, map[string]any{})
+	ev := map[string]any{"event": map[string]any{"end": end}}
+	p.mu.Lock()
+	p.end = ev
+	p.mu.Unlock()
+	p.publish(ev)
+	close(p.done)
+}
+
+// readStartEnvelope reads the one request message of a server stream.
+func readStartEnvelope(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct != "application/connect+json" {
+		http.Error(w, "unsupported content type "+r.Header.Get("Content-Type"), http.StatusUnsupportedMediaType)
+		return nil, false
+	}
+	var head [5]byte
+	if _, err := io.ReadFull(r.Body, head[:]); err != nil || head[0] != 0 {
+		http.Error(w, "malformed request envelope", http.StatusBadRequest)
+		return nil, false
+	}
+	payload := make([]byte, binary.BigEndian.Uint32(head[1:]))
+	if _, err := io.ReadFull(r.Body, payload); err != nil {
+		http.Error(w, "truncated request envelope", http.StatusBadRequest)
+		return nil, false
+	}
+	return payload, true
+}
+
+type endErr struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// startProcess is envd's process.Process/Start: a Connect server stream of
+// start, data, keepalive and end events, then the end-of-stream message.
+func (s *Server) startProcess(w http.ResponseWriter, r *http.Request, sb *sandbox) {
+	payload, ok := readStartEnvelope(w, r)
+	if !ok {
+		return
+	}
+	var req struct {
+		Process *processSpec `json:"process"`
+		PTY     *ptySpec     `json:"pty"`
+		Tag     string       `json:"tag"`
+		// Stdin defaults to true in envd, for old SDKs.
+		Stdin *bool `json:"stdin"`
+	}
+	if err := json.Unmarshal(payload, &req); err != nil || req.Process == nil || req.Process.Cmd == "" {
+		http.Error(w, "request needs process.cmd", http.StatusBadRequest)
+		return
+	}
+	var deadline time.Duration
+	if v := r.Header.Get("Connect-Timeout-Ms"); v != "" {
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ms <= 0 {
+			http.Error(w, "invalid Connect-Timeout-Ms", http.StatusBadRequest)
+			return
+		}
+		deadline = time.Duration(ms) * time.Millisecond
+	}
+
+	w.Header().Set("Content-Type", "application/connect+json")
+	w.WriteHeader(http.StatusOK)
+	out := &envelopeWriter{w: w, ctl: http.NewResponseController(w)}
+	withStdin := req.PTY == nil && (req.Stdin == nil || *req.Stdin)
+	cmd, stdout, stderr, err := sb.start(*req.Process, req.PTY, withStdin)
+	if err != nil {
+		_ = out.send(0x02, map[string]any{"error": endErr{Code: "internal", Message: err.Error()}})
+		return
+	}
+	p := &proc{pid: cmd.Process.Pid, subs: map[*procStream]bool{}, done: make(chan struct{})}
+	st := p.attach()
+	sb.mu.Lock()
+	if sb.procs == nil {
+		sb.procs = map[int]procInfo{}
+	}
+	sb.procs[p.pid] = procInfo{config: *req.Process, tag: req.Tag, proc: p}
+	sb.mu.Unlock()
+	go p.run(sb, cmd, stdout, stderr, req.PTY != nil, deadline)
+	s.stream(w, r, out, p, st)
+}
+
+// connectProcess is envd's process.Process/Connect: a new stream of a
+// running process's events (start with its pid, then what it does next).
+func (s *Server) connectProcess(w http.ResponseWriter, r *http.Request, sb *sandbox) {
+	payload, ok := readStartEnvelope(w, r)
+	if !ok {
+		return
+	}
+	var req struct {
+		Process struct {
+			PID int    `json:"pid"`
+			Tag string `json:"tag"`
+		} `json:"process"`
+	}
+	if err := json.Unmarshal(payload, &req); err != nil {
+		http.Error(w, "malformed request", http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "application/connect+json")
+	w.WriteHeader(http.StatusOK)
+	out := &envelopeWriter{w: w, ctl: http.NewResponseController(w)}
+	sb.mu.Lock()
+	var p *proc
+	for pid, info := range sb.procs {
+		if (req.Process.PID != 0 && pid == req.Process.PID) || (req.Process.PID == 0 && req.Process.Tag != "" && info.tag == req.Process.Tag) {
+			p = info.proc
+		}
+	}
+	sb.mu.Unlock()
+	if p == nil {
+		_ = out.send(0x02, map[string]any{"error": endErr{Code: "not_found", Message: fmt.Sprintf("process with pid %d not found", req.Process.PID)}})
+		return
+	}
+	st := p.attach()
+	p.mu.Lock()
+	ended := p.end
+	p.mu.Unlock()
+	if ended != nil {
+		p.detach(st)
+		_ = out.send(0x02, map[string]any{"error": endErr{Code: "not_found", Message: fmt.Sprintf("process with pid %d not found", p.pid)}})
+		return
+	}
+	s.stream(w, r, out, p, st)
+}
+
+// stream writes a process's events to one attached stream until its end
+// event, the client going away, or an injected drop; only the end event
+// ends the process's story, the rest leave it running.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, out *envelopeWriter, p *proc, st *procStream) {
+	defer p.detach(st)
+	fault := faultOf(r)
+	dropAfter := 0
+	if fault != nil {
+		dropAfter = fault.DropStreamAfter
+	}
+	send := func(v any) {
+		if err := out.send(0, v); err != nil {
+			panic(http.ErrAbortHandler) // the client went away
+		}
+		if dropAfter > 0 && out.written >= dropAfter {
+			panic(http.ErrAbortHandler)
+		}
+	}
+	send(map[string]any{"event": map[string]any{"start": map[string]int{"pid": p.pid}}})
+	keepalive := time.NewTicker(s.opts.KeepaliveEvery)
+	defer keepalive.Stop()
+	for {
+		select {
+		case ev := <-st.events:
+			send(ev)
+			if e, _ := ev["event"].(map[string]any); e != nil {
+				if _, isEnd := e["end"]; isEnd {
+					_ = out.send(0x02, map[string]any{})
+					return
+				}
+			}
+		case <-keepalive.C:
+			send(map[string]any{"event": map[string]any{"keepalive": map[string]any{}}})
+		case <-r.Context().Done():
+			return
+		}
+	}
 }
 
 // resolve makes a request path absolute; relative paths are from HOME.

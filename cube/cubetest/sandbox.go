@@ -23,7 +23,11 @@ type sandbox struct {
 	envVars      map[string]string
 	mounts       []cube.HostMount
 	timeout      *int
+	autoPause    bool
 	autoResume   bool
+	internet     *bool    // effective allow_internet_access (network.allowPublicTraffic wins)
+	allowOut     []string // network.allowOut
+	denyOut      []string // network.denyOut
 	startedAt    time.Time
 	envdToken    string
 	trafficToken string
@@ -35,6 +39,15 @@ type sandbox struct {
 	snapshotting bool
 	gone         bool
 	terminals    map[int]*os.File // PTY masters of running processes, by pid
+	stdins       map[int]*os.File // stdin pipes of processes started with stdin, by pid
+	procs        map[int]procInfo // running processes started through envd, by pid
+}
+
+// procInfo is what envd's Process.List tells about a process.
+type procInfo struct {
+	config processSpec
+	tag    string
+	proc   *proc
 }
 
 // snapshot is a frozen copy of a sandbox's rootfs plus what a create from

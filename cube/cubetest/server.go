@@ -44,6 +44,17 @@ type Options struct {
 	Dir string
 	// APIAddr is CubeAPI's listen address (default 127.0.0.1:0).
 	APIAddr string
+	// BuildSteps is how many status polls a template build takes to reach
+	// READY (default 3); a build of image "fail" ends FAILED.
+	BuildSteps int
+	// Nodes, when set, are served as CubeAPI's /cubeapi/v1 cluster surface
+	// (GET /cubeapi/v1/nodes and /cubeapi/v1/cluster/overview); without
+	// them those routes are 404, as on CubeAPI builds that dropped it.
+	Nodes []cube.Node
+	// LegacySnapshots plays an older CubeAPI whose CubeMaster lacks the
+	// snapshot endpoint: POST /sandboxes/{id}/snapshots answers 201 with a
+	// made-up id (a UUID, not snap-…) and takes no snapshot.
+	LegacySnapshots bool
 }
 
 // Request is one recorded request, as the fake received it.
@@ -102,6 +113,8 @@ type Server struct {
 	killed    map[string]bool
 	snapshots map[string]*snapshot
 	templates map[string]bool
+	aliases   map[string]string    // template alias → template id
+	builds    map[string]*buildJob // by job id
 	seq       int
 	snapSeq   int
 	faults    []*Fault
@@ -291,6 +304,16 @@ func (s *Server) AddTemplate(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.templates[id] = true
+}
+
+// AddAlias names a template by an alias (GET /templates/aliases/{alias}).
+func (s *Server) AddAlias(alias, templateID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.aliases == nil {
+		s.aliases = map[string]string{}
+	}
+	s.aliases[alias] = templateID
 }
 
 // Inject queues a fault; faults are matched in the order injected.
