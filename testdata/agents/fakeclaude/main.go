@@ -282,7 +282,7 @@ var (
 
 func (f *fake) turn(prompt string) string {
 	f.log(map[string]any{"what": "prompt", "text": prompt})
-	f.hook("UserPromptSubmit", "", map[string]any{"prompt": prompt})
+	f.hook("UserPromptSubmit", "", map[string]any{"prompt": prompt, "prompt_id": newUUID()})
 	f.transcriptLine("user", prompt, nil)
 	reply := "ok: " + prompt
 	for _, m := range askRE.FindAllStringSubmatch(prompt, -1) {
@@ -383,7 +383,10 @@ func (f *fake) loadSettings(flag string) error {
 func (f *fake) hook(event, target string, extra map[string]any) {
 	in := map[string]any{
 		"session_id": f.sessionID, "transcript_path": f.transcript, "cwd": f.cwd,
-		"permission_mode": f.permissionMode, "hook_event_name": event,
+		"hook_event_name": event,
+	}
+	if event != "SessionStart" && event != "SessionEnd" { // as Claude 2.1.197 sends them
+		in["permission_mode"] = f.permissionMode
 	}
 	for k, v := range extra {
 		in[k] = v
