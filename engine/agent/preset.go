@@ -97,6 +97,7 @@ func Builtins() map[string]Preset {
 			Command:     []string{"codex"},
 			Prompt:      PromptArg,
 			Resume:      []string{"resume", "{id}"},
+			Fork:        []string{"fork", "{id}"},
 			Status:      IntegrationCodex,
 			Credentials: []string{"OPENAI_API_KEY", "CODEX_API_KEY"},
 			Env:         []string{"OPENAI_BASE_URL"},

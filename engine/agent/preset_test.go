@@ -59,8 +59,12 @@ func TestArgvModes(t *testing.T) {
 	if err != nil || !slices.Equal(inv.Argv, []string{"codex", "resume", "T9"}) {
 		t.Errorf("codex resume: %q %v", inv.Argv, err)
 	}
-	if _, err := b["codex"].Argv(Launch{Resume: "T9", Fork: true}); !errors.Is(err, ErrCannotResume) {
-		t.Errorf("codex fork: %v, want ErrCannotResume", err)
+	inv, err = b["codex"].Argv(Launch{Resume: "T9", Fork: true, Prompt: "p"})
+	if err != nil || !slices.Equal(inv.Argv, []string{"codex", "fork", "T9", "p"}) {
+		t.Errorf("codex fork: %q %v", inv.Argv, err)
+	}
+	if _, err := b["opencode"].Argv(Launch{Resume: "T9", Fork: true}); !errors.Is(err, ErrCannotResume) {
+		t.Errorf("opencode fork: %v, want ErrCannotResume", err)
 	}
 	if _, err := b["aider"].Argv(Launch{Resume: "x"}); !errors.Is(err, ErrCannotResume) {
 		t.Errorf("aider resume: %v", err)
