@@ -163,6 +163,9 @@ type watcher struct {
 	tr     *Tracker
 	events []Event
 	ended  []Turn
+	// patience is how long until waits (default 20 s; real agents start slowly
+	// on a loaded machine).
+	patience time.Duration
 }
 
 func (w *watcher) poll() {
@@ -180,7 +183,11 @@ func (w *watcher) poll() {
 
 func (w *watcher) until(term *terminal, what string, ok func(Status) bool) Status {
 	w.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	patience := w.patience
+	if patience == 0 {
+		patience = 20 * time.Second
+	}
+	deadline := time.Now().Add(patience)
 	for time.Now().Before(deadline) {
 		w.poll()
 		if st := w.tr.Status(); ok(st) {

@@ -35,6 +35,10 @@ type HookSetup struct {
 	// as the World sees it. Never the user's own ~/.claude, ~/.codex, ~/.gemini.
 	ConfigDir        string
 	ConfigDirInWorld string
+	// Workdir is the agent's working directory as the World sees it. When
+	// set, the per-World Gemini home trusts it: Gemini CLI runs no hooks at
+	// all in an untrusted folder, and the World is already the sandbox.
+	Workdir string
 	// CodexBase is a config.toml to start the World's Codex config from (the
 	// user's own, read by the caller, so their model settings carry over); nil
 	// for none. Its notify is replaced.
@@ -99,6 +103,15 @@ func Install(p Preset, s HookSetup) (Installed, error) {
 		if _, err := write("gemini-home/.gemini/settings.json", data); err != nil {
 			return Installed{}, err
 		}
+		if s.Workdir != "" {
+			if !filepath.IsAbs(s.Workdir) {
+				return Installed{}, fmt.Errorf("install gemini hooks: working directory %q is not absolute", s.Workdir)
+			}
+			trust, _ := json.Marshal(map[string]string{s.Workdir: "TRUST_FOLDER"})
+			if _, err := write("gemini-home/.gemini/trustedFolders.json", trust); err != nil {
+				return Installed{}, err
+			}
+		}
 		in.Env = append(in.Env, "GEMINI_CLI_HOME="+filepath.Join(s.ConfigDirInWorld, "gemini-home"))
 	case IntegrationAider:
 		in.Args = append(in.Args, "--notifications", "--notifications-command", hook("aider", "Stop"))
@@ -148,7 +161,8 @@ func GeminiSettings(command func(event string) string) ([]byte, error) {
 		}
 		hooks[ev] = []hookGroup{g}
 	}
-	return json.MarshalIndent(map[string]any{"hooks": hooks}, "", "  ")
+	// Gemini CLI 0.61 runs hooks only with hooksConfig.enabled.
+	return json.MarshalIndent(map[string]any{"hooksConfig": map[string]any{"enabled": true}, "hooks": hooks}, "", "  ")
 }
 
 // CodexConfig is base (a Codex config.toml, may be nil) with notify set.

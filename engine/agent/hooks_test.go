@@ -91,6 +91,7 @@ func TestInstallCodexGeminiAider(t *testing.T) {
 		t.Errorf("bad base: %v", err)
 	}
 
+	s.Workdir = "/src/project"
 	in, err = Install(Builtins()["gemini"], s)
 	if err != nil {
 		t.Fatal(err)
@@ -105,6 +106,12 @@ func TestInstallCodexGeminiAider(t *testing.T) {
 		}
 	}
 
+	if data, _ := os.ReadFile(filepath.Join(s.ConfigDir, "gemini-home/.gemini/trustedFolders.json")); string(data) != `{"/src/project":"TRUST_FOLDER"}` {
+		t.Errorf("gemini trust %s", data)
+	}
+	if !strings.Contains(string(data), `"hooksConfig"`) {
+		t.Error("gemini settings do not enable hooks")
+	}
 	in, err = Install(Builtins()["aider"], s)
 	if err != nil {
 		t.Fatal(err)

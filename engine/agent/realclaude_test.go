@@ -56,7 +56,7 @@ func TestRealClaudeHooks(t *testing.T) {
 		"DISABLE_AUTOUPDATER=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 	}, in.Env...)
 	term := startOnPTY(t, src, env, inv.Argv...)
-	w := &watcher{t: t, r: NewReader(chanDir), tr: NewTracker(p.Status, time.Now())}
+	w := &watcher{t: t, r: NewReader(chanDir), tr: NewTracker(p.Status, time.Now()), patience: 2 * time.Minute}
 	st := w.until(term, "SessionStart from the real claude", func(s Status) bool { return len(w.events) > 0 })
 	first := w.events[0]
 	t.Logf("first event: kind=%s source=%s session=%s cwd=%s transcript=%s raw=%s", first.Kind, first.Source, first.SessionID, first.Cwd, first.TranscriptPath, first.Raw)
