@@ -216,8 +216,9 @@ func (t *Tracker) endTurn(e Event, failed bool) *Turn {
 
 // Terminal folds in the PTY heuristic: waiting says the program is blocked
 // reading its terminal and quiet. Agents without hooks live by it; an agent
-// whose hooks speak ignores it once they have, except that output after a
-// finished turn means working for agents whose hooks only report turn ends.
+// whose hooks speak ignores it once they have, except Codex and aider, whose
+// hooks only report turn ends: for them output after a finished turn means
+// working, and a quiet terminal mid-turn (an approval prompt) means waiting.
 func (t *Tracker) Terminal(waiting bool, at time.Time) {
 	if t.ended {
 		return
@@ -225,8 +226,11 @@ func (t *Tracker) Terminal(waiting bool, at time.Time) {
 	if t.hooked {
 		switch t.integration {
 		case IntegrationCodex, IntegrationAider:
-			if !waiting && t.st.State == StateWaiting {
+			switch {
+			case !waiting && t.st.State == StateWaiting:
 				t.set(StateWorking, "", at)
+			case waiting && t.st.State == StateWorking:
+				t.set(StateWaiting, "waiting for input", at)
 			}
 		}
 		return

@@ -136,6 +136,10 @@ func TestTrackerTerminalFallback(t *testing.T) {
 	want(t, cx, StateWaiting, "turn 1 done", at(10))
 	cx.Terminal(false, at(12))
 	want(t, cx, StateWorking, "", at(12))
+	cx.Terminal(true, at(14)) // an approval prompt mid-turn: notify says nothing
+	want(t, cx, StateWaiting, "waiting for input", at(14))
+	cx.Terminal(false, at(15))
+	want(t, cx, StateWorking, "", at(15))
 	cx.Apply(Event{Agent: "codex", Kind: "agent-turn-complete", Time: at(20), Prompt: "more"})
 	if tu := cx.Turns(); len(tu) != 2 || !tu[1].Started.Equal(at(10)) || tu[1].Prompt != "more" {
 		t.Fatalf("codex turns %+v", tu)
