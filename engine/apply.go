@@ -987,13 +987,8 @@ func (e *Engine) History() ([]HistoryEntry, error) {
 // its deletion in a FUSE dialect, so the path reads from the source again.
 func dropUpperPath(upper, rel string) error {
 	p := filepath.Join(upper, filepath.FromSlash(rel))
-	dir, base := filepath.Split(p)
-	for _, marker := range []string{
-		filepath.Join(dir, ".wh."+base),
-		filepath.Join(upper, ".unionfs-fuse", filepath.FromSlash(rel)+"_HIDDEN~"),
-		filepath.Join(upper, ".unionfs", filepath.FromSlash(rel)+"_HIDDEN~"),
-	} {
-		if err := os.RemoveAll(marker); err != nil {
+	for _, marker := range overlay.DeletionMarkers(overlay.DialectAuto, rel) {
+		if err := os.RemoveAll(filepath.Join(upper, filepath.FromSlash(marker))); err != nil {
 			return err
 		}
 	}

@@ -142,12 +142,12 @@ func (r rules) readUpper(dir string, atRoot bool) (upperList, error) {
 	for _, e := range entries {
 		kind, name := r.classifyName(e.Name(), atRoot)
 		switch kind {
-		case entrySkip:
+		case MarkerSkip:
 			continue
-		case entryOpaque:
+		case MarkerOpaque:
 			ul.opaque = true
 			continue
-		case entryWhiteout:
+		case MarkerWhiteout:
 			ul.whiteouts[name] = true
 			continue
 		}
@@ -711,8 +711,7 @@ func (rd *reader) loadUnionfsHidden() error {
 		}
 		for _, e := range entries {
 			name := e.Name()
-			if strings.HasSuffix(name, unionfsHidden) && len(name) > len(unionfsHidden) {
-				target := strings.TrimSuffix(name, unionfsHidden)
+			if target, ok := unionfsHiddenTarget(name); ok {
 				if rd.hidden[rel] == nil {
 					rd.hidden[rel] = map[string]bool{}
 				}
@@ -728,7 +727,7 @@ func (rd *reader) loadUnionfsHidden() error {
 		}
 		return nil
 	}
-	for _, meta := range []string{unionfsMeta, unionfsMetaOld} {
+	for _, meta := range unionfsMetaDirs {
 		dir := filepath.Join(rd.l.Upper, meta)
 		if info, err := os.Lstat(dir); err == nil && info.IsDir() {
 			if err := walk(dir, ""); err != nil {
