@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stratahq/strata/fsx"
 )
 
 // Paths locates everything under one state root (DESIGN.md, On disk).
@@ -91,7 +93,7 @@ var ErrInvalidName = errors.New("invalid world name")
 
 // ValidateName checks a World name before it touches a path.
 func ValidateName(name string) error {
-	if !validName(name) {
+	if !fsx.ValidName(name) {
 		return fmt.Errorf("%w %q: use 1-63 characters a-z 0-9 . _ - starting with a letter or digit", ErrInvalidName, name)
 	}
 	return nil
@@ -105,26 +107,6 @@ func within(p, dir string) bool {
 	return strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
-// resolveDir returns the absolute, symlink-resolved form of dir and checks it is a directory.
-func resolveDir(dir string) (string, error) {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", err
-	}
-	real, err := filepath.EvalSymlinks(abs)
-	if err != nil {
-		return "", err
-	}
-	st, err := os.Stat(real)
-	if err != nil {
-		return "", err
-	}
-	if !st.IsDir() {
-		return "", fmt.Errorf("%s is not a directory", real)
-	}
-	return real, nil
-}
-
 // renameNoReplace renames old to new, failing if new exists.
 func renameNoReplace(old, new string) error {
 	err := unix.Renameat2(unix.AT_FDCWD, old, unix.AT_FDCWD, new, unix.RENAME_NOREPLACE)
@@ -135,21 +117,3 @@ func renameNoReplace(old, new string) error {
 }
 
 func isRoot() bool { return os.Geteuid() == 0 }
-
-// validName checks [a-z0-9][a-z0-9._-]{0,62} by hand: compiling a regexp
-// at start-up costs every strata process (and every session init) time.
-func validName(name string) bool {
-	if len(name) == 0 || len(name) > 63 {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-		case (c == '.' || c == '_' || c == '-') && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
