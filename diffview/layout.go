@@ -7,6 +7,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/rivo/uniseg"
+
+	"github.com/stratahq/strata/fsx"
 )
 
 // Role is what a piece of a display row means; the TUI maps roles to theme
@@ -244,9 +246,9 @@ func (l *layouter) fileRows() []Row {
 	var summary string
 	switch {
 	case fd.Binary:
-		summary = fmt.Sprintf("Binary file differs (%s → %s)", humanBytes(fd.OldSize), humanBytes(fd.NewSize))
+		summary = fmt.Sprintf("Binary file differs (%s → %s)", fsx.HumanBytes(int64(fd.OldSize)), fsx.HumanBytes(int64(fd.NewSize)))
 	case fd.TooLarge:
-		summary = fmt.Sprintf("File too large to diff (%s → %s)", humanBytes(fd.OldSize), humanBytes(fd.NewSize))
+		summary = fmt.Sprintf("File too large to diff (%s → %s)", fsx.HumanBytes(int64(fd.OldSize)), fsx.HumanBytes(int64(fd.NewSize)))
 	case len(fd.Hunks) == 0:
 		summary = "No changes"
 	}
@@ -254,18 +256,6 @@ func (l *layouter) fileRows() []Row {
 		rows = append(rows, l.fullRow(RowSummary, -1, RoleMeta, summary))
 	}
 	return rows
-}
-
-func humanBytes(n int) string {
-	switch {
-	case n < 1<<10:
-		return fmt.Sprintf("%d B", n)
-	case n < 1<<20:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	case n < 1<<30:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	}
-	return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
 }
 
 // fullRow is a one-row, full-width text (headers, summaries), truncated.

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/diffview"
+	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/overlay"
 )
 
@@ -286,7 +287,7 @@ func readSide(root, rel string) (version, error) {
 	if err != nil {
 		return version{}, err
 	}
-	v := version{typ: overlay.FileTypeOf(st.Mode()), mode: st.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)}
+	v := version{typ: overlay.FileTypeOf(st.Mode()), mode: st.Mode() & fsx.PermBits}
 	switch v.typ {
 	case overlay.TypeFile:
 		if st.Size() >= streamThreshold {
@@ -311,7 +312,7 @@ func worldSide(l overlay.Layers, rel string) (version, error) {
 	if err != nil {
 		return version{}, err
 	}
-	v := version{typ: ent.Type, mode: ent.Mode & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky), target: ent.Target}
+	v := version{typ: ent.Type, mode: ent.Mode & fsx.PermBits, target: ent.Target}
 	if v.typ == overlay.TypeFile {
 		if v.data, err = l.ReadFile(rel); err != nil {
 			return v, err
@@ -324,21 +325,7 @@ func baseSide(r *BaseRecord, data []byte) version {
 	if r == nil || r.Absent {
 		return version{}
 	}
-	return version{typ: r.Type, mode: fs.FileMode(r.Mode&0o777) | specialFromBits(r.Mode), data: data, target: r.Target}
-}
-
-func specialFromBits(b uint32) fs.FileMode {
-	var m fs.FileMode
-	if b&0o4000 != 0 {
-		m |= fs.ModeSetuid
-	}
-	if b&0o2000 != 0 {
-		m |= fs.ModeSetgid
-	}
-	if b&0o1000 != 0 {
-		m |= fs.ModeSticky
-	}
-	return m
+	return version{typ: r.Type, mode: fsx.FileMode(r.Mode), data: data, target: r.Target}
 }
 
 // selectChanges resolves picks against the change set: a pick names a path
@@ -469,7 +456,7 @@ func (e *Engine) Apply(ctx context.Context, name string, o ApplyOptions) (*Apply
 		if keepBase[rel] {
 			continue
 		}
-		rec := BaseRecord{Path: rel, CapturedAt: time.Now().UTC(), Absent: v.typ == 0, Type: v.typ, Mode: ModeBits(v.mode), Target: v.target}
+		rec := BaseRecord{Path: rel, CapturedAt: time.Now().UTC(), Absent: v.typ == 0, Type: v.typ, Mode: fsx.UnixMode(v.mode), Target: v.target}
 		if v.typ == overlay.TypeFile {
 			if v.streamed() {
 				// The source now holds exactly the checked content.
@@ -987,13 +974,8 @@ func (e *Engine) History() ([]HistoryEntry, error) {
 // its deletion in a FUSE dialect, so the path reads from the source again.
 func dropUpperPath(upper, rel string) error {
 	p := filepath.Join(upper, filepath.FromSlash(rel))
-	dir, base := filepath.Split(p)
-	for _, marker := range []string{
-		filepath.Join(dir, ".wh."+base),
-		filepath.Join(upper, ".unionfs-fuse", filepath.FromSlash(rel)+"_HIDDEN~"),
-		filepath.Join(upper, ".unionfs", filepath.FromSlash(rel)+"_HIDDEN~"),
-	} {
-		if err := os.RemoveAll(marker); err != nil {
+	for _, marker := range overlay.DeletionMarkers(overlay.DialectAuto, rel) {
+		if err := os.RemoveAll(filepath.Join(upper, filepath.FromSlash(marker))); err != nil {
 			return err
 		}
 	}

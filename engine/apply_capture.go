@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/overlay"
 )
 
@@ -171,7 +172,7 @@ func worldVersion(l overlay.Layers, rel string, stream bool) (version, error) {
 	if err != nil {
 		return version{}, err
 	}
-	return version{typ: ent.Type, mode: ent.Mode & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky), file: f.Name(), size: size, sum: sum}, nil
+	return version{typ: ent.Type, mode: ent.Mode & fsx.PermBits, file: f.Name(), size: size, sum: sum}, nil
 }
 
 // hashedSide describes the large regular file rel under root by its hash

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/overlay"
 )
 
@@ -214,7 +215,7 @@ func CaptureBase(store *overlay.Store, idx BaseIndex, lower, upper, rel string) 
 		return false, fmt.Errorf("capture base of %s: %w", rel, err)
 	default:
 		rec.Type = overlay.FileTypeOf(st.Mode())
-		rec.Mode = ModeBits(st.Mode())
+		rec.Mode = fsx.UnixMode(st.Mode())
 		rec.SourceMTime = st.ModTime().UTC()
 		switch rec.Type {
 		case overlay.TypeFile:
@@ -315,22 +316,6 @@ func (b BaseIndex) MarkUnknown(rel string, cause error) error {
 	}
 	_, err = b.Add(rec)
 	return err
-}
-
-// ModeBits is a mode's permission bits plus setuid, setgid and sticky, as
-// the octal number chmod takes.
-func ModeBits(m fs.FileMode) uint32 {
-	s := uint32(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		s |= 0o4000
-	}
-	if m&fs.ModeSetgid != 0 {
-		s |= 0o2000
-	}
-	if m&fs.ModeSticky != 0 {
-		s |= 0o1000
-	}
-	return s
 }
 
 func (e *Engine) bases(name string) BaseIndex {

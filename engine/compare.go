@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/overlay"
 )
 
@@ -125,7 +126,7 @@ func describeVersion(v version, isSource bool) ComparedVersion {
 		return cv
 	}
 	cv.Type, cv.Hash, cv.Target = v.typ.String(), v.hash(), v.target
-	cv.Mode = fmt.Sprintf("%04o", ModeBits(v.mode))
+	cv.Mode = fmt.Sprintf("%04o", fsx.UnixMode(v.mode))
 	cv.Size = int64(len(v.data))
 	return cv
 }

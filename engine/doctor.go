@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/overlay"
 )
 
@@ -148,7 +149,7 @@ func (e *Engine) Doctor(ctx context.Context) *DoctorReport {
 	r.DevFuse = err == nil
 	var st unix.Statfs_t
 	if unix.Statfs(e.Paths.Root, &st) == nil {
-		r.StateFree = HumanBytes(int64(st.Bavail) * st.Bsize)
+		r.StateFree = fsx.HumanBytes(int64(st.Bavail) * st.Bsize)
 	}
 	if ws, err := e.Worlds(); err == nil {
 		r.Worlds = len(ws)
@@ -207,17 +208,4 @@ func userNamespaceSupport() string {
 		return "unavailable: " + err.Error()
 	}
 	return "available"
-}
-
-func HumanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stratahq/strata/cube"
+	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/overlay"
 )
 
@@ -139,7 +140,7 @@ func (e *Engine) stageWorld(ctx context.Context, o CreateOptions) (*World, *stag
 	if src == "" {
 		src = "."
 	}
-	source, err := resolveDir(src)
+	source, err := fsx.CanonicalDir(src)
 	if err != nil {
 		return nil, nil, fmt.Errorf("new world %q: source: %w", o.Name, err)
 	}

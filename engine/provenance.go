@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/overlay"
 )
 
@@ -153,7 +154,7 @@ func (e *Engine) Provenance(name string) (map[string][]PathWrite, error) {
 	out := map[string][]PathWrite{}
 	for _, d := range ents {
 		session, ok := strings.CutSuffix(d.Name(), ".jsonl")
-		if !ok || d.IsDir() || !validSessionID(session) || d.Name() == inheritedProvenance {
+		if !ok || d.IsDir() || !fsx.ValidName(session) || d.Name() == inheritedProvenance {
 			continue
 		}
 		recs, err := readProvenanceFile(filepath.Join(dir, d.Name()))

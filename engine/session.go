@@ -21,6 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/overlay"
 )
 
@@ -188,25 +189,6 @@ var (
 	ErrNoSession = errors.New("no such session")
 )
 
-// validSessionID is the World name rule, [a-z0-9][a-z0-9._-]{0,62}, checked by hand:
-// a regexp compiled at package init would cost every strata start (and every
-// session init) a fraction of a millisecond.
-func validSessionID(id string) bool {
-	if id == "" || len(id) > 63 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-		case i > 0 && (c == '.' || c == '_' || c == '-'):
-		default:
-			return false
-		}
-	}
-	return true
-}
-
 // NewSessionID returns a short id that sorts by creation time: milliseconds since
 // the epoch in base 36, a dash, and 4 random base-36 digits.
 func NewSessionID() string {
@@ -250,7 +232,7 @@ func (spec *SessionSpec) normalize() error {
 			spec.ID = NewSessionID()
 		}
 	}
-	if !validSessionID(spec.ID) {
+	if !fsx.ValidName(spec.ID) {
 		return fmt.Errorf("invalid session id %q", spec.ID)
 	}
 	if spec.Dir == "" {
@@ -749,7 +731,7 @@ func ListSessions(worldDir string) ([]SessionMeta, error) {
 			continue
 		}
 		if err != nil {
-			if !validSessionID(e.Name()) {
+			if !fsx.ValidName(e.Name()) {
 				continue // not a session dir strata made
 			}
 			meta = brokenSession(dir, e.Name(), filepath.Base(worldDir), err)
@@ -814,7 +796,7 @@ func readFirstLineWithPrefix(f *os.File, prefix string) (string, bool) {
 // (the upper, for bases and provenance), the cgroup it runs in and the
 // activity log it reports its end to.
 func (spec *SessionSpec) deriveEvidence() {
-	if spec.StateRoot == "" || !validSessionID(spec.World) {
+	if spec.StateRoot == "" || !fsx.ValidName(spec.World) {
 		return
 	}
 	p := Paths{Root: spec.StateRoot}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stratahq/strata/fsx"
 )
 
 func TestTranscriptFrames(t *testing.T) {
@@ -139,7 +141,7 @@ func TestParseProcStat(t *testing.T) {
 	if err != nil || st.state != 'S' || st.pgrp != 42 || st.startTime != 987654 {
 		t.Errorf("parseProcStat = %+v, %v", st, err)
 	}
-	if !validSessionID("mx2fx7id-lmqe") || validSessionID("../x") || validSessionID("-a") || validSessionID("") || validSessionID(strings.Repeat("a", 64)) {
+	if !fsx.ValidName("mx2fx7id-lmqe") || fsx.ValidName("../x") || fsx.ValidName("-a") || fsx.ValidName("") || fsx.ValidName(strings.Repeat("a", 64)) {
 		t.Error("validSessionID accepts or refuses the wrong ids")
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -254,11 +253,8 @@ func (w *upperWatcher) ignored(rel string, isDir bool) bool {
 			w.warn("ignore", "ignore patterns: %v", w.igErr)
 		}
 	}
-	if w.spec.Dialect == overlay.DialectUnionfs {
-		first, _, _ := strings.Cut(rel, "/")
-		if first == ".unionfs-fuse" || first == ".unionfs" {
-			return false // the meta tree is classified, not ignored
-		}
+	if overlay.InMetaTree(w.spec.Dialect, rel) {
+		return false // the meta tree is classified, not ignored
 	}
 	return w.ign.Match(rel, isDir)
 }
@@ -474,46 +470,16 @@ func (w *upperWatcher) handle(rel string, at time.Time, created bool) {
 // whiteouts (of every dialect) are deletions of the path they hide, markers
 // and bookkeeping are nothing.
 func (w *upperWatcher) classify(rel string) (target, op string, isDir, ok bool) {
-	dir, name := "", rel
-	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
-		dir, name = rel[:i], rel[i+1:]
-	}
-	if strings.HasPrefix(name, ".fuse_hidden") {
-		return "", "", false, false
-	}
-	d := w.spec.Dialect
-	if d == overlay.DialectUnionfs {
-		first, rest, _ := strings.Cut(rel, "/")
-		if first == ".unionfs-fuse" || first == ".unionfs" {
-			if hidden, ok := strings.CutSuffix(rest, "_HIDDEN~"); ok && hidden != "" {
-				return hidden, OpDelete, false, true
-			}
-			return "", "", false, false
-		}
-	}
-	if d == overlay.DialectFuseOverlayfs || d == overlay.DialectOCI {
-		if strings.HasPrefix(name, ".wh.") {
-			if name == ".wh..wh..opq" || name == ".wh..opq" || strings.HasPrefix(name, ".wh..wh.") {
-				return "", "", false, false
-			}
-			return joinRel(dir, name[len(".wh."):]), OpDelete, false, true
-		}
-	}
-	var st unix.Stat_t
-	if err := unix.Lstat(w.full(rel), &st); err != nil {
+	m, err := overlay.ClassifyUpperEntry(w.spec.Dialect, w.upper, rel)
+	switch {
+	case err != nil:
 		return "", "", false, false // already gone (a temp file renamed away)
+	case m.Marker == overlay.MarkerWhiteout:
+		return m.Target, OpDelete, false, true
+	case m.Marker != overlay.MarkerPlain:
+		return "", "", false, false // an opaque mark or bookkeeping
 	}
-	if st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == 0 && d != overlay.DialectUnionfs {
-		return rel, OpDelete, false, true
-	}
-	if d == overlay.DialectKernel && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == 0 {
-		for _, x := range []string{"trusted.overlay.whiteout", "user.overlay.whiteout"} {
-			if _, err := unix.Lgetxattr(w.full(rel), x, nil); err == nil {
-				return rel, OpDelete, false, true
-			}
-		}
-	}
-	isDir = st.Mode&unix.S_IFMT == unix.S_IFDIR
+	isDir = m.IsDir
 	if w.lowerType(rel) == 0 {
 		return rel, OpCreate, isDir, true
 	}

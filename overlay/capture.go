@@ -174,7 +174,11 @@ func CaptureUpper(ctx context.Context, store *Store, upper string, d Dialect, ca
 	if err := restoreCheckDialect(d); err != nil {
 		return nil, stats, fmt.Errorf("capture upper %s: %w", upper, err)
 	}
-	sc := &snapScanner{upper: upper, d: d, index: make(map[string]int)}
+	r, err := rulesFor(d)
+	if err != nil {
+		return nil, stats, fmt.Errorf("capture upper %s: %w", upper, err)
+	}
+	sc := &snapScanner{upper: upper, d: d, r: r, index: make(map[string]int)}
 	rootSt, err := sc.lstat("")
 	if err != nil {
 		return nil, stats, fmt.Errorf("capture upper %s: %w", upper, err)
@@ -315,19 +319,11 @@ func putDeepFile(store *Store, upper, rel string) (ObjectID, int64, bool, unix.S
 	return store.putFileStat(p)
 }
 
-var snapUnionfsMetaDirs = []string{".unionfs-fuse", ".unionfs"}
-
-const (
-	snapOpaqueMarker  = ".wh..wh..opq" // OCI, AUFS and fuse-overlayfs opaque marker file
-	snapFuseOpqDevice = ".wh..opq"     // fuse-overlayfs also makes a char 0/0 of this name
-	snapWhPrefix      = ".wh."
-	snapHiddenSuffix  = "_HIDDEN~"
-)
-
 // snapScanner walks one upper and turns its entries into dialect-neutral form.
 type snapScanner struct {
 	upper   string
 	d       Dialect
+	r       rules // d's vocabulary
 	entries []ManifestEntry
 	index   map[string]int            // path -> position in entries
 	stats   map[string]statCacheEntry // file path -> stat seen by the walk
@@ -393,7 +389,14 @@ func (sc *snapScanner) scanDir(ctx context.Context, rel string, dir *ManifestEnt
 		if rel != "" {
 			child = rel + "/" + name
 		}
-		if rel == "" && sc.d == DialectUnionfs && slices.Contains(snapUnionfsMetaDirs, name) {
+		switch kind, hidden := sc.r.classifyName(name, rel == ""); kind {
+		case MarkerSkip:
+			continue
+		case MarkerOpaque:
+			dir.Opaque = true
+			continue
+		case MarkerWhiteout:
+			sc.addWhiteoutMarker(joinRel(rel, hidden), false)
 			continue
 		}
 		st, err := sc.lstat(child)
@@ -403,25 +406,7 @@ func (sc *snapScanner) scanDir(ctx context.Context, rel string, dir *ManifestEnt
 		if err != nil {
 			return err
 		}
-		isCharWhiteout := st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == 0 && sc.d != DialectUnionfs
-		if sc.d == DialectFuseOverlayfs || sc.d == DialectOCI {
-			switch {
-			case name == snapOpaqueMarker:
-				dir.Opaque = true
-				continue
-			case name == snapFuseOpqDevice && isCharWhiteout:
-				continue
-			case strings.HasPrefix(name, snapWhPrefix+snapWhPrefix):
-				continue // AUFS bookkeeping (.wh..wh.aufs, .wh..wh.plnk, ...)
-			case strings.HasPrefix(name, snapWhPrefix) && len(name) > len(snapWhPrefix):
-				target := name[len(snapWhPrefix):]
-				if rel != "" {
-					target = rel + "/" + target
-				}
-				sc.addWhiteoutMarker(target, false)
-				continue
-			}
-		}
+		isCharWhiteout := sc.r.isWhiteoutDev(st.Mode, st.Rdev)
 		e, err := sc.entryFor(child, &st)
 		if err != nil {
 			return err
@@ -484,18 +469,15 @@ func (sc *snapScanner) entryFor(rel string, st *unix.Stat_t) (ManifestEntry, err
 		return e, err
 	}
 	for name, value := range xattrs {
-		switch {
-		case strings.HasSuffix(name, "overlay.redirect") || strings.HasSuffix(name, "overlay.metacopy"):
-			if sc.d == DialectKernel && (strings.HasPrefix(name, "trusted.") || strings.HasPrefix(name, "user.")) {
-				return e, fmt.Errorf("%s carries %s: %w (mount without redirect_dir and metacopy)", sc.abs(rel), name, ErrUnsupportedUpper)
-			}
-		case name == "trusted.overlay.opaque" || name == "user.overlay.opaque" || name == "user.fuseoverlayfs.opaque":
-			kernelName := name != "user.fuseoverlayfs.opaque"
-			if e.Kind == EntryDir && string(value) == "y" && (sc.d == DialectFuseOverlayfs || (sc.d == DialectKernel && kernelName)) {
+		switch sc.r.classifyXattr(name) {
+		case MarkerRedirect, MarkerMetacopy:
+			return e, fmt.Errorf("%s carries %s: %w (mount without redirect_dir and metacopy)", sc.abs(rel), name, ErrUnsupportedUpper)
+		case MarkerOpaque:
+			if e.Kind == EntryDir && isOpaqueValue(value) {
 				e.Opaque = true
 			}
-		case name == "trusted.overlay.whiteout" || name == "user.overlay.whiteout":
-			if e.Kind == EntryFile && st.Size == 0 && sc.d == DialectKernel {
+		case MarkerWhiteout:
+			if e.Kind == EntryFile && st.Size == 0 {
 				return ManifestEntry{Path: rel, Kind: EntryWhiteout, UID: e.UID, GID: e.GID, MTime: e.MTime}, nil
 			}
 		}
@@ -512,7 +494,10 @@ func (sc *snapScanner) entryFor(rel string, st *unix.Stat_t) (ManifestEntry, err
 // snapKeepXattr says whether an xattr belongs to the user's file rather than
 // to an overlay's bookkeeping or to the host's security labelling.
 func snapKeepXattr(name string) bool {
-	for _, skip := range []string{"trusted.overlay.", "user.overlay.", "user.fuseoverlayfs.", "security.selinux", "security.apparmor"} {
+	if isOverlayXattr(name) {
+		return false
+	}
+	for _, skip := range []string{"security.selinux", "security.apparmor"} {
 		if strings.HasPrefix(name, skip) {
 			return false
 		}
@@ -580,7 +565,7 @@ func snapGetXattr(p, name string) ([]byte, error) {
 // scanUnionfsMeta reads unionfs-fuse's meta tree: a PATH_HIDDEN~ file or dir
 // under .unionfs-fuse/ (or .unionfs/) marks PATH deleted.
 func (sc *snapScanner) scanUnionfsMeta() error {
-	for _, meta := range snapUnionfsMetaDirs {
+	for _, meta := range unionfsMetaDirs {
 		base := filepath.Join(sc.upper, meta)
 		if st, err := os.Lstat(base); err != nil || !st.IsDir() {
 			continue
@@ -590,14 +575,15 @@ func (sc *snapScanner) scanUnionfsMeta() error {
 				return err
 			}
 			name := de.Name()
-			if p == base || !strings.HasSuffix(name, snapHiddenSuffix) || len(name) == len(snapHiddenSuffix) {
+			target, ok := unionfsHiddenTarget(name)
+			if p == base || !ok {
 				return nil
 			}
 			rel, err := filepath.Rel(base, p)
 			if err != nil {
 				return err
 			}
-			sc.addWhiteoutMarker(strings.TrimSuffix(filepath.ToSlash(rel), snapHiddenSuffix), de.IsDir())
+			sc.addWhiteoutMarker(strings.TrimSuffix(filepath.ToSlash(rel), name)+target, de.IsDir())
 			if de.IsDir() {
 				return fs.SkipDir
 			}

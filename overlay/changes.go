@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/stratahq/strata/fsx"
 )
 
 // ReadOptions tune ReadChanges.
@@ -24,7 +26,7 @@ type ReadOptions struct {
 }
 
 // changeModeBits are the permission bits a change compares and replays.
-const changeModeBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
+const changeModeBits = fsx.PermBits
 
 // ReadChanges reads the upper layer of l into the sorted set of changes
 // between the World's view and the lower tree. Its cost grows with the upper
@@ -142,12 +144,12 @@ func (r rules) readUpper(dir string, atRoot bool) (upperList, error) {
 	for _, e := range entries {
 		kind, name := r.classifyName(e.Name(), atRoot)
 		switch kind {
-		case entrySkip:
+		case MarkerSkip:
 			continue
-		case entryOpaque:
+		case MarkerOpaque:
 			ul.opaque = true
 			continue
-		case entryWhiteout:
+		case MarkerWhiteout:
 			ul.whiteouts[name] = true
 			continue
 		}
@@ -711,8 +713,7 @@ func (rd *reader) loadUnionfsHidden() error {
 		}
 		for _, e := range entries {
 			name := e.Name()
-			if strings.HasSuffix(name, unionfsHidden) && len(name) > len(unionfsHidden) {
-				target := strings.TrimSuffix(name, unionfsHidden)
+			if target, ok := unionfsHiddenTarget(name); ok {
 				if rd.hidden[rel] == nil {
 					rd.hidden[rel] = map[string]bool{}
 				}
@@ -728,7 +729,7 @@ func (rd *reader) loadUnionfsHidden() error {
 		}
 		return nil
 	}
-	for _, meta := range []string{unionfsMeta, unionfsMetaOld} {
+	for _, meta := range unionfsMetaDirs {
 		dir := filepath.Join(rd.l.Upper, meta)
 		if info, err := os.Lstat(dir); err == nil && info.IsDir() {
 			if err := walk(dir, ""); err != nil {
@@ -758,7 +759,7 @@ func (rd *reader) markHiddenBelow(rel string) {
 // then the target, lower type, flags and note when present.
 func (c Change) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s %04o %d %s", c.Kind.Letter(), c.Type, modeOctal(c.Mode), c.Size, strconv.Quote(c.Path))
+	fmt.Fprintf(&b, "%s %s %04o %d %s", c.Kind.Letter(), c.Type, fsx.UnixMode(c.Mode), c.Size, strconv.Quote(c.Path))
 	if c.Type == TypeSymlink {
 		b.WriteString(" -> " + strconv.Quote(c.Target))
 	}
@@ -778,21 +779,6 @@ func (c Change) String() string {
 		b.WriteString(" note=" + strconv.Quote(c.Note))
 	}
 	return b.String()
-}
-
-// modeOctal turns Go's permission and special bits into the unix octal layout.
-func modeOctal(m fs.FileMode) uint32 {
-	u := uint32(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		u |= syscall.S_ISUID
-	}
-	if m&fs.ModeSetgid != 0 {
-		u |= syscall.S_ISGID
-	}
-	if m&fs.ModeSticky != 0 {
-		u |= syscall.S_ISVTX
-	}
-	return u
 }
 
 // fsJoin appends one name to a dir path. Names from a directory listing are

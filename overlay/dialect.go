@@ -6,11 +6,19 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"unsafe"
 )
+
+// This file is the one place that knows how each dialect spells the layer
+// vocabulary: whiteout and opaque marker names, the unionfs-fuse meta tree,
+// the overlay xattrs and the char 0/0 whiteout device. Everything else (the
+// change reader, capture, restore, the probe, the engine's session watcher
+// and apply) asks it instead of spelling a marker itself.
 
 // Marker names of the foreign (non-kernel) dialects.
 const (
@@ -24,14 +32,28 @@ const (
 	unionfsHidden  = "_HIDDEN~"
 )
 
+// unionfsMetaDirs are the meta trees unionfs-fuse may keep at an upper's
+// root; the first is the one strata writes.
+var unionfsMetaDirs = []string{unionfsMeta, unionfsMetaOld}
+
 // Xattr names. The kernel uses trusted.overlay.* as root and user.overlay.*
 // with the userxattr mount option; fuse-overlayfs falls back to
 // user.fuseoverlayfs.* when it may not write trusted xattrs.
+const (
+	xattrTrustedOverlay = "trusted.overlay."
+	xattrUserOverlay    = "user.overlay."
+	xattrFuseOverlayfs  = "user.fuseoverlayfs."
+	opaqueValue         = "y"
+)
+
 var (
-	opaqueXattrs   = []string{"trusted.overlay.opaque", "user.overlay.opaque", "user.fuseoverlayfs.opaque"}
-	redirectXattrs = []string{"trusted.overlay.redirect", "user.overlay.redirect"}
-	metacopyXattrs = []string{"trusted.overlay.metacopy", "user.overlay.metacopy"}
-	whiteoutXattrs = []string{"trusted.overlay.whiteout", "user.overlay.whiteout"}
+	kernelXattrPrefixes  = []string{xattrTrustedOverlay, xattrUserOverlay}
+	overlayXattrPrefixes = []string{xattrTrustedOverlay, xattrUserOverlay, xattrFuseOverlayfs}
+	kernelOpaqueXattrs   = []string{xattrTrustedOverlay + "opaque", xattrUserOverlay + "opaque"}
+	fuseOpaqueXattrs     = []string{xattrTrustedOverlay + "opaque", xattrUserOverlay + "opaque", xattrFuseOverlayfs + "opaque"}
+	redirectXattrs       = []string{xattrTrustedOverlay + "redirect", xattrUserOverlay + "redirect"}
+	metacopyXattrs       = []string{xattrTrustedOverlay + "metacopy", xattrUserOverlay + "metacopy"}
+	whiteoutXattrs       = []string{xattrTrustedOverlay + "whiteout", xattrUserOverlay + "whiteout"}
 )
 
 // rules is what a dialect makes of names, device nodes and xattrs.
@@ -42,14 +64,15 @@ type rules struct {
 	xattrs        bool // overlay xattrs (opaque, and for the kernel redirect, metacopy, whiteout)
 	kernelXattrs  bool // redirect, metacopy and xattr whiteouts
 	unionfs       bool // .unionfs-fuse/ meta tree
+	opaqueXattrs  []string
 }
 
 func rulesFor(d Dialect) (rules, error) {
 	switch d {
 	case DialectKernel:
-		return rules{dialect: d, charWhiteouts: true, xattrs: true, kernelXattrs: true}, nil
+		return rules{dialect: d, charWhiteouts: true, xattrs: true, kernelXattrs: true, opaqueXattrs: kernelOpaqueXattrs}, nil
 	case DialectFuseOverlayfs:
-		return rules{dialect: d, whNames: true, charWhiteouts: true, xattrs: true}, nil
+		return rules{dialect: d, whNames: true, charWhiteouts: true, xattrs: true, opaqueXattrs: fuseOpaqueXattrs}, nil
 	case DialectOCI:
 		return rules{dialect: d, whNames: true, charWhiteouts: true}, nil
 	case DialectUnionfs:
@@ -58,39 +81,45 @@ func rulesFor(d Dialect) (rules, error) {
 	return rules{}, fmt.Errorf("unknown overlay dialect %q", d)
 }
 
-// markerKind classifies one upper directory entry.
-type markerKind uint8
+// Marker is what one upper directory entry, or one xattr on it, means in a
+// dialect.
+type Marker uint8
 
 const (
-	entryReal     markerKind = iota
-	entrySkip                // bookkeeping, never shown or reported
-	entryWhiteout            // hides the lower entry named by the returned name
-	entryOpaque              // marks its directory opaque
+	MarkerPlain    Marker = iota // the World's own entry (or a user xattr)
+	MarkerSkip                   // bookkeeping, never shown or reported
+	MarkerWhiteout               // hides the lower entry it names
+	MarkerOpaque                 // marks its directory opaque
+	MarkerRedirect               // (xattr) a renamed dir's origin
+	MarkerMetacopy               // (xattr) a metadata-only copy-up
 )
 
-// classifyName decides from the name alone (no stat) where it can.
-func (r rules) classifyName(name string, atRoot bool) (markerKind, string) {
+// classifyName decides from the name alone (no stat) where it can; for a
+// whiteout it returns the name of the entry hidden.
+func (r rules) classifyName(name string, atRoot bool) (Marker, string) {
 	if strings.HasPrefix(name, fuseHidden) {
-		return entrySkip, ""
+		return MarkerSkip, ""
 	}
-	if r.unionfs && atRoot && (name == unionfsMeta || name == unionfsMetaOld) {
-		return entrySkip, ""
+	if r.unionfs && atRoot && isUnionfsMeta(name) {
+		return MarkerSkip, ""
 	}
-	if r.whNames && strings.HasPrefix(name, whPrefix) {
+	if r.whNames && strings.HasPrefix(name, whPrefix) && len(name) > len(whPrefix) {
 		switch {
 		case name == whOpaqueFile || name == whOpaqueChar:
-			return entryOpaque, ""
+			return MarkerOpaque, ""
 		case strings.HasPrefix(name, whMetaPrefix):
-			return entrySkip, ""
+			return MarkerSkip, ""
 		}
-		return entryWhiteout, name[len(whPrefix):]
+		return MarkerWhiteout, name[len(whPrefix):]
 	}
-	return entryReal, name
+	return MarkerPlain, name
 }
 
-// isWhiteoutNode reports whether an entry that classifyName called real is a
-// whiteout by its type: a char device 0/0, or for the kernel a zero-size file
-// carrying an overlay.whiteout xattr.
+func isUnionfsMeta(name string) bool { return name == unionfsMeta || name == unionfsMetaOld }
+
+// isWhiteoutNode reports whether an entry that classifyName called plain is
+// a whiteout by its type: a char device 0/0, or for the kernel a zero-size
+// file carrying an overlay.whiteout xattr.
 func (r rules) isWhiteoutNode(full string, info fs.FileInfo) bool {
 	if r.charWhiteouts && isCharWhiteout(info) {
 		return true
@@ -105,6 +134,12 @@ func (r rules) isWhiteoutNode(full string, info fs.FileInfo) bool {
 	return false
 }
 
+// isWhiteoutDev is isCharWhiteout for a raw stat's mode and rdev: whether
+// the dialect reads it as the char 0/0 whiteout device.
+func (r rules) isWhiteoutDev(mode uint32, rdev uint64) bool {
+	return r.charWhiteouts && isCharWhiteoutDev(mode, rdev)
+}
+
 func isCharWhiteout(info fs.FileInfo) bool {
 	if info.Mode()&fs.ModeCharDevice == 0 || info.Mode()&fs.ModeDevice == 0 {
 		return false
@@ -112,6 +147,49 @@ func isCharWhiteout(info fs.FileInfo) bool {
 	st, ok := info.Sys().(*syscall.Stat_t)
 	return ok && st.Rdev == 0
 }
+
+func isCharWhiteoutDev(mode uint32, rdev uint64) bool {
+	return mode&syscall.S_IFMT == syscall.S_IFCHR && rdev == 0
+}
+
+// mknodWhiteout makes the char 0/0 whiteout device at p.
+func mknodWhiteout(p string) error {
+	return syscall.Mknod(p, syscall.S_IFCHR, 0)
+}
+
+// classifyXattr says what the xattr name means on an upper entry in r's
+// dialect: an opaque mark, a redirect, a metacopy or whiteout mark, other
+// overlay bookkeeping (skip), or a user's own xattr (plain).
+func (r rules) classifyXattr(name string) Marker {
+	if !isOverlayXattr(name) {
+		return MarkerPlain
+	}
+	switch {
+	case r.xattrs && slices.Contains(r.opaqueXattrs, name):
+		return MarkerOpaque
+	case r.kernelXattrs && slices.Contains(redirectXattrs, name):
+		return MarkerRedirect
+	case r.kernelXattrs && slices.Contains(metacopyXattrs, name):
+		return MarkerMetacopy
+	case r.kernelXattrs && slices.Contains(whiteoutXattrs, name):
+		return MarkerWhiteout
+	}
+	return MarkerSkip
+}
+
+// isOverlayXattr reports whether name is any overlay's bookkeeping rather
+// than a user's attribute.
+func isOverlayXattr(name string) bool {
+	for _, p := range overlayXattrPrefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// isOpaqueValue reports whether an opaque xattr's value marks the dir opaque.
+func isOpaqueValue(v []byte) bool { return string(v) == opaqueValue }
 
 // dirMarks are the xattr marks of one upper directory or file.
 type dirMarks struct {
@@ -134,29 +212,224 @@ func (r rules) readMarks(full string, info fs.FileInfo) dirMarks {
 		return m
 	}
 	for _, name := range names {
-		switch {
-		case info.IsDir() && hasString(opaqueXattrs, name):
-			if v, ok := lgetxattr(full, name); ok && string(v) == "y" {
+		switch r.classifyXattr(name) {
+		case MarkerOpaque:
+			if v, ok := lgetxattr(full, name); ok && info.IsDir() && isOpaqueValue(v) {
 				m.opaque = true
 			}
-		case r.kernelXattrs && hasString(redirectXattrs, name):
+		case MarkerRedirect:
 			if v, ok := lgetxattr(full, name); ok {
 				m.redirect, m.hasRedirect = string(v), true
 			}
-		case r.kernelXattrs && !info.IsDir() && hasString(metacopyXattrs, name):
-			m.metacopy = true
+		case MarkerMetacopy:
+			if !info.IsDir() {
+				m.metacopy = true
+			}
 		}
 	}
 	return m
 }
 
-func hasString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
+// whiteoutName is the OCI/AUFS marker file that hides base in its directory.
+func whiteoutName(base string) string { return whPrefix + base }
+
+// unionfsHiddenPath is the upper-relative path of the marker in the meta
+// tree meta that hides rel.
+func unionfsHiddenPath(meta, rel string) string { return meta + "/" + rel + unionfsHidden }
+
+// unionfsHiddenTarget turns a meta-tree entry name into the name it hides.
+func unionfsHiddenTarget(name string) (string, bool) {
+	t, ok := strings.CutSuffix(name, unionfsHidden)
+	return t, ok && t != ""
+}
+
+// deletionMarkers lists the upper-relative paths, other than rel itself,
+// where dialect d may spell rel's deletion by name (DialectAuto: where any
+// dialect may).
+func deletionMarkers(d Dialect, rel string) []string {
+	dir, base := path.Split(rel)
+	var out []string
+	if d == DialectAuto || d == DialectOCI || d == DialectFuseOverlayfs {
+		out = append(out, dir+whiteoutName(base))
+	}
+	if d == DialectAuto || d == DialectUnionfs {
+		for _, meta := range unionfsMetaDirs {
+			out = append(out, unionfsHiddenPath(meta, rel))
+		}
+	}
+	return out
+}
+
+// DeletionMarkers lists the upper-relative (slash) paths, other than rel
+// itself, where dialect d may keep a marker spelling rel's deletion by name:
+// removing them (and rel) makes the path read from the lower again.
+// DialectAuto lists every dialect's.
+func DeletionMarkers(d Dialect, rel string) []string { return deletionMarkers(d, rel) }
+
+// whiteoutSpelling says how d marks rel deleted: by the char 0/0 device at
+// rel itself (node), or by an empty marker file at the upper-relative path
+// file.
+func whiteoutSpelling(d Dialect, rel string) (node bool, file string) {
+	switch d {
+	case DialectOCI:
+		dir, base := path.Split(rel)
+		return false, dir + whiteoutName(base)
+	case DialectUnionfs:
+		return false, unionfsHiddenPath(unionfsMetaDirs[0], rel)
+	}
+	return true, ""
+}
+
+// opaqueSpelling is how a dialect marks one directory opaque: an xattr on
+// it, char 0/0 nodes and empty files inside it, or a dir in the meta tree.
+type opaqueSpelling struct {
+	xattrs  []string // set to opaqueValue on the dir
+	nodes   []string // char 0/0 names inside the dir
+	files   []string // empty marker files inside the dir
+	metaDir string   // upper-relative dir to create (unionfs)
+}
+
+// opaqueSpellingFor says how d marks the upper dir rel opaque; userXattr
+// picks the kernel's user.overlay.* names. A layer root has no lower dir to
+// hide in the name-marker dialects, so it gets nothing there.
+func opaqueSpellingFor(d Dialect, rel string, userXattr bool) opaqueSpelling {
+	switch d {
+	case DialectKernel:
+		if userXattr {
+			return opaqueSpelling{xattrs: []string{xattrUserOverlay + "opaque"}}
+		}
+		return opaqueSpelling{xattrs: []string{xattrTrustedOverlay + "opaque"}}
+	case DialectFuseOverlayfs:
+		// fuse-overlayfs itself writes all three marks; it honours any one.
+		return opaqueSpelling{xattrs: []string{xattrTrustedOverlay + "opaque"}, nodes: []string{whOpaqueChar}, files: []string{whOpaqueFile}}
+	case DialectOCI:
+		if rel == "" {
+			return opaqueSpelling{}
+		}
+		return opaqueSpelling{files: []string{whOpaqueFile}}
+	case DialectUnionfs:
+		if rel == "" {
+			return opaqueSpelling{}
+		}
+		return opaqueSpelling{metaDir: unionfsHiddenPath(unionfsMetaDirs[0], rel)}
+	}
+	return opaqueSpelling{}
+}
+
+// UpperMark is what one upper entry means: Marker, and for a whiteout the
+// path (relative to the World's root) it deletes, otherwise the entry's own.
+type UpperMark struct {
+	Marker Marker
+	Target string
+	IsDir  bool
+}
+
+// InMetaTree reports whether the upper-relative path rel lies in a meta tree
+// of dialect d (unionfs-fuse's .unionfs-fuse/), which is classified rather
+// than shown as the World's own files.
+func InMetaTree(d Dialect, rel string) bool {
+	first, _, _ := strings.Cut(rel, "/")
+	return d == DialectUnionfs && isUnionfsMeta(first)
+}
+
+// ClassifyUpperEntry says what the upper entry rel (slash-separated,
+// relative to upper) means in dialect d: a whiteout of Target, an opaque
+// mark or bookkeeping (Skip/Opaque, nothing to report), or a plain entry.
+// It stats the entry when its name does not decide; an entry gone since is
+// an error wrapping fs.ErrNotExist. DialectAuto reads as the kernel's.
+func ClassifyUpperEntry(d Dialect, upper, rel string) (UpperMark, error) {
+	if d == DialectAuto {
+		d = DialectKernel
+	}
+	r, err := rulesFor(d)
+	if err != nil {
+		return UpperMark{}, err
+	}
+	if InMetaTree(d, rel) {
+		_, rest, _ := strings.Cut(rel, "/")
+		if hidden, ok := unionfsHiddenTarget(rest); ok {
+			return UpperMark{Marker: MarkerWhiteout, Target: hidden}, nil
+		}
+		return UpperMark{Marker: MarkerSkip}, nil
+	}
+	dir, name := "", rel
+	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
+		dir, name = rel[:i], rel[i+1:]
+	}
+	switch kind, hidden := r.classifyName(name, dir == ""); kind {
+	case MarkerWhiteout:
+		return UpperMark{Marker: MarkerWhiteout, Target: joinRel(dir, hidden)}, nil
+	case MarkerSkip, MarkerOpaque:
+		return UpperMark{Marker: kind}, nil
+	}
+	full := filepath.Join(upper, filepath.FromSlash(rel))
+	info, err := os.Lstat(full)
+	if err != nil {
+		return UpperMark{}, err
+	}
+	if r.isWhiteoutNode(full, info) {
+		return UpperMark{Marker: MarkerWhiteout, Target: rel}, nil
+	}
+	return UpperMark{Marker: MarkerPlain, Target: rel, IsDir: info.IsDir()}, nil
+}
+
+// upperDeletes reports whether the upper of dialect d marks rel deleted,
+// by a whiteout node at rel or a name marker elsewhere.
+func upperDeletes(d Dialect, upper, rel string) bool {
+	if m, err := ClassifyUpperEntry(d, upper, rel); err == nil && m.Marker == MarkerWhiteout {
+		return true
+	}
+	for _, p := range deletionMarkers(d, rel) {
+		if _, err := os.Lstat(filepath.Join(upper, filepath.FromSlash(p))); err == nil {
 			return true
 		}
 	}
 	return false
+}
+
+// upperOpaque reports whether the upper of dialect d marks the dir rel
+// opaque, by an xattr, a marker inside it, or a meta-tree dir.
+func upperOpaque(d Dialect, upper, rel string) bool {
+	r, err := rulesFor(d)
+	if err != nil {
+		return false
+	}
+	full := filepath.Join(upper, filepath.FromSlash(rel))
+	info, err := os.Lstat(full)
+	if err != nil || !info.IsDir() {
+		return false
+	}
+	if r.readMarks(full, info).opaque {
+		return true
+	}
+	if r.whNames {
+		for _, name := range []string{whOpaqueFile, whOpaqueChar} {
+			if m, _ := r.classifyName(name, false); m != MarkerOpaque {
+				continue
+			}
+			if _, err := os.Lstat(filepath.Join(full, name)); err == nil {
+				return true
+			}
+		}
+	}
+	if r.unionfs {
+		for _, meta := range unionfsMetaDirs {
+			if fi, err := os.Lstat(filepath.Join(upper, filepath.FromSlash(unionfsHiddenPath(meta, rel)))); err == nil && fi.IsDir() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// unionfsMetaRoot names the unionfs-fuse meta tree upper holds, if any.
+func unionfsMetaRoot(upper string) (string, bool) {
+	for _, meta := range unionfsMetaDirs {
+		if fi, err := os.Lstat(filepath.Join(upper, meta)); err == nil && fi.IsDir() {
+			return meta, true
+		}
+	}
+	return "", false
 }
 
 // DetectDialect guesses the dialect an upper directory was written in: a
@@ -175,10 +448,8 @@ func DetectDialect(upper string) (Dialect, error) {
 	if !info.IsDir() {
 		return DialectAuto, fmt.Errorf("detect dialect of %s: %w", upper, syscall.ENOTDIR)
 	}
-	for _, meta := range []string{unionfsMeta, unionfsMetaOld} {
-		if fi, err := os.Lstat(filepath.Join(upper, meta)); err == nil && fi.IsDir() {
-			return DialectUnionfs, nil
-		}
+	if _, ok := unionfsMetaRoot(upper); ok {
+		return DialectUnionfs, nil
 	}
 	var sawWh, sawChar bool
 	errFuse, errKernel := errors.New("fuse"), errors.New("kernel")
@@ -186,7 +457,7 @@ func DetectDialect(upper string) (Dialect, error) {
 	// origin file handles, impure, redirect and metacopy.
 	kernelMark := func(names []string) bool {
 		for _, n := range names {
-			for _, p := range []string{"trusted.overlay.", "user.overlay."} {
+			for _, p := range kernelXattrPrefixes {
 				switch strings.TrimPrefix(n, p) {
 				case "uuid", "origin", "impure", "redirect", "metacopy":
 					if strings.HasPrefix(n, p) {
@@ -209,10 +480,10 @@ func DetectDialect(upper string) (Dialect, error) {
 		}
 		opaqueXattr := false
 		for _, n := range names {
-			if strings.HasPrefix(n, "user.fuseoverlayfs.") {
+			if strings.HasPrefix(n, xattrFuseOverlayfs) {
 				return errFuse
 			}
-			if hasString(opaqueXattrs, n) {
+			if slices.Contains(fuseOpaqueXattrs, n) {
 				opaqueXattr = true
 			}
 		}
@@ -237,7 +508,7 @@ func DetectDialect(upper string) (Dialect, error) {
 			case e.Type().IsRegular():
 				names := llistxattr(full)
 				for _, n := range names {
-					if strings.HasPrefix(n, "user.fuseoverlayfs.") {
+					if strings.HasPrefix(n, xattrFuseOverlayfs) {
 						return errFuse
 					}
 				}

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stratahq/strata/fsx"
 )
 
 // Files in a journal directory, all named after the publication id
@@ -489,7 +491,7 @@ func InspectJournals(ctx context.Context, journalDir string, roots []string) ([]
 func RepairJournals(ctx context.Context, journalDir string, o RepairOptions) ([]JournalRepair, error) {
 	roots := make([]string, 0, len(o.Roots))
 	for _, r := range o.Roots {
-		if real, err := canonicalDir(r); err == nil {
+		if real, err := fsx.CanonicalDir(r); err == nil {
 			roots = append(roots, real)
 		}
 	}

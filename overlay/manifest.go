@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/stratahq/strata/fsx"
 )
 
 // ManifestVersion is the manifest format this package writes.
@@ -59,16 +61,7 @@ type ManifestEntry struct {
 // FileMode is the entry's type and permission bits as an fs.FileMode
 // (a whiteout reports as a character device).
 func (e *ManifestEntry) FileMode() fs.FileMode {
-	m := fs.FileMode(e.Mode & 0o777)
-	if e.Mode&0o4000 != 0 {
-		m |= fs.ModeSetuid
-	}
-	if e.Mode&0o2000 != 0 {
-		m |= fs.ModeSetgid
-	}
-	if e.Mode&0o1000 != 0 {
-		m |= fs.ModeSticky
-	}
+	m := fsx.FileMode(e.Mode)
 	switch e.Kind {
 	case EntryDir:
 		m |= fs.ModeDir

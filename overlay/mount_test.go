@@ -1,6 +1,7 @@
 package overlay
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io/fs"
@@ -448,4 +449,15 @@ func BenchmarkMountUnmount(b *testing.B) {
 			}
 		})
 	}
+}
+
+func probeHasOpaqueXattr(p string, names ...string) bool {
+	buf := make([]byte, 16)
+	for _, name := range names {
+		n, err := unix.Lgetxattr(p, name, buf)
+		if err == nil && bytes.Equal(buf[:n], []byte("y")) {
+			return true
+		}
+	}
+	return false
 }

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stratahq/strata/fsx"
 )
 
 // ObjectID names a blob in the Store: the lowercase hex SHA-256 of its content.
@@ -644,7 +646,7 @@ func (s *Store) CopyTo(id ObjectID, dst string, mode fs.FileMode) error {
 	if err != nil {
 		return err
 	}
-	if err := unix.Fchmod(fd, unixMode(mode)); err != nil {
+	if err := unix.Fchmod(fd, fsx.UnixMode(mode)); err != nil {
 		_ = unix.Close(fd)
 		return fmt.Errorf("copy object %s to %s: %w", id, dst, err)
 	}
@@ -798,21 +800,6 @@ func hashSparse(in, out int, size int64) (string, error) {
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-// unixMode converts permission and special bits of an fs.FileMode to st_mode bits.
-func unixMode(m fs.FileMode) uint32 {
-	u := uint32(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		u |= unix.S_ISUID
-	}
-	if m&fs.ModeSetgid != 0 {
-		u |= unix.S_ISGID
-	}
-	if m&fs.ModeSticky != 0 {
-		u |= unix.S_ISVTX
-	}
-	return u
 }
 
 // StoreLock is a held flock on the store's lock file.

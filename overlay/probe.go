@@ -1,7 +1,6 @@
 package overlay
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,8 +11,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // ProbeResult says whether one backend works here and, if not, why.
@@ -273,62 +270,31 @@ func checkUpperMarks(b Backend, upper string) error {
 	if got, err := os.ReadFile(at("dir/fresh.txt")); err != nil || string(got) != "fresh" {
 		return fmt.Errorf("upper lacks dir/fresh.txt: got %q, %v", got, err)
 	}
+	d := b.Dialect()
 	switch b {
-	case BackendKernel:
-		if !probeIsCharWhiteout(at("gone.txt")) {
-			return errors.New("upper has no char 0/0 whiteout for a deleted lower file")
+	case BackendKernel, BackendFuseOverlayfs:
+		if !upperDeletes(d, upper, "gone.txt") {
+			return fmt.Errorf("upper has no %s whiteout for a deleted lower file", d)
 		}
-		if !probeHasOpaqueXattr(at("dir"), "trusted.overlay.opaque", "user.overlay.opaque") {
-			return errors.New("recreated dir in upper lacks the overlay.opaque xattr")
-		}
-	case BackendFuseOverlayfs:
-		if !probeIsCharWhiteout(at("gone.txt")) && !probeExists(at(".wh.gone.txt")) {
-			return errors.New("upper has neither a char 0/0 nor a .wh. whiteout for a deleted lower file")
-		}
-		if !probeExists(at("dir/.wh..wh..opq")) &&
-			!probeHasOpaqueXattr(at("dir"), "trusted.overlay.opaque", "user.fuseoverlayfs.opaque", "user.overlay.opaque") {
-			return errors.New("recreated dir in upper has no opaque mark")
+		if !upperOpaque(d, upper, "dir") {
+			return fmt.Errorf("recreated dir in upper has no %s opaque mark", d)
 		}
 	case BackendUnionfs:
-		meta := ""
-		for _, m := range []string{".unionfs-fuse", ".unionfs"} {
-			if probeExists(at(m)) {
-				meta = m
-			}
+		meta, ok := unionfsMetaRoot(upper)
+		if !ok {
+			return fmt.Errorf("upper has no %s meta tree (is cow on?)", unionfsMetaDirs[0])
 		}
-		if meta == "" {
-			return errors.New("upper has no .unionfs-fuse meta tree (is cow on?)")
+		if m := unionfsHiddenPath(meta, "gone.txt"); !probeIsRegular(at(m)) {
+			return fmt.Errorf("upper lacks the %s file marking a deleted lower file", m)
 		}
-		if fi, err := os.Lstat(at(meta + "/gone.txt_HIDDEN~")); err != nil || !fi.Mode().IsRegular() {
-			return fmt.Errorf("upper lacks the %s/gone.txt_HIDDEN~ file marking a deleted lower file", meta)
-		}
-		if fi, err := os.Lstat(at(meta + "/dir_HIDDEN~")); err != nil || !fi.IsDir() {
-			return fmt.Errorf("upper lacks the %s/dir_HIDDEN~ dir marking a replaced dir", meta)
+		if !upperOpaque(d, upper, "dir") {
+			return fmt.Errorf("upper lacks the %s dir marking a replaced dir", unionfsHiddenPath(meta, "dir"))
 		}
 	}
 	return nil
 }
 
-func probeExists(p string) bool {
-	_, err := os.Lstat(p)
-	return err == nil
-}
-
-func probeIsCharWhiteout(p string) bool {
-	var st unix.Stat_t
-	if err := unix.Lstat(p, &st); err != nil {
-		return false
-	}
-	return st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == 0
-}
-
-func probeHasOpaqueXattr(p string, names ...string) bool {
-	buf := make([]byte, 16)
-	for _, name := range names {
-		n, err := unix.Lgetxattr(p, name, buf)
-		if err == nil && bytes.Equal(buf[:n], []byte("y")) {
-			return true
-		}
-	}
-	return false
+func probeIsRegular(p string) bool {
+	fi, err := os.Lstat(p)
+	return err == nil && fi.Mode().IsRegular()
 }

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stratahq/strata/fsx"
 )
 
 // PublishPathError is a publication that failed making one path's new
@@ -181,14 +183,14 @@ func testStage(stage string) {
 // ErrIncomplete and Recover completes the publication. Unfinished earlier
 // publications to the root are completed first (PublishResult.Recovered).
 func Publish(ctx context.Context, root, journalDir string, ops []PublishOp, opts PublishOptions) (*PublishResult, error) {
-	root, err := canonicalDir(root)
+	root, err := fsx.CanonicalDir(root)
 	if err != nil {
 		return nil, fmt.Errorf("publish: root: %w", err)
 	}
 	if err := os.MkdirAll(journalDir, 0o700); err != nil {
 		return nil, fmt.Errorf("publish: journal dir: %w", err)
 	}
-	journalDir, err = canonicalDir(journalDir)
+	journalDir, err = fsx.CanonicalDir(journalDir)
 	if err != nil {
 		return nil, fmt.Errorf("publish: journal dir: %w", err)
 	}
@@ -232,25 +234,6 @@ func Publish(ctx context.Context, root, journalDir string, ops []PublishOp, opts
 		return res, fmt.Errorf("publish to %s: %w", root, err)
 	}
 	return res, nil
-}
-
-func canonicalDir(dir string) (string, error) {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", err
-	}
-	real, err := filepath.EvalSymlinks(abs)
-	if err != nil {
-		return "", err
-	}
-	st, err := os.Stat(real)
-	if err != nil {
-		return "", err
-	}
-	if !st.IsDir() {
-		return "", fmt.Errorf("%s is not a directory", real)
-	}
-	return real, nil
 }
 
 func newPublicationID(root string) (string, error) {
@@ -299,7 +282,7 @@ func validateOps(root, journalDir string, ops []PublishOp) (map[string]*pathOps,
 		default:
 			return nil, bad("unknown op kind")
 		}
-		if op.Mode&^(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky) != 0 {
+		if op.Mode&^fsx.PermBits != 0 {
 			return nil, bad("mode %v has type bits", op.Mode)
 		}
 		if op.ExpectAbsent && op.ExpectHash != "" {
@@ -576,8 +559,8 @@ func (p *publication) plan() ([]plannedOp, error) {
 				mode = 0o755
 			}
 			if curType == unix.S_IFDIR {
-				if op.Mode != 0 && cur.Mode&0o7777 != modeBits(op.Mode) {
-					chmods = append(chmods, journalStep{Op: stepChmod, Path: path, Mode: modeBits(op.Mode)})
+				if op.Mode != 0 && cur.Mode&0o7777 != fsx.UnixMode(op.Mode) {
+					chmods = append(chmods, journalStep{Op: stepChmod, Path: path, Mode: fsx.UnixMode(op.Mode)})
 					p.res.MadeDirs++
 				} else {
 					p.res.Unchanged = append(p.res.Unchanged, path)
@@ -773,20 +756,6 @@ func currentHash(dir *pubDir, base string, cur *unix.Stat_t) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-func modeBits(m fs.FileMode) uint32 {
-	bits := uint32(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		bits |= unix.S_ISUID
-	}
-	if m&fs.ModeSetgid != 0 {
-		bits |= unix.S_ISGID
-	}
-	if m&fs.ModeSticky != 0 {
-		bits |= unix.S_ISVTX
-	}
-	return bits
-}
-
 // writeIntent lists every temp before any exists, so a crash before the
 // commit can be cleaned up. It need not be durable: losing it to a power
 // cut leaves only .strata-pub-* names, never a half-visible change.
@@ -877,7 +846,7 @@ func (p *publication) create(plan []plannedOp) error {
 	}
 	// Final directory modes, deepest first so a read-only parent is set last.
 	for i := len(nds) - 1; i >= 0; i-- {
-		if err := unix.Fchmod(nds[i].fd, modeBits(nds[i].mode)); err != nil {
+		if err := unix.Fchmod(nds[i].fd, fsx.UnixMode(nds[i].mode)); err != nil {
 			return fmt.Errorf("chmod new directory %s: %w", nds[i].rel, err)
 		}
 	}
@@ -959,7 +928,7 @@ func (p *publication) fillFile(f *os.File, fd int, c plannedOp, st *journalStep)
 		// Keep the replaced file's owner; only root may, and failing is fine.
 		_ = unix.Fchown(fd, int(c.existing.Uid), int(c.existing.Gid))
 	}
-	if err := unix.Fchmod(fd, modeBits(mode)); err != nil { // after chown, which clears setuid
+	if err := unix.Fchmod(fd, fsx.UnixMode(mode)); err != nil { // after chown, which clears setuid
 		return err
 	}
 	var s unix.Stat_t

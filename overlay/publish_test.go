@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stratahq/strata/fsx"
 )
 
 // pubTreeState describes every entry under root (symlinks not followed) as
@@ -541,7 +543,7 @@ func TestPublishSerializedByLock(t *testing.T) {
 
 func mustCanonical(t *testing.T, dir string) string {
 	t.Helper()
-	c, err := canonicalDir(dir)
+	c, err := fsx.CanonicalDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

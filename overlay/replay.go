@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/stratahq/strata/fsx"
 )
 
 // ApplyChangeSet replays cs onto dst, a copy of the lower tree, reading new
@@ -73,7 +75,7 @@ func ApplyChangeSet(ctx context.Context, cs *ChangeSet, l Layers, dst string) er
 	// Dir modes last, deepest first: a read-only dir must not block its children.
 	for i := len(dirModes) - 1; i >= 0; i-- {
 		c := dirModes[i]
-		if err := syscall.Chmod(filepath.Join(dst, filepath.FromSlash(c.Path)), modeOctal(c.Mode)); err != nil {
+		if err := syscall.Chmod(filepath.Join(dst, filepath.FromSlash(c.Path)), fsx.UnixMode(c.Mode)); err != nil {
 			return fmt.Errorf("apply change set: chmod %s: %w", c.Path, err)
 		}
 	}
@@ -155,7 +157,7 @@ func replayOne(l Layers, c Change, full string) error {
 		if err := out.Close(); err != nil {
 			return err
 		}
-		return syscall.Chmod(full, modeOctal(c.Mode))
+		return syscall.Chmod(full, fsx.UnixMode(c.Mode))
 	}
 	if c.Mode&fs.ModeNamedPipe != 0 {
 		if existing != nil {
@@ -166,7 +168,7 @@ func replayOne(l Layers, c Change, full string) error {
 		if err := syscall.Mkfifo(full, 0o600); err != nil {
 			return err
 		}
-		return syscall.Chmod(full, modeOctal(c.Mode))
+		return syscall.Chmod(full, fsx.UnixMode(c.Mode))
 	}
 	return fmt.Errorf("cannot replay a %v", c.Mode.Type())
 }

@@ -192,8 +192,8 @@ func (r rules) hasOpaqueFile(dir string) bool {
 
 // unionfsHidden reports whether the unionfs-fuse meta tree hides rel.
 func (l Layers) unionfsHidden(rel string) bool {
-	for _, meta := range []string{unionfsMeta, unionfsMetaOld} {
-		if _, err := os.Lstat(filepath.Join(l.Upper, meta, rel+unionfsHidden)); err == nil {
+	for _, meta := range unionfsMetaDirs {
+		if _, err := os.Lstat(filepath.Join(l.Upper, filepath.FromSlash(unionfsHiddenPath(meta, rel)))); err == nil {
 			return true
 		}
 	}
@@ -202,7 +202,7 @@ func (l Layers) unionfsHidden(rel string) bool {
 
 // lookup finds name in the resolved dir parent; nil when the view lacks it.
 func (l Layers) lookup(r rules, parent *node, name string) (*node, error) {
-	if kind, _ := r.classifyName(name, parent.rel == ""); kind != entryReal {
+	if kind, _ := r.classifyName(name, parent.rel == ""); kind != MarkerPlain {
 		return nil, nil // markers and meta trees are not part of the view
 	}
 	rel := joinRel(parent.rel, name)
@@ -218,7 +218,7 @@ func (l Layers) lookup(r rules, parent *node, name string) (*node, error) {
 			hidden, info = true, nil
 		}
 		if r.whNames {
-			if _, err := os.Lstat(filepath.Join(parent.upper, whPrefix+name)); err == nil {
+			if _, err := os.Lstat(filepath.Join(parent.upper, whiteoutName(name))); err == nil {
 				hidden = true
 			}
 		}

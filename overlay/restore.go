@@ -350,12 +350,8 @@ func (w *snapWriter) restoreOnePath(m *Manifest, p string) error {
 		if err := w.removeNameWhiteout(p); err != nil {
 			return err
 		}
-		if w.d == DialectUnionfs {
-			for _, meta := range snapUnionfsMetaDirs {
-				if err := os.RemoveAll(filepath.Join(w.root, meta, filepath.FromSlash(p))); err != nil {
-					return err
-				}
-			}
+		if err := w.removeMetaSubtree(p); err != nil {
+			return err
 		}
 		w.dirTimes = append(w.dirTimes, dirTime{rel: parent, atime: pst.Atim, mtime: pst.Mtim})
 		return nil
@@ -400,11 +396,18 @@ func (w *snapWriter) removeCurrent(p string) error {
 	if err := w.removeNameWhiteout(p); err != nil {
 		return err
 	}
-	if w.d == DialectUnionfs {
-		for _, meta := range snapUnionfsMetaDirs {
-			if err := os.RemoveAll(filepath.Join(w.root, meta, filepath.FromSlash(p))); err != nil {
-				return err
-			}
+	return w.removeMetaSubtree(p)
+}
+
+// removeMetaSubtree removes the markers a unionfs-fuse meta tree keeps for
+// paths below p.
+func (w *snapWriter) removeMetaSubtree(p string) error {
+	if w.d != DialectUnionfs {
+		return nil
+	}
+	for _, meta := range unionfsMetaDirs {
+		if err := os.RemoveAll(filepath.Join(w.root, meta, filepath.FromSlash(p))); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -413,18 +416,20 @@ func (w *snapWriter) removeCurrent(p string) error {
 // nameWhiteoutPaths lists where dialect d may keep a marker for p that is
 // not at p itself.
 func (w *snapWriter) nameWhiteoutPaths(p string) []string {
-	dir, base := path.Split(p)
-	switch w.d {
-	case DialectOCI, DialectFuseOverlayfs:
-		return []string{w.abs(dir + snapWhPrefix + base)}
-	case DialectUnionfs:
-		var out []string
-		for _, meta := range snapUnionfsMetaDirs {
-			out = append(out, filepath.Join(w.root, meta, filepath.FromSlash(p+snapHiddenSuffix)))
-		}
-		return out
+	var out []string
+	for _, m := range deletionMarkers(w.d, p) {
+		out = append(out, w.markerAbs(m))
 	}
-	return nil
+	return out
+}
+
+// markerAbs names the upper-relative marker path m for syscalls: a meta-tree
+// marker under the root, any other through abs (deep paths stay short).
+func (w *snapWriter) markerAbs(m string) string {
+	if InMetaTree(w.d, m) {
+		return filepath.Join(w.root, filepath.FromSlash(m))
+	}
+	return w.abs(m)
 }
 
 func (w *snapWriter) hasNameWhiteout(p string) (bool, error) {
@@ -672,22 +677,19 @@ feed:
 }
 
 func (w *snapWriter) createWhiteout(e *ManifestEntry) error {
-	dir, base := path.Split(e.Path)
-	var marker string
-	switch w.d {
-	case DialectKernel, DialectFuseOverlayfs:
+	node, file := whiteoutSpelling(w.d, e.Path)
+	if node {
 		p := w.abs(e.Path)
-		if err := unix.Mknod(p, unix.S_IFCHR, 0); err != nil {
+		if err := mknodWhiteout(p); err != nil {
 			return fmt.Errorf("mknod whiteout %s: %w", p, err)
 		}
 		if err := unix.Lchown(p, e.UID, e.GID); err != nil {
 			return fmt.Errorf("chown %s: %w", p, err)
 		}
 		return w.setTimes(p, e.MTime)
-	case DialectOCI:
-		marker = w.abs(dir + snapWhPrefix + base)
-	case DialectUnionfs:
-		marker = filepath.Join(w.root, snapUnionfsMetaDirs[0], filepath.FromSlash(e.Path+snapHiddenSuffix))
+	}
+	marker := w.markerAbs(file)
+	if InMetaTree(w.d, file) {
 		if err := os.MkdirAll(filepath.Dir(marker), 0o755); err != nil {
 			return err
 		}
@@ -702,35 +704,24 @@ func (w *snapWriter) createWhiteout(e *ManifestEntry) error {
 // markOpaque spells "this directory hides the lower's" in w's dialect.
 func (w *snapWriter) markOpaque(rel string) error {
 	p := w.abs(rel)
-	switch w.d {
-	case DialectKernel:
-		name := "trusted.overlay.opaque"
-		if w.opts.UserXattr {
-			name = "user.overlay.opaque"
-		}
-		if err := unix.Lsetxattr(p, name, []byte("y"), 0); err != nil {
+	sp := opaqueSpellingFor(w.d, rel, w.opts.UserXattr)
+	for _, name := range sp.xattrs {
+		if err := unix.Lsetxattr(p, name, []byte(opaqueValue), 0); err != nil {
 			return fmt.Errorf("set %s on %s: %w", name, p, err)
 		}
-	case DialectFuseOverlayfs:
-		// fuse-overlayfs itself writes all three marks; it honours any one.
-		if err := unix.Lsetxattr(p, "trusted.overlay.opaque", []byte("y"), 0); err != nil {
-			return fmt.Errorf("set opaque xattr on %s: %w", p, err)
-		}
-		if err := unix.Mknod(filepath.Join(p, snapFuseOpqDevice), unix.S_IFCHR, 0); err != nil {
+	}
+	for _, name := range sp.nodes {
+		if err := mknodWhiteout(filepath.Join(p, name)); err != nil {
 			return fmt.Errorf("mark %s opaque: %w", p, err)
 		}
-		return touchEmpty(filepath.Join(p, snapOpaqueMarker))
-	case DialectOCI:
-		if rel == "" {
-			return nil // a layer root has no lower directory to hide
+	}
+	for _, name := range sp.files {
+		if err := touchEmpty(filepath.Join(p, name)); err != nil {
+			return err
 		}
-		return touchEmpty(filepath.Join(p, snapOpaqueMarker))
-	case DialectUnionfs:
-		if rel == "" {
-			return nil
-		}
-		marker := filepath.Join(w.root, snapUnionfsMetaDirs[0], filepath.FromSlash(rel+snapHiddenSuffix))
-		if err := os.MkdirAll(marker, 0o755); err != nil {
+	}
+	if sp.metaDir != "" {
+		if err := os.MkdirAll(filepath.Join(w.root, filepath.FromSlash(sp.metaDir)), 0o755); err != nil {
 			return fmt.Errorf("mark %s opaque: %w", p, err)
 		}
 	}

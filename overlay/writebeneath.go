@@ -8,6 +8,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stratahq/strata/fsx"
 )
 
 // WriteFileBeneath replaces (or creates) the regular file rel under root with
@@ -44,7 +46,7 @@ func WriteFileBeneath(root, rel string, data []byte, mode fs.FileMode) error {
 	f := os.NewFile(uintptr(fd), temp)
 	_, err = f.Write(data)
 	if err == nil {
-		err = unix.Fchmod(fd, modeBits(mode))
+		err = unix.Fchmod(fd, fsx.UnixMode(mode))
 	}
 	if err == nil {
 		err = f.Sync()

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"time"
 
-	tea "github.com/stratahq/strata/third_party/bubbletea"
-
+	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/keymap"
+	tea "github.com/stratahq/strata/third_party/bubbletea"
 )
 
 // CompareVersion is one version of a path and the Worlds holding it.
@@ -217,7 +217,7 @@ func (c Compare) cell(p ComparePath, w string) string {
 		case "absent":
 			s += " deleted"
 		case "file":
-			s += " " + HumanBytes(v.Size)
+			s += " " + fsx.HumanBytes(v.Size)
 		default:
 			s += " " + v.Type
 		}
@@ -274,7 +274,7 @@ func (c Compare) View(width, height int) string {
 		return block(lines, width, height)
 	}
 	// The table: the path, then one column per World.
-	cw := 12
+	cw := 15 // "✓ B 1023.9 KiB" and a space
 	pathW := max(width-2-len(c.Worlds)*cw, 16)
 	if pathW+2+len(c.Worlds)*cw > width {
 		cw = max((width-2-pathW)/max(len(c.Worlds), 1), 6)

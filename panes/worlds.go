@@ -7,9 +7,9 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 
-	tea "github.com/stratahq/strata/third_party/bubbletea"
-
+	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/keymap"
+	tea "github.com/stratahq/strata/third_party/bubbletea"
 )
 
 // WorldRow is what the Worlds pane shows of one World.
@@ -67,6 +67,10 @@ type WorldResources struct {
 // SparkWidth is how many samples the CPU sparkline shows.
 const SparkWidth = 8
 
+// memWidth is the memory column: a space and fsx.HumanBytes at its widest
+// ("1023.9 MiB").
+const memWidth = 11
+
 var sparkChars = []rune("▁▂▃▄▅▆▇█")
 
 // Sparkline draws samples (percent of one core) as one cell each; the
@@ -88,24 +92,6 @@ func Sparkline(samples []float64, width int) string {
 		out = append(out, sparkChars[clamp(i, 0, len(sparkChars)-1)])
 	}
 	return string(out)
-}
-
-// HumanBytes is a short size: 512B, 3.4K, 12M, 1.2G.
-func HumanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%dB", n)
-	}
-	f, suffix := float64(n), []string{"K", "M", "G", "T"}
-	i := -1
-	for f >= unit && i < len(suffix)-1 {
-		f /= unit
-		i++
-	}
-	if f < 10 {
-		return fmt.Sprintf("%.1f%s", f, suffix[i])
-	}
-	return fmt.Sprintf("%.0f%s", f, suffix[i])
 }
 
 // WorldsSelectedMsg says the Worlds cursor is on a World ("" = none).
@@ -326,14 +312,14 @@ func (p Worlds) View(width, height int, focused bool) string {
 	// backend gives way first.
 	showRes := len(p.res) > 0 && width >= 44
 	showSpark := showRes
-	showMem := showRes && width >= 58
+	showMem := showRes && width >= 58+memWidth-6
 	showBackend, showSessions := width >= 46 && (!showRes || width >= 72), width >= 38
 	nameRoom := func() int {
 		w := width - 2 - 9 - 6
 		for _, c := range []struct {
 			on bool
 			w  int
-		}{{showRes, 5}, {showSpark, 1 + SparkWidth}, {showMem, 6}, {showBackend, 7}, {showSessions, 6}} {
+		}{{showRes, 5}, {showSpark, 1 + SparkWidth}, {showMem, memWidth}, {showBackend, 7}, {showSessions, 6}} {
 			if c.on {
 				w -= c.w
 			}
@@ -379,9 +365,9 @@ func (p Worlds) View(width, height int, focused bool) string {
 		}
 		if showRes {
 			res, ok := p.res[r.Name]
-			cpu, mem := "    ·", "     ·"
+			cpu, mem := "    ·", fmt.Sprintf("%*s", memWidth, "·")
 			if ok && res.Live {
-				cpu, mem = fmt.Sprintf("%4.0f%%", res.CPU), fmt.Sprintf("%6s", HumanBytes(res.Memory))
+				cpu, mem = fmt.Sprintf("%4.0f%%", res.CPU), fmt.Sprintf("%*s", memWidth, fsx.HumanBytes(res.Memory))
 			}
 			cs := st.Text
 			if ok && res.Live && res.CPU >= 80 {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/engine"
+	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/overlay"
 )
 
@@ -183,7 +184,7 @@ func oneLine(s string) string {
 	return strings.NewReplacer("\n", `\n`, "\t", `\t`, "\r", `\r`).Replace(s)
 }
 
-func humanBytes(n int64) string { return engine.HumanBytes(n) }
+func humanBytes(n int64) string { return fsx.HumanBytes(n) }
 
 func cmdCompare(a *app, in *input) error {
 	asJSON := in.Bool("json")

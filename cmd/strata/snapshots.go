@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/engine"
+	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/overlay"
 )
 
@@ -193,7 +194,7 @@ func cmdGC(a *app, in *input) error {
 	return nil
 }
 
-func humanSize(n int64) string { return engine.HumanBytes(n) }
+func humanSize(n int64) string { return fsx.HumanBytes(n) }
 
 // fanOutAfterFork runs a command in every new World (strata fork -n N -- CMD).
 func fanOutAfterFork(a *app, ws []*engine.World, argv []string) error {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/engine"
+	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/overlay"
 )
 
@@ -240,7 +241,7 @@ func toChangeJSON(c overlay.Change, writes []engine.PathWrite) changeJSON {
 	}
 	cj := changeJSON{
 		Path: c.Path, Kind: c.Kind.String(), Type: c.Type.String(),
-		Mode: fmt.Sprintf("%04o", engine.ModeBits(c.Mode)), Size: c.Size, Target: c.Target,
+		Mode: fmt.Sprintf("%04o", fsx.UnixMode(c.Mode)), Size: c.Size, Target: c.Target,
 		Whiteout: c.Whiteout, Opaque: c.Opaque, Ignored: c.Ignored, Note: c.Note, Provenance: writes,
 	}
 	if c.LowerType != 0 {

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stratahq/strata/fsx"
 )
 
 // Paths locates everything under one state root (DESIGN.md, On disk).
@@ -91,7 +93,7 @@ var ErrInvalidName = errors.New("invalid world name")
 
 // ValidateName checks a World name before it touches a path.
 func ValidateName(name string) error {
-	if !ValidName(name) {
+	if !fsx.ValidName(name) {
 		return fmt.Errorf("%w %q: use 1-63 characters a-z 0-9 . _ - starting with a letter or digit", ErrInvalidName, name)
 	}
 	return nil
@@ -106,24 +108,7 @@ func Within(p, dir string) bool {
 }
 
 // ResolveDir returns the absolute, symlink-resolved form of dir and checks it is a directory.
-func ResolveDir(dir string) (string, error) {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", err
-	}
-	real, err := filepath.EvalSymlinks(abs)
-	if err != nil {
-		return "", err
-	}
-	st, err := os.Stat(real)
-	if err != nil {
-		return "", err
-	}
-	if !st.IsDir() {
-		return "", fmt.Errorf("%s is not a directory", real)
-	}
-	return real, nil
-}
+func ResolveDir(dir string) (string, error) { return fsx.CanonicalDir(dir) }
 
 // RenameNoReplace renames old to new, failing if new exists.
 func RenameNoReplace(old, new string) error {
@@ -135,21 +120,3 @@ func RenameNoReplace(old, new string) error {
 }
 
 func IsRoot() bool { return os.Geteuid() == 0 }
-
-// ValidName checks [a-z0-9][a-z0-9._-]{0,62} by hand: compiling a regexp
-// at start-up costs every strata process (and every session init) time.
-func ValidName(name string) bool {
-	if len(name) == 0 || len(name) > 63 {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-		case (c == '.' || c == '_' || c == '-') && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
-}

@@ -13,8 +13,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
-	"syscall"
 	"testing"
+
+	"github.com/stratahq/strata/fsx"
 )
 
 // Node is one recorded path: its type, permission bits (with setuid, setgid
@@ -28,7 +29,7 @@ type Node struct {
 }
 
 // ModeBits are the permission bits a Node records.
-const ModeBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
+const ModeBits = fsx.PermBits
 
 // Tree maps slash-separated relative paths to their Node. The root itself is
 // not recorded.
@@ -130,9 +131,9 @@ func (t Tree) Paths() []string {
 func (n Node) String() string {
 	switch n.Type {
 	case "file":
-		return fmt.Sprintf("file %04o size=%d sha256=%.12s", unixPerm(n.Mode), n.Size, n.Hash)
+		return fmt.Sprintf("file %04o size=%d sha256=%.12s", fsx.UnixMode(n.Mode), n.Size, n.Hash)
 	case "dir":
-		return fmt.Sprintf("dir %04o", unixPerm(n.Mode))
+		return fmt.Sprintf("dir %04o", fsx.UnixMode(n.Mode))
 	case "symlink":
 		return "symlink -> " + strconv.Quote(n.Target)
 	}
@@ -168,19 +169,4 @@ func DiffTrees(a, b Tree) []string {
 		}
 	}
 	return diffs
-}
-
-// unixPerm turns Go's special mode bits back into the unix octal layout.
-func unixPerm(m fs.FileMode) uint32 {
-	u := uint32(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		u |= syscall.S_ISUID
-	}
-	if m&fs.ModeSetgid != 0 {
-		u |= syscall.S_ISGID
-	}
-	if m&fs.ModeSticky != 0 {
-		u |= syscall.S_ISVTX
-	}
-	return u
 }
