@@ -1,0 +1,133 @@
+package arch
+
+import (
+	"bufio"
+	"bytes"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// The packages allowed to branch on a World's backend: the runtimes
+// themselves. A new runtime is a new package here, not new branches elsewhere.
+var runtimePkgs = []string{
+	Module + "/engine/local",
+	Module + "/engine/cuberun",
+}
+
+// The files that own the overlay dialects' on-disk names.
+var dialectFiles = []string{
+	"overlay/dialect.go",
+}
+
+// The core: no UI package, directly or indirectly.
+var corePkgs = []string{
+	Module + "/engine",
+	Module + "/overlay",
+	Module + "/cube",
+	Module + "/diffview",
+}
+
+func load(t *testing.T) []File {
+	t.Helper()
+	files, err := LoadModule("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 100 {
+		t.Fatalf("loaded only %d files from the module; wrong root?", len(files))
+	}
+	return files
+}
+
+func report(t *testing.T, vs []Violation) {
+	t.Helper()
+	for _, v := range vs {
+		t.Error(v)
+	}
+}
+
+func TestNoBackendBranchOutsideRuntimes(t *testing.T) {
+	report(t, BackendBranches(load(t), runtimePkgs))
+}
+
+func TestWhiteoutNamesOnlyInDialects(t *testing.T) {
+	report(t, WhiteoutNames(load(t), dialectFiles))
+}
+
+func TestCoreImportsNoUI(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", `{{.ImportPath}}{{range .Deps}} {{.}}{{end}}`, "../../...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	deps := map[string][]string{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) > 0 {
+			deps[f[0]] = f[1:]
+		}
+	}
+	for _, p := range corePkgs {
+		if _, ok := deps[p]; !ok {
+			t.Fatalf("go list did not list core package %s", p)
+		}
+	}
+	report(t, UIImports(deps, corePkgs))
+}
+
+// The rules themselves: each must catch what it is for, and pass clean code.
+
+func parse(t *testing.T, pkg, path, src string) []File {
+	t.Helper()
+	f, err := ParseSource(pkg, path, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []File{f}
+}
+
+func TestBackendRuleCatchesBranches(t *testing.T) {
+	src := `package engine
+func f(w *World) {
+	if w.Backend == RuntimeCube { }
+	if w.Cube != nil { }
+	switch w.Backend { case world.RuntimeLocal: }
+	if w.Name == "x" { }
+}`
+	vs := BackendBranches(parse(t, Module+"/engine", "engine/x.go", src), runtimePkgs)
+	if len(vs) != 3 {
+		t.Fatalf("want 3 violations (==, nil check, case), got %d: %v", len(vs), vs)
+	}
+	vs = BackendBranches(parse(t, Module+"/engine/cuberun", "engine/cuberun/x.go", src), runtimePkgs)
+	if len(vs) != 0 {
+		t.Fatalf("a runtime package may branch: %v", vs)
+	}
+}
+
+func TestWhiteoutRuleCatchesLiterals(t *testing.T) {
+	src := "package engine\nconst a = \".wh.\"\nvar b = \"trusted.overlay.opaque\"\nvar c = `user.overlay.redirect`\nvar d = \"plain\"\n"
+	vs := WhiteoutNames(parse(t, Module+"/engine", "engine/watch.go", src), dialectFiles)
+	if len(vs) != 3 {
+		t.Fatalf("want 3 violations, got %d: %v", len(vs), vs)
+	}
+	if vs := WhiteoutNames(parse(t, Module+"/overlay", dialectFiles[0], src), dialectFiles); len(vs) != 0 {
+		t.Fatalf("the dialect file may spell them: %v", vs)
+	}
+}
+
+func TestUIRuleCatchesTransitiveImports(t *testing.T) {
+	deps := map[string][]string{
+		Module + "/engine":         {"fmt", Module + "/overlay"},
+		Module + "/engine/local":   {"fmt", Module + "/panes", "charm.land/lipgloss/v2"},
+		Module + "/overlay":        {"os"},
+		Module + "/diffview":       {Module + "/third_party/bubbletea"},
+		Module + "/tui":            {"charm.land/lipgloss/v2"},
+		Module + "/engine_helpers": {"charm.land/lipgloss/v2"}, // not under engine/
+	}
+	vs := UIImports(deps, corePkgs)
+	if len(vs) != 3 {
+		t.Fatalf("want 3 violations (engine/local x2, diffview), got %d: %v", len(vs), vs)
+	}
+}
