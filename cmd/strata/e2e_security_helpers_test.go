@@ -100,6 +100,15 @@ func buildProbe(t *testing.T) string {
 	return probeBuilt
 }
 
+// with is s for subtest t: failures of its helpers fail t, not the parent.
+func (s *secEnv) with(t *testing.T) *secEnv {
+	e := *s.env
+	e.t = t
+	c := *s
+	c.env = &e
+	return &c
+}
+
 func newSecEnv(t *testing.T, config string) *secEnv {
 	t.Helper()
 	e := newEnv(t)
@@ -137,7 +146,20 @@ func (s *secEnv) sh(w string, l level, extra []string, script string) (string, i
 	args = append(args, extra...)
 	args = append(args, "--", "sh", "-c", script)
 	out, errs, code := s.run(args...)
+	refusedByStrata(s.t, args, errs)
 	return out + errs, code
+}
+
+// refusedByStrata fails the test when strata itself refused to start the
+// session (an unknown level, flag or config key): the attack never ran, so
+// its outcome proves nothing. The command's own stderr never starts with
+// "strata: ".
+func refusedByStrata(t *testing.T, args []string, errs string) {
+	t.Helper()
+	if strings.HasPrefix(errs, "strata: ") || strings.Contains(errs, "flag provided but not defined") {
+		line, _, _ := strings.Cut(errs, "\n")
+		t.Fatalf("strata %s: refused to start the session: %s", strings.Join(args, " "), line)
+	}
 }
 
 // meta reads a session's meta.json.
