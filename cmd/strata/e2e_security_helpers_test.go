@@ -83,12 +83,8 @@ var (
 func buildProbe(t *testing.T) string {
 	t.Helper()
 	probeOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "strata-sec-probe-")
-		if err != nil {
-			probeErr = err
-			return
-		}
-		probeBuilt = filepath.Join(dir, "probe")
+		// Next to the strata binary: TestMain removes that dir.
+		probeBuilt = filepath.Join(filepath.Dir(strataBin), "probe")
 		c := exec.Command("go", "build", "-o", probeBuilt, "./testdata/security/probe")
 		if out, err := c.CombinedOutput(); err != nil {
 			probeErr = fmt.Errorf("build the probe: %v\n%s", err, out)
@@ -153,10 +149,12 @@ func (s *secEnv) sh(w string, l level, extra []string, script string) (string, i
 // refusedByStrata fails the test when strata itself refused to start the
 // session (an unknown level, flag or config key): the attack never ran, so
 // its outcome proves nothing. The command's own stderr never starts with
-// "strata: ".
+// "strata: " (a warning strata prints before the command runs, such as
+// tree's, is not a refusal).
 func refusedByStrata(t *testing.T, args []string, errs string) {
 	t.Helper()
-	if strings.HasPrefix(errs, "strata: ") || strings.Contains(errs, "flag provided but not defined") {
+	refused := strings.HasPrefix(errs, "strata: ") && !strings.HasPrefix(errs, "strata: warning")
+	if refused || strings.Contains(errs, "flag provided but not defined") {
 		line, _, _ := strings.Cut(errs, "\n")
 		t.Fatalf("strata %s: refused to start the session: %s", strings.Join(args, " "), line)
 	}
