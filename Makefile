@@ -71,6 +71,7 @@ lint: tools
 # names, a UI-free core. `make test` runs them too.
 arch:
 	$(GO) test -count=1 ./scripts/arch/
+	$(GO) test -count=1 -run TestHelpersLiveInFsx ./fsx/
 
 check: deps fmt vet lint install-check arch
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)

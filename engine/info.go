@@ -16,11 +16,15 @@ type WorldInfo struct {
 	Attention Attention `json:"attention"`
 	Mounted   bool      `json:"mounted"`
 	Error     string    `json:"error,omitempty"` // why Changes could not be read
+	// Details are the runtime's own rows (a cube World's sandbox and
+	// template); the JSON form has them in the World's own fields.
+	Details []Detail `json:"-"`
 }
 
 // Info gathers a World's derived state: its status, change count and sessions.
 func (e *Engine) Info(ctx context.Context, w *World) WorldInfo {
-	wi := WorldInfo{World: *w, Mounted: e.runtimeFor(w).hostView() && e.Mounted(w)}
+	rt := e.runtimeFor(w)
+	wi := WorldInfo{World: *w, Mounted: rt.hostView() && e.Mounted(w), Details: rt.details(w)}
 	if cs, err := e.Changes(ctx, w, false); err == nil {
 		wi.Changes = len(cs.Changes)
 	} else {

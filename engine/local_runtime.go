@@ -22,6 +22,10 @@ func (localRuntime) layerDirs() []string { return []string{"upper", "work", "mer
 // sendSignal: the recorded pid is the command's process group.
 func (localRuntime) sendSignal(sig syscall.Signal) syscall.Signal { return sig }
 
+func (localRuntime) sized() bool { return false }
+
+func (localRuntime) details(*World) []Detail { return nil }
+
 func (localRuntime) upperIn(worldDir string) string { return filepath.Join(worldDir, "upper") }
 
 func (localRuntime) prepare(_ context.Context, w *World, _ CreateOptions, mb overlay.Backend) error {

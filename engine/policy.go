@@ -134,10 +134,10 @@ func CheckCreateResources(cfg *Config, o CreateOptions) error {
 	if backend == "" && cfg != nil {
 		backend = Runtime(cfg.Backend)
 	}
-	if backend != RuntimeCube {
-		if backend == "" {
-			backend = RuntimeLocal
-		}
+	if backend == "" {
+		backend = DefaultRuntime
+	}
+	if !runtimeOf(nil, backend).sized() {
 		return fmt.Errorf("new world %q: cpu, memory and disk size a cube sandbox; a %s World has none (add --backend cube)", o.Name, backend)
 	}
 	return nil

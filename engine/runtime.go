@@ -26,6 +26,11 @@ type worldRuntime interface {
 	upperIn(worldDir string) string
 	// sendSignal is what to send a session's recorded pid for sig. Static.
 	sendSignal(sig syscall.Signal) syscall.Signal
+	// sized reports whether a new World of this runtime takes cpu, memory
+	// and disk sizes (a sandbox to size). Static.
+	sized() bool
+	// details are the runtime's own rows of `strata show` (label, value).
+	details(w *World) []Detail
 
 	// prepare fills in a new World before anything of it exists: its
 	// overlay backend (mb is the asked one, "" or auto to probe) and
@@ -86,6 +91,9 @@ func runtimeOf(e *Engine, kind Runtime) worldRuntime {
 // (a local World whose source is gone), so a caller can say it before
 // touching the terminal.
 func (e *Engine) CheckExec(w *World) error { return e.runtimeFor(w).precheck(w) }
+
+// Detail is one runtime-specific row of a World's description.
+type Detail struct{ Label, Value string }
 
 // runtimeFor is the runtime the World runs on.
 func (e *Engine) runtimeFor(w *World) worldRuntime { return runtimeOf(e, w.Backend) }

@@ -26,8 +26,9 @@ const (
 	IsolationTree   = world.IsolationTree
 	IsolationStrict = world.IsolationStrict
 
-	RuntimeLocal = world.RuntimeLocal
-	RuntimeCube  = world.RuntimeCube
+	RuntimeLocal   = world.RuntimeLocal
+	RuntimeCube    = world.RuntimeCube
+	DefaultRuntime = world.DefaultRuntime
 
 	LayersDir = world.LayersDir
 )

@@ -3,15 +3,8 @@ package overlay
 import (
 	"context"
 	"errors"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"io/fs"
 	"os"
-	"path/filepath"
-	"regexp"
-	"strconv"
-	"strings"
 	"testing"
 )
 
@@ -124,71 +117,5 @@ func TestClassifyUpperEntryMatchesChangeReader(t *testing.T) {
 	}
 	if _, err := ClassifyUpperEntry(DialectKernel, t.TempDir(), "gone"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("vanished entry: err = %v, want not-exist", err)
-	}
-}
-
-// vocabularyLiteral matches string literals that spell an overlay marker or
-// xattr name: they belong in the dialect code alone.
-var vocabularyLiteral = regexp.MustCompile(`\.wh\.|_HIDDEN~|\.fuse_hidden|(trusted|user)\.overlay\.|user\.fuseoverlayfs|(^|/)\.unionfs(-fuse)?($|/)`)
-
-// dialectFiles hold the layer vocabulary; no other non-test Go file of the
-// module may spell it. Tests and the overlaytest builder spell uppers by
-// hand on purpose, so they are exempt.
-var dialectFiles = map[string]bool{"overlay/dialect.go": true}
-
-// TestLayerVocabularyOnlyInDialect fails when a whiteout name, an opaque
-// marker, the unionfs meta tree or an overlay xattr name is written as a
-// string literal outside the dialect code.
-func TestLayerVocabularyOnlyInDialect(t *testing.T) {
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("module root: %v", err)
-	}
-	fset := token.NewFileSet()
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			switch {
-			case rel != "." && strings.HasPrefix(d.Name(), "."), rel == "third_party", rel == "overlay/overlaytest", d.Name() == "testdata":
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") || dialectFiles[rel] {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			lit, ok := n.(*ast.BasicLit)
-			if !ok || lit.Kind != token.STRING {
-				return true
-			}
-			s, err := strconv.Unquote(lit.Value)
-			if err != nil {
-				s = lit.Value
-			}
-			for _, line := range strings.Split(s, "\n") {
-				for _, word := range strings.Fields(line) {
-					if vocabularyLiteral.MatchString(word) {
-						t.Errorf("%s: layer vocabulary %q spelled outside %v; ask the overlay dialect instead", fset.Position(lit.Pos()), word, dialectFiles)
-					}
-				}
-			}
-			return true
-		})
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 }

@@ -166,9 +166,8 @@ func cmdShow(a *app, in *input) error {
 		sort.Strings(ls)
 		row("labels", strings.Join(ls, " "))
 	}
-	if wi.Cube != nil {
-		row("sandbox", wi.Cube.SandboxID)
-		row("template", wi.Cube.Template)
+	for _, d := range wi.Details {
+		row(d.Label, d.Value)
 	}
 	row("error", wi.Error)
 	return tw.Flush()

@@ -2,7 +2,8 @@
 // `make test`) fail when a change breaks one of them. The rules are the
 // seams docs/design.md describes:
 //
-//   - only the runtime packages branch on a World's backend (local, cube);
+//   - only the runtimes branch on a World's backend (local, cube), and
+//     isolation levels are never compared with string literals;
 //   - only overlay's dialect code spells the whiteout and overlay xattr names;
 //   - the core (engine, overlay, cube, diffview and their subpackages) imports
 //     no UI package, directly or through a dependency.
@@ -18,6 +19,7 @@ import (
 	"go/token"
 	"io/fs"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -106,15 +108,34 @@ func under(pkg string, prefixes []string) bool {
 // runtime: the backend constants and the cube-only World fields.
 var backendNames = []string{"RuntimeLocal", "RuntimeCube", "BackendLocal", "BackendCube"}
 
-// BackendBranches reports, in files outside the runtime packages, every
-// comparison with a backend constant (`w.Backend == engine.RuntimeCube`), every
-// switch on a `.Backend` or `.Runtime` field with backend cases, and every
-// nil check of a World's `.Cube` field.
-func BackendBranches(files []File, runtimePkgs []string) []Violation {
-	const rule = "backend branch outside a runtime package"
+// RuntimeFile reports whether a module-relative path belongs to a runtime:
+// it equals one of runtimePaths or lies under one given with a trailing "/",
+// or starts with one given with a trailing "_" (a file-name prefix such as
+// "engine/cube_").
+func RuntimeFile(path string, runtimePaths []string) bool {
+	for _, r := range runtimePaths {
+		switch {
+		case path == r:
+			return true
+		case strings.HasSuffix(r, "/") || strings.HasSuffix(r, "_"):
+			if strings.HasPrefix(path, r) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// BackendBranches reports, in files outside the runtimes, every comparison
+// with a backend constant (`w.Backend == engine.RuntimeCube`), every switch
+// case on one, every nil check of a World's `.Cube` field, and every
+// comparison of an isolation level with a string literal (levels are typed
+// constants, parsed in one place).
+func BackendBranches(files []File, runtimePaths []string) []Violation {
+	const rule = "backend branch outside a runtime"
 	var out []Violation
 	for _, f := range files {
-		if under(f.Pkg, runtimePkgs) {
+		if RuntimeFile(f.Path, runtimePaths) {
 			continue
 		}
 		ast.Inspect(f.AST, func(n ast.Node) bool {
@@ -132,10 +153,18 @@ func BackendBranches(files []File, runtimePkgs []string) []Violation {
 				if isNil(n.Y) && selName(n.X) == "Cube" || isNil(n.X) && selName(n.Y) == "Cube" {
 					out = append(out, Violation{rule, f.pos(n.Pos()), "nil check of a World's Cube field"})
 				}
-			case *ast.CaseClause:
-				for _, e := range n.List {
-					if name := identName(e); slices.Contains(backendNames, name) {
-						out = append(out, Violation{rule, f.pos(e.Pos()), "switch case " + name})
+				if selName(n.X) == "Isolation" && isStringLit(n.Y) || selName(n.Y) == "Isolation" && isStringLit(n.X) {
+					out = append(out, Violation{rule, f.pos(n.Pos()), "compares an isolation level with a string literal"})
+				}
+			case *ast.SwitchStmt:
+				for _, st := range n.Body.List {
+					for _, e := range st.(*ast.CaseClause).List {
+						if name := identName(e); slices.Contains(backendNames, name) {
+							out = append(out, Violation{rule, f.pos(e.Pos()), "switch case " + name})
+						}
+						if n.Tag != nil && selName(n.Tag) == "Isolation" && isStringLit(e) {
+							out = append(out, Violation{rule, f.pos(e.Pos()), "switches on an isolation level with string literals"})
+						}
 					}
 				}
 			}
@@ -162,26 +191,34 @@ func selName(e ast.Expr) string {
 	return ""
 }
 
+func isStringLit(e ast.Expr) bool {
+	l, ok := e.(*ast.BasicLit)
+	if !ok || l.Kind != token.STRING {
+		return false
+	}
+	v, _ := strconv.Unquote(l.Value)
+	return v != ""
+}
+
 func isNil(e ast.Expr) bool {
 	id, ok := e.(*ast.Ident)
 	return ok && id.Name == "nil"
 }
 
-// overlayWords are the on-disk names of the overlay dialects: whiteout and
-// opaque markers and the overlay xattrs.
-var overlayWords = []string{
-	".wh.", ".wh..wh..opq", "overlay.opaque", "overlay.whiteout", "overlay.redirect",
-	"overlay.metacopy", "overlay.origin", "overlay.impure", "overlay.nlink", "overlay.upper",
-	"trusted.overlay", "user.overlay",
-}
+// overlayWord matches, in one whitespace-separated word of a literal, an
+// on-disk name of an overlay dialect: whiteout and opaque markers (.wh.*),
+// unionfs-fuse's meta tree and hidden names, fuse-overlayfs's and the
+// kernel's overlay xattrs.
+var overlayWord = regexp.MustCompile(`\.wh\.|_HIDDEN~|\.fuse_hidden|(trusted|user)\.overlay\.|user\.fuseoverlayfs|(^|/)\.unionfs(-fuse)?($|/)`)
 
-// WhiteoutNames reports string literals spelling a whiteout or overlay xattr
-// name in any file that is not one of dialectFiles (module-relative paths).
+// WhiteoutNames reports string literals spelling a whiteout marker, the
+// unionfs meta tree or an overlay xattr name in any file outside
+// dialectFiles (module-relative paths; a trailing "/" exempts a directory).
 func WhiteoutNames(files []File, dialectFiles []string) []Violation {
 	const rule = "overlay dialect name outside overlay's dialect code"
 	var out []Violation
 	for _, f := range files {
-		if slices.Contains(dialectFiles, f.Path) {
+		if RuntimeFile(f.Path, dialectFiles) {
 			continue
 		}
 		ast.Inspect(f.AST, func(n ast.Node) bool {
@@ -193,10 +230,9 @@ func WhiteoutNames(files []File, dialectFiles []string) []Violation {
 			if err != nil {
 				return true
 			}
-			for _, w := range overlayWords {
-				if strings.Contains(s, w) {
-					out = append(out, Violation{rule, f.pos(lit.Pos()), fmt.Sprintf("literal %q", s)})
-					break
+			for _, w := range strings.Fields(s) {
+				if overlayWord.MatchString(w) {
+					out = append(out, Violation{rule, f.pos(lit.Pos()), fmt.Sprintf("literal %q", w)})
 				}
 			}
 			return true
