@@ -1,16 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // A TTY session's transcript holds resize records and the terminal's escape
@@ -91,26 +87,6 @@ func TestE2ETopPipeIsPlain(t *testing.T) {
 // and returns what it wrote there.
 func (e *env) onTerminal(args ...string) string {
 	e.t.Helper()
-	mfd, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
-	must(e.t, err)
-	must(e.t, unix.IoctlSetPointerInt(mfd, unix.TIOCSPTLCK, 0))
-	must(e.t, unix.IoctlSetWinsize(mfd, unix.TIOCSWINSZ, &unix.Winsize{Row: 24, Col: 120}))
-	sfd, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(mfd), unix.TIOCGPTPEER, uintptr(unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC))
-	if errno != 0 {
-		e.t.Fatal(errno)
-	}
-	master, slave := os.NewFile(uintptr(mfd), "ptmx"), os.NewFile(sfd, "pts")
-	defer master.Close()
-	c := e.cmd(args...)
-	c.Stdout, c.Stderr = slave, slave
-	var buf bytes.Buffer
-	done := make(chan struct{})
-	go func() { io.Copy(&buf, master); close(done) }()
-	err = c.Run()
-	slave.Close()
-	if _, ok := err.(*exec.ExitError); err != nil && !ok {
-		e.t.Fatal(err)
-	}
-	<-done // EIO once the last writer closed
-	return buf.String()
+	out, _ := e.onPTY(false, args...)
+	return out
 }

@@ -252,6 +252,15 @@ func serveHTTP(t *testing.T, ip string, h http.Handler) (string, *atomic.Int64) 
 // (exec --tty needs it), returning what strata wrote there.
 func (e *env) onTerminalStdin(args ...string) string {
 	e.t.Helper()
+	out, _ := e.onPTY(true, args...)
+	return out
+}
+
+// onPTY runs strata with stdout and stderr (and, with stdin, its standard
+// input and controlling terminal) on a fresh pseudo-terminal, and returns what
+// the terminal showed and strata's exit status.
+func (e *env) onPTY(stdin bool, args ...string) (string, int) {
+	e.t.Helper()
 	mfd, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	must(e.t, err)
 	must(e.t, unix.IoctlSetPointerInt(mfd, unix.TIOCSPTLCK, 0))
@@ -263,8 +272,11 @@ func (e *env) onTerminalStdin(args ...string) string {
 	master, slave := os.NewFile(uintptr(mfd), "ptmx"), os.NewFile(sfd, "pts")
 	defer master.Close()
 	c := e.cmd(args...)
-	c.Stdin, c.Stdout, c.Stderr = slave, slave, slave
-	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	c.Stdout, c.Stderr = slave, slave
+	if stdin {
+		c.Stdin = slave
+		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	}
 	var buf bytes.Buffer
 	done := make(chan struct{})
 	go func() { io.Copy(&buf, master); close(done) }()
@@ -278,5 +290,5 @@ func (e *env) onTerminalStdin(args ...string) string {
 	case <-time.After(10 * time.Second):
 		e.t.Errorf("the terminal stayed open 10s after strata exited")
 	}
-	return buf.String()
+	return buf.String(), c.ProcessState.ExitCode()
 }

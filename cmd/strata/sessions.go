@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -161,7 +162,25 @@ func (a *app) attach(world string, meta engine.SessionMeta) error {
 		return nil
 	}
 	if err != nil {
-		return err
+		// A short command can end before we connect (its attach socket goes
+		// with it): then show what it printed and pass its status through,
+		// as if we had been attached, instead of a dial error.
+		wctx, cancel := context.WithTimeout(a.ctx, 2*time.Second)
+		end, werr := engine.WaitSession(wctx, dir)
+		cancel()
+		if werr != nil || !end.State.Ended() {
+			return err
+		}
+		if rerr := engine.FollowTranscript(a.ctx, dir, 0, func(r engine.Record) error {
+			if r.Stream == engine.StreamResize {
+				return nil
+			}
+			_, werr := a.stdout.Write(r.Data)
+			return werr
+		}); rerr != nil {
+			return rerr
+		}
+		return sessionExit(end)
 	}
 	end, err := engine.WaitSession(a.ctx, dir)
 	if err != nil {
