@@ -132,7 +132,7 @@ func CheckCreateResources(cfg *Config, o CreateOptions) error {
 	}
 	backend := o.Backend
 	if backend == "" && cfg != nil {
-		backend = Runtime(cfg.Backend)
+		backend = cfg.Backend
 	}
 	if backend == "" {
 		backend = DefaultRuntime

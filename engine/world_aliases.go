@@ -60,7 +60,6 @@ var (
 	writeWorldFile  = world.WriteFile
 	newID           = world.NewID
 	within          = world.Within
-	resolveDir      = world.ResolveDir
 	renameNoReplace = world.RenameNoReplace
 	isRoot          = world.IsRoot
 )
