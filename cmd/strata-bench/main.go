@@ -49,6 +49,7 @@ func main() {
 	flag.IntVar(&scaleFiles, "scale-files", 0, "files in the million group's tree (0 = 1,000,000 with -big, else the group is skipped)")
 	flag.IntVar(&scaleWorlds, "scale-worlds", scaleWorlds, "Worlds in the many-worlds group")
 	flag.IntVar(&scaleChanged, "scale-changed", scaleChanged, "changed files in the many-changes group")
+	flag.Int64Var(&cowSize, "cow-size", cowSize, "bytes of the big file and of the changed binaries in the reflink group")
 	probe := flag.Bool("tui-probe", false, "internal: run the TUI with a frame timer and print its figures (many-worlds)")
 	probeSrc := flag.String("probe-src", "", "internal: the -tui-probe source tree")
 	probeWant := flag.String("probe-want", "", "internal: text the -tui-probe first frame shows")
