@@ -297,8 +297,10 @@ func (b *bench) reflinkRows(f *cowFS, runs int) error {
 			cpUpRef = append(cpUpRef, dd...)
 			_ = os.RemoveAll(copyDir)
 		}
-		for j := 1; j <= 8; j++ {
-			_, _ = strata("rm", fmt.Sprintf("%sf%d", w, j), "--force", "--purge")
+		for j := 1; j <= 8; j++ { // the forks are PREFIX-1 .. PREFIX-8
+			if _, err := strata("rm", fmt.Sprintf("%sf-%d", w, j), "--force", "--purge"); err != nil {
+				return err
+			}
 		}
 		if _, err := strata("rm", w, "--force", "--purge"); err != nil {
 			return err
