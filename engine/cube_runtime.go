@@ -875,3 +875,7 @@ func (r cubeRuntime) usage(ctx context.Context, w *World, ss []SessionMeta, _ ma
 func (r cubeRuntime) destroy(ctx context.Context, w *World) error {
 	return r.e.stopWorldRuntime(ctx, w)
 }
+
+func (r cubeRuntime) reviveSession(ctx context.Context, name string, s SessionMeta) SessionMeta {
+	return r.e.reviveCubeSession(ctx, name, s)
+}
