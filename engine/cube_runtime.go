@@ -237,7 +237,8 @@ func (e *Engine) cubeCreateRequest(w *World, templateID string) cube.CreateReque
 // request that fits none fails here), its overlay driver when one is forced,
 // and the create request it will send. The World starts planned.
 func (e *Engine) planCube(ctx context.Context, w *World, o CreateOptions) error {
-	tpl, err := ResolveCubeTemplate(e.Config.Cube, o.Template, CubeResources{CPU: o.CPU, MemoryMB: o.MemoryMB, DiskMB: o.DiskMB})
+	// A fork's template is its parent's, checked when the parent was made.
+	tpl, err := e.resolveCubeTemplate(ctx, o.Template, CubeResources{CPU: o.CPU, MemoryMB: o.MemoryMB, DiskMB: o.DiskMB}, o.FromCubeSnapshot == "", o.Progress)
 	if err != nil {
 		return err
 	}
