@@ -707,6 +707,14 @@ func (e *Engine) cubeDoctor(ctx context.Context) CubeDoctor {
 		return d
 	}
 	notes = append(notes, "auth ok")
+	if tpls, err := c.Templates(cctx); err != nil {
+		notes = append(notes, "list templates: "+err.Error())
+	} else {
+		d.Templates = tpls
+	}
+	d.Built = e.builtCubeTemplates()
+	cl := e.cubeCluster(cctx, c)
+	d.Cluster = &cl
 	tpl, err := ResolveCubeTemplate(cc, "", CubeResources{})
 	if err != nil {
 		d.Status = "ok"
@@ -880,3 +888,5 @@ func (r cubeRuntime) destroy(ctx context.Context, w *World) error {
 func (r cubeRuntime) reviveSession(ctx context.Context, name string, s SessionMeta) SessionMeta {
 	return r.e.reviveCubeSession(ctx, name, s)
 }
+
+func (r cubeRuntime) placement(w *World) Placement { return r.e.cubePlacement(w) }

@@ -269,3 +269,48 @@ func (e *Engine) buildCubeTemplate(ctx context.Context, c *cube.Client, want Cub
 	b.BuiltAt = time.Now().UTC()
 	return b, e.recordBuiltCubeTemplate(b)
 }
+
+// CubeNoClusterAPI is what strata says where the deployment does not serve
+// node capacity.
+const CubeNoClusterAPI = "this CubeSandbox does not expose node capacity"
+
+// CubeCluster is the capacity and saturation of a deployment's nodes, where
+// its API offers them (cube.Client.Nodes, Cluster); Note says why not.
+type CubeCluster struct {
+	Overview *cube.ClusterOverview `json:"overview,omitempty"`
+	Nodes    []cube.Node           `json:"nodes,omitempty"`
+	Note     string                `json:"note,omitempty"`
+}
+
+func (e *Engine) cubeCluster(ctx context.Context, c *cube.Client) CubeCluster {
+	var out CubeCluster
+	nodes, err := c.Nodes(ctx)
+	if errors.Is(err, cube.ErrNoClusterAPI) {
+		out.Note = CubeNoClusterAPI
+		return out
+	}
+	if err != nil {
+		out.Note = "node capacity unavailable: " + err.Error()
+		return out
+	}
+	out.Nodes = nodes
+	if o, err := c.Cluster(ctx); err == nil {
+		out.Overview = &o
+	}
+	return out
+}
+
+// CubeCluster reports the configured deployment's node capacity for `top`
+// and the TUI; ErrCubeNotConfigured without a [cube] endpoint.
+func (e *Engine) CubeCluster(ctx context.Context) (CubeCluster, error) {
+	if !e.cubeConfigured() {
+		return CubeCluster{}, ErrCubeNotConfigured
+	}
+	c, err := e.cubeClient()
+	if err != nil {
+		return CubeCluster{}, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, cubeCallTimeout)
+	defer cancel()
+	return e.cubeCluster(cctx, c), nil
+}

@@ -73,3 +73,6 @@ func (localRuntime) destroy(context.Context, *World) error { return nil }
 
 // reviveSession: a local session's processes died with its init.
 func (localRuntime) reviveSession(_ context.Context, _ string, s SessionMeta) SessionMeta { return s }
+
+// placement: a local World runs on this machine.
+func (localRuntime) placement(*World) Placement { return Placement{} }

@@ -68,6 +68,9 @@ type worldRuntime interface {
 	// lost (its runner or init is gone) and returns it as it now stands:
 	// running again where the runtime could re-attach to its command.
 	reviveSession(ctx context.Context, name string, s SessionMeta) SessionMeta
+	// placement is where the World runs (Placements fills in World and
+	// Node).
+	placement(w *World) Placement
 }
 
 // runtimeConstructors makes each runtime's implementation; e may be nil
