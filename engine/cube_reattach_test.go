@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"io"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -207,5 +208,44 @@ func TestCubeKillTermThenKill(t *testing.T) {
 	_, errs := followAll(t, ctx, dir)
 	if !strings.Contains(errs, "sending SIGKILL") {
 		t.Errorf("stderr %q: the escalation is not noted", errs)
+	}
+}
+
+// A terminal session whose runner died is re-attached with its terminal:
+// attach works again, input reaches the command through envd and its
+// answer lands in the transcript.
+func TestCubeReattachTTYAfterRunnerDied(t *testing.T) {
+	ce := newCubeEnv(t, cubetest.Options{})
+	ce.create("w", CreateOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	m, err := ce.e.Exec(ctx, "w", ExecOptions{TTY: true, Env: []string{"LANG=C"}, Argv: []string{"sh", "-c", `printf 'name? '; read a; echo "got:$a"`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := ce.e.SessionDir("w", m.ID)
+	cubeWaitFor(t, func() bool {
+		recs, _, _ := ReadTranscript(filepath.Join(dir, TranscriptFile), 0)
+		return len(recs) > 1
+	})
+	killRunner(t, dir, m)
+	ss, err := ce.e.Sessions("w")
+	if err != nil || len(ss) != 1 || ss[0].State != SessionRunning {
+		t.Fatalf("after the runner died: %+v %v", ss, err)
+	}
+	in, feed := io.Pipe()
+	defer feed.Close()
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- Attach(ctx, dir, in, out, AttachOptions{}) }()
+	time.Sleep(200 * time.Millisecond)
+	_, _ = feed.Write([]byte("again\r"))
+	waitFor(t, "the answer after re-attaching", func() bool { return strings.Contains(out.String(), "got:again") })
+	if err := <-done; err != nil {
+		t.Errorf("attach: %v", err)
+	}
+	end, err := WaitSession(ctx, dir)
+	if err != nil || end.State != SessionExited {
+		t.Errorf("end: %+v %v", end, err)
 	}
 }

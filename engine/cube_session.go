@@ -981,6 +981,10 @@ func (e *Engine) reviveCubeSession(ctx context.Context, name string, s SessionMe
 	if sb == nil || sb.SandboxID == "" {
 		return gone("the World has no sandbox any more")
 	}
+	if w.State != StateReady {
+		// Asking envd would resume a paused sandbox just to look.
+		return unknown(fmt.Errorf("world %s is %s (strata up %s brings it back)", name, w.State, name))
+	}
 	client, err := e.cubeClient()
 	if err != nil {
 		return unknown(err)
