@@ -234,6 +234,12 @@ func (c *Client) Exec(ctx context.Context, sb *Sandbox, req ExecRequest, stdout,
 // whose stream dropped uses it to carry on; ErrNotFound when the process
 // has ended meanwhile (its end was not seen: run it again or report it).
 func (c *Client) Attach(ctx context.Context, sb *Sandbox, pid int, stdout, stderr io.Writer) (ExecResult, error) {
+	return c.AttachNotify(ctx, sb, pid, nil, stdout, stderr)
+}
+
+// AttachNotify is Attach that calls onStart (when set) with the pid once
+// envd confirmed the process and the stream is open, before any output.
+func (c *Client) AttachNotify(ctx context.Context, sb *Sandbox, pid int, onStart func(pid int), stdout, stderr io.Writer) (ExecResult, error) {
 	if err := checkSandbox(sb); err != nil {
 		return ExecResult{}, err
 	}
@@ -249,7 +255,7 @@ func (c *Client) Attach(ctx context.Context, sb *Sandbox, pid int, stdout, stder
 	return c.serverStream(ctx, op, call{
 		op: op, method: http.MethodPost, url: c.EnvdURL(sb) + "/process.Process/Connect",
 		body: EncodeEnvelope(0, payload), contentType: "application/connect+json", header: header, envd: true,
-	}, nil, stdout, stderr)
+	}, onStart, stdout, stderr)
 }
 
 // serverStream sends a Start or Connect request and reads its events up

@@ -57,6 +57,13 @@ type CubeConfig struct {
 	GuestDir   string         `toml:"guest_dir"`   // where the host mounts go in the guest; default /mnt/strata
 	Timeout    int            `toml:"timeout"`     // sandbox idle timeout in seconds: 0 server default, -1 never
 	Templates  []CubeTemplate `toml:"templates"`
+	// BaseImage is the container image strata builds a template from
+	// (POST /templates) when none fits the resources a World asks for;
+	// "" = never build, report that none fits.
+	BaseImage string `toml:"base_image"`
+	// BuildTimeout bounds one such build in seconds (default 1800: builds
+	// pull and convert an image).
+	BuildTimeout int `toml:"build_timeout"`
 }
 
 // CubeTemplate maps a resource size to a template id.

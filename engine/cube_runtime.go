@@ -237,7 +237,8 @@ func (e *Engine) cubeCreateRequest(w *World, templateID string) cube.CreateReque
 // request that fits none fails here), its overlay driver when one is forced,
 // and the create request it will send. The World starts planned.
 func (e *Engine) planCube(ctx context.Context, w *World, o CreateOptions) error {
-	tpl, err := ResolveCubeTemplate(e.Config.Cube, o.Template, CubeResources{CPU: o.CPU, MemoryMB: o.MemoryMB, DiskMB: o.DiskMB})
+	// A fork's template is its parent's, checked when the parent was made.
+	tpl, err := e.resolveCubeTemplate(ctx, o.Template, CubeResources{CPU: o.CPU, MemoryMB: o.MemoryMB, DiskMB: o.DiskMB}, o.FromCubeSnapshot == "", o.Progress)
 	if err != nil {
 		return err
 	}
@@ -706,6 +707,14 @@ func (e *Engine) cubeDoctor(ctx context.Context) CubeDoctor {
 		return d
 	}
 	notes = append(notes, "auth ok")
+	if tpls, err := c.Templates(cctx); err != nil {
+		notes = append(notes, "list templates: "+err.Error())
+	} else {
+		d.Templates = tpls
+	}
+	d.Built = e.builtCubeTemplates()
+	cl := e.cubeCluster(cctx, c)
+	d.Cluster = &cl
 	tpl, err := ResolveCubeTemplate(cc, "", CubeResources{})
 	if err != nil {
 		d.Status = "ok"
@@ -875,3 +884,9 @@ func (r cubeRuntime) usage(ctx context.Context, w *World, ss []SessionMeta, _ ma
 func (r cubeRuntime) destroy(ctx context.Context, w *World) error {
 	return r.e.stopWorldRuntime(ctx, w)
 }
+
+func (r cubeRuntime) reviveSession(ctx context.Context, name string, s SessionMeta) SessionMeta {
+	return r.e.reviveCubeSession(ctx, name, s)
+}
+
+func (r cubeRuntime) placement(w *World) Placement { return r.e.cubePlacement(w) }

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stratahq/strata/cube"
+	"github.com/stratahq/strata/engine/world"
 )
 
 // CubeSessionArg is the first argument with which strata re-executes itself
@@ -96,7 +97,25 @@ type cubeRunnerSpec struct {
 	Client  cubeClientSpec   `json:"client"`
 	Sandbox cube.Sandbox     `json:"sandbox"`
 	Request cube.ExecRequest `json:"request"`
+	// AttachPID, when set, makes the runner re-attach to this process in
+	// the sandbox (Process.Connect) instead of starting the command: its
+	// previous runner died while the command ran on (see
+	// reviveCubeSession). LostRunner is that runner's host pid.
+	AttachPID  int `json:"attach_pid,omitempty"`
+	LostRunner int `json:"lost_runner,omitempty"`
+	// KillGrace is how long a command has to end after SIGTERM before the
+	// runner sends SIGKILL.
+	KillGrace time.Duration `json:"kill_grace,omitempty"`
 }
+
+// cubeKillGrace is how long `strata kill` (SIGTERM) gives a cube session's
+// command before the runner follows with SIGKILL.
+var cubeKillGrace = 10 * time.Second
+
+// cubeSessionTag is the envd process tag of a session's command: the
+// runner that re-attaches after its predecessor died checks, through
+// Process.List, that the pid it recorded is still that command.
+func cubeSessionTag(id string) string { return "strata-" + id }
 
 type cubeClientSpec struct {
 	Endpoint   string `json:"endpoint"`
@@ -184,7 +203,9 @@ func (e *Engine) execCube(ctx context.Context, w *World, o ExecOptions) (Session
 			Cmd:  "/bin/sh",
 			Args: append([]string{"-c", wrapper, "strata"}, o.Argv...),
 			Envs: cubeExecEnv(env), Cwd: e.guestCwd(w, cwd),
+			Tag: cubeSessionTag(id),
 		},
+		KillGrace: cubeKillGrace,
 	}
 	if o.TTY {
 		// An attaching client sends its own size first thing.
@@ -210,19 +231,28 @@ func (e *Engine) execCube(ctx context.Context, w *World, o ExecOptions) (Session
 // returns once the command runs in the sandbox or could not start.
 func startCubeRunner(ctx context.Context, exe string, spec cubeRunnerSpec) (SessionMeta, error) {
 	meta := spec.Meta
-	if err := os.MkdirAll(filepath.Dir(spec.Dir), 0o755); err != nil {
-		return meta, fmt.Errorf("start session %s: %w", meta.ID, err)
+	if spec.AttachPID == 0 {
+		if err := os.MkdirAll(filepath.Dir(spec.Dir), 0o755); err != nil {
+			return meta, fmt.Errorf("start session %s: %w", meta.ID, err)
+		}
+		if err := os.Mkdir(spec.Dir, 0o700); err != nil {
+			return meta, fmt.Errorf("start session %s: %w", meta.ID, err)
+		}
+		if err := unix.Mkfifo(filepath.Join(spec.Dir, endFIFO), 0o600); err != nil {
+			return meta, fmt.Errorf("start session %s: %w", meta.ID, err)
+		}
 	}
-	if err := os.Mkdir(spec.Dir, 0o700); err != nil {
-		return meta, fmt.Errorf("start session %s: %w", meta.ID, err)
-	}
-	if err := unix.Mkfifo(filepath.Join(spec.Dir, endFIFO), 0o600); err != nil {
-		return meta, fmt.Errorf("start session %s: %w", meta.ID, err)
-	}
-	if err := writeSessionMetaPath(spec.Dir, meta); err != nil {
-		return meta, fmt.Errorf("start session %s: %w", meta.ID, err)
+	if spec.AttachPID == 0 {
+		if err := writeSessionMetaPath(spec.Dir, meta); err != nil {
+			return meta, fmt.Errorf("start session %s: %w", meta.ID, err)
+		}
 	}
 	fail := func(err error) (SessionMeta, error) {
+		if spec.AttachPID != 0 {
+			// The command may still run: the session stays as it was
+			// (lost, its runner gone), and the next look tries again.
+			return meta, fmt.Errorf("re-attach to session %s: %w", meta.ID, err)
+		}
 		meta.State, meta.Error, meta.EndedAt, meta.Attention, meta.ExitCode = SessionFailed, err.Error(), time.Now(), AttentionFailed, 1
 		_ = writeSessionMetaPath(spec.Dir, meta)
 		return meta, fmt.Errorf("start session %s: %w", meta.ID, err)
@@ -414,29 +444,63 @@ func (r *cubeRunner) run() error {
 		err error
 	}
 	done := make(chan result, 1)
-	go func() {
-		res, err := client.Exec(ctx, &sb, r.spec.Request, stdout, stderr)
-		done <- result{res, err}
-	}()
-
 	attention := make(chan Attention, 1)
 	stopAttention := make(chan struct{})
 	defer close(stopAttention)
 	remotePID, reattached := 0, 0
+	onStarted := func(pid int) {
+		remotePID = pid
+		r.meta.State, r.meta.GuestPID = SessionRunning, pid
+		if r.spec.AttachPID == 0 {
+			r.meta.StartedAt = time.Now()
+		}
+		if err := writeSessionMetaPath(r.dir, r.meta); err != nil {
+			cancel()
+		}
+		if pty != nil && pid > 0 {
+			term.pid.Store(int64(pid))
+			go pty.serve()
+			go watchCubeAttention(client, &sb, pid, pty, term, attention, stopAttention)
+		}
+		r.signalReady()
+	}
+	if pid := r.spec.AttachPID; pid > 0 {
+		// The previous runner died with the command running: carry on
+		// from what envd sends from now on, and say what was missed.
+		_ = tw.write(StreamStderr, time.Now(), []byte(fmt.Sprintf(
+			"strata: the session's runner (pid %d) ended while the command ran; re-attached to process %d in sandbox %s; output printed in between is not in this transcript\n",
+			r.spec.LostRunner, pid, sb.SandboxID)))
+		if term == nil {
+			stdout, stderr = transcriptStream{tw, StreamStdout}, transcriptStream{tw, StreamStderr}
+		} else {
+			stdout = pty
+		}
+		go func() {
+			res, err := client.AttachNotify(ctx, &sb, pid, onStart, stdout, stderr)
+			if res.PID == 0 {
+				res.PID = pid
+			}
+			if errors.Is(err, cube.ErrNotFound) {
+				err = fmt.Errorf("process %d ended in sandbox %s while no runner watched it; its exit status is unknown: %w", pid, sb.SandboxID, err)
+			}
+			done <- result{res, err}
+		}()
+	} else {
+		go func() {
+			res, err := client.Exec(ctx, &sb, r.spec.Request, stdout, stderr)
+			done <- result{res, err}
+		}()
+	}
+	var escalate *time.Timer
+	defer func() {
+		if escalate != nil {
+			escalate.Stop()
+		}
+	}()
 	for {
 		select {
 		case pid := <-started:
-			remotePID = pid
-			r.meta.State, r.meta.StartedAt, r.meta.GuestPID = SessionRunning, time.Now(), pid
-			if err := writeSessionMetaPath(r.dir, r.meta); err != nil {
-				cancel()
-			}
-			if pty != nil && pid > 0 {
-				term.pid.Store(int64(pid))
-				go pty.serve()
-				go watchCubeAttention(client, &sb, pid, pty, term, attention, stopAttention)
-			}
-			r.signalReady()
+			onStarted(pid)
 		case att := <-attention:
 			if r.meta.State == SessionRunning && r.meta.Attention != att {
 				r.meta.Attention = att
@@ -451,6 +515,15 @@ func (r *cubeRunner) run() error {
 				continue
 			}
 			go killInSandbox(client, &sb, remotePID, sig)
+			if sig == unix.SIGTERM && escalate == nil && r.spec.KillGrace > 0 {
+				// TERM, then KILL: a command that ignores TERM does not
+				// outlive `strata kill` by more than the grace.
+				pid := remotePID
+				escalate = time.AfterFunc(r.spec.KillGrace, func() {
+					_ = tw.write(StreamStderr, time.Now(), []byte(fmt.Sprintf("strata: process %d did not end %s after SIGTERM; sending SIGKILL\n", pid, r.spec.KillGrace)))
+					killInSandbox(client, &sb, pid, unix.SIGKILL)
+				})
+			}
 		case res := <-done:
 			// A dropped stream leaves the command running in the sandbox
 			// (envd does not end it): re-attach through Process.Connect and
@@ -473,7 +546,15 @@ func (r *cubeRunner) run() error {
 			closeTerminal()
 			_ = tf.Sync()
 			if res.err != nil && remotePID == 0 && !errors.Is(res.err, cube.ErrStreamDropped) {
-				return failStart(res.err)
+				if r.spec.AttachPID == 0 {
+					return failStart(res.err)
+				}
+				if !errors.Is(res.err, cube.ErrNotFound) {
+					// Not re-attached, and nothing learnt: the session
+					// stays lost with no end recorded, and the next look
+					// tries again.
+					return res.err
+				}
 			}
 			r.finish(tw, res.res, res.err)
 			return r.end(fifo)
@@ -484,6 +565,11 @@ func (r *cubeRunner) run() error {
 // finish turns the exec result into the session's end state.
 func (r *cubeRunner) finish(tw *transcriptWriter, res cube.ExecResult, err error) {
 	switch {
+	case err != nil && errors.Is(err, cube.ErrNotFound) && res.PID > 0:
+		// The command ended unseen: nobody knows how.
+		msg := err.Error()
+		_ = tw.write(StreamStderr, time.Now(), []byte("strata: "+msg+"\n"))
+		r.meta.State, r.meta.Attention, r.meta.ExitCode, r.meta.Error = SessionLost, AttentionLost, LostExitCode, msg
 	case err != nil:
 		msg := err.Error()
 		if errors.Is(err, cube.ErrStreamDropped) {
@@ -536,8 +622,23 @@ func signalInSandbox(ctx context.Context, client *cube.Client, sb *cube.Sandbox,
 	return nil
 }
 
-// killInSandbox relays a signal the runner received to its command.
+// killInSandbox relays a signal the runner received to its command: TERM
+// and KILL through envd's SendSignal, the others (envd sends only those
+// two) with kill(1) in the sandbox.
 func killInSandbox(client *cube.Client, sb *cube.Sandbox, pid int, sig syscall.Signal) {
+	if sig == unix.SIGTERM || sig == unix.SIGKILL {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s := cube.SignalTerm
+		if sig == unix.SIGKILL {
+			s = cube.SignalKill
+		}
+		err := client.SendSignal(ctx, sb, pid, s)
+		if err == nil || errors.Is(err, cube.ErrNotFound) {
+			return // sent, or the process has ended already
+		}
+		// envd did not take it: fall back to kill(1) in the sandbox.
+	}
 	name := strings.TrimPrefix(unix.SignalName(sig), "SIG")
 	if name == "" {
 		name = strconv.Itoa(int(sig))
@@ -824,4 +925,108 @@ func runningGuestPIDs(ss []SessionMeta) []int {
 		}
 	}
 	return pids
+}
+
+// cubeReviveTimeout bounds the envd calls of one re-attach check.
+const cubeReviveTimeout = 15 * time.Second
+
+// reviveCubeSession looks again at a cube session that reads as lost (its
+// runner is gone: killed, or this machine rebooted). Its command may still
+// run in the sandbox: if envd's Process.List has it (the recorded pid with
+// the session's tag), a new runner re-attaches to it through
+// Process.Connect and the session runs on, its transcript noting the gap.
+// If the sandbox answers without it, the session is recorded as lost for
+// good; if the sandbox does not answer, it stays lost for now and the next
+// look asks again.
+func (e *Engine) reviveCubeSession(ctx context.Context, name string, s SessionMeta) SessionMeta {
+	// A lost session with an end recorded was looked at already.
+	if s.State != SessionLost || !s.EndedAt.IsZero() || s.GuestPID <= 0 {
+		return s
+	}
+	dir := e.SessionDir(name, s.ID)
+	lctx, cancel := context.WithTimeout(ctx, cubeReviveTimeout)
+	defer cancel()
+	// One strata at a time: a second one waits and finds the session
+	// running again (or recorded lost).
+	lock, err := world.LockFile(lctx, filepath.Join(dir, "revive.lock"))
+	if err != nil {
+		return s
+	}
+	defer lock.Unlock()
+	cur, err := ReadSessionMeta(dir)
+	if err != nil {
+		return s
+	}
+	if cur.State != SessionLost || !cur.EndedAt.IsZero() {
+		return cur
+	}
+	gone := func(why string) SessionMeta {
+		cur.Error = fmt.Sprintf("session lost: its runner (pid %d) ended without recording an exit status, and %s", cur.InitPID, why)
+		cur.EndedAt = time.Now()
+		if err := writeSessionMetaPath(dir, cur); err != nil {
+			e.Log.Warn("record a lost cube session", "world", name, "session", cur.ID, "err", err)
+		}
+		e.activity(ctx, Event{Type: EventSessionEnded, World: name, Session: cur.ID, Detail: map[string]any{"state": string(SessionLost), "error": cur.Error}})
+		return cur
+	}
+	unknown := func(err error) SessionMeta {
+		cur.Error = fmt.Sprintf("session lost for now: its runner (pid %d) ended, and strata could not ask the sandbox whether process %d still runs (%v); it asks again the next time it looks (strata sessions %s)", cur.InitPID, cur.GuestPID, err, name)
+		return cur
+	}
+	w, err := e.World(name)
+	if err != nil {
+		return unknown(err)
+	}
+	sb := e.cubeSandbox(w)
+	if sb == nil || sb.SandboxID == "" {
+		return gone("the World has no sandbox any more")
+	}
+	if w.State != StateReady {
+		// Asking envd would resume a paused sandbox just to look.
+		return unknown(fmt.Errorf("world %s is %s (strata up %s brings it back)", name, w.State, name))
+	}
+	client, err := e.cubeClient()
+	if err != nil {
+		return unknown(err)
+	}
+	procs, err := client.ListProcesses(lctx, sb)
+	if errors.Is(err, cube.ErrNotFound) {
+		return gone(fmt.Sprintf("its sandbox %s is gone", sb.SandboxID))
+	}
+	if err != nil {
+		return unknown(err)
+	}
+	tag := cubeSessionTag(cur.ID)
+	if !slices.ContainsFunc(procs, func(p cube.ProcessInfo) bool {
+		return p.PID == cur.GuestPID && (p.Tag == tag || p.Tag == "")
+	}) {
+		return gone(fmt.Sprintf("process %d is no longer running in sandbox %s", cur.GuestPID, sb.SandboxID))
+	}
+	cfg, err := e.cubeClientConfig()
+	if err != nil {
+		return unknown(err)
+	}
+	exe := e.exe
+	if exe == "" {
+		if exe, err = os.Executable(); err != nil {
+			return unknown(err)
+		}
+	}
+	meta := cur
+	meta.State, meta.Attention, meta.ExitCode, meta.Error, meta.EndedAt = SessionRunning, AttentionRunning, 0, "", time.Time{}
+	spec := cubeRunnerSpec{
+		Dir: dir, Meta: meta, Sandbox: *sb,
+		Client:    cubeClientSpec{Endpoint: cfg.Endpoint, APIKey: cfg.APIKey, AuthHeader: cfg.AuthHeader, ProxyAddr: cfg.ProxyAddr, Scheme: cfg.Scheme},
+		AttachPID: cur.GuestPID, LostRunner: cur.InitPID, KillGrace: cubeKillGrace,
+	}
+	if cur.TTY {
+		spec.Request.PTY = &cube.PTYSize{Rows: 24, Cols: 80}
+	}
+	started, err := startCubeRunner(lctx, exe, spec)
+	if err != nil {
+		return unknown(err)
+	}
+	e.Log.Info("re-attached a cube session after its runner died", "world", name, "session", cur.ID, "pid", cur.GuestPID, "sandbox", sb.SandboxID, "runner", started.InitPID)
+	e.activity(ctx, Event{Type: EventSessionStarted, World: name, Session: cur.ID, Detail: map[string]any{"reattached": true, "backend": string(RuntimeCube), "sandbox": sb.SandboxID, "pid": cur.GuestPID}})
+	return started
 }

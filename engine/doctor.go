@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stratahq/strata/cube"
 	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/overlay"
 )
@@ -128,6 +129,11 @@ type CubeDoctor struct {
 	Endpoint string `json:"endpoint,omitempty"`
 	Status   string `json:"status"`
 	Detail   string `json:"detail,omitempty"`
+	// Templates are those GET /templates lists; Built, those strata built
+	// for a size (cube/templates.json). Cluster is the nodes' capacity.
+	Templates []cube.Template     `json:"templates,omitempty"`
+	Built     []BuiltCubeTemplate `json:"built_templates,omitempty"`
+	Cluster   *CubeCluster        `json:"cluster,omitempty"`
 }
 
 // Doctor checks what strata needs on this machine and says why anything fails.

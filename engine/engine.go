@@ -103,6 +103,9 @@ type CreateOptions struct {
 	CPU      int
 	MemoryMB int
 	DiskMB   int
+	// Progress, when set, gets a line for each step of a long preparation
+	// (a cube template built for the World's size).
+	Progress func(line string)
 }
 
 // Create makes a new World over a source tree. Its cost does not depend on

@@ -141,7 +141,13 @@ func (e *Engine) Sessions(name string) ([]SessionMeta, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	return ListSessions(e.Paths.World(name))
+	ss, err := ListSessions(e.Paths.World(name))
+	for i, s := range ss {
+		if s.State == SessionLost {
+			ss[i] = runtimeOf(e, s.Runtime).reviveSession(context.Background(), name, s)
+		}
+	}
+	return ss, err
 }
 
 // Session finds one session by id or unique id prefix; "" = the newest.

@@ -74,3 +74,9 @@ func (r localRuntime) usage(_ context.Context, w *World, _ []SessionMeta, inits 
 }
 
 func (localRuntime) destroy(context.Context, *World) error { return nil }
+
+// reviveSession: a local session's processes died with its init.
+func (localRuntime) reviveSession(_ context.Context, _ string, s SessionMeta) SessionMeta { return s }
+
+// placement: a local World runs on this machine.
+func (localRuntime) placement(*World) Placement { return Placement{} }

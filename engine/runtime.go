@@ -69,6 +69,13 @@ type worldRuntime interface {
 	// destroy frees what the runtime holds for the World before it is
 	// removed.
 	destroy(ctx context.Context, w *World) error
+	// reviveSession looks again at a session of World name that reads as
+	// lost (its runner or init is gone) and returns it as it now stands:
+	// running again where the runtime could re-attach to its command.
+	reviveSession(ctx context.Context, name string, s SessionMeta) SessionMeta
+	// placement is where the World runs (Placements fills in World and
+	// Node).
+	placement(w *World) Placement
 }
 
 // runtimeConstructors makes each runtime's implementation; e may be nil

@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
+	"github.com/stratahq/strata/engine"
 	"github.com/stratahq/strata/overlay"
 )
 
@@ -49,6 +54,7 @@ func cmdDoctor(a *app, in *input) error {
 	fmt.Fprintf(tw, "worlds:\t%d\n", r.Worlds)
 	fmt.Fprintf(tw, "cube:\t%s %s %s\n", r.Cube.Status, r.Cube.Endpoint, r.Cube.Detail)
 	_ = tw.Flush()
+	writeCubeDoctor(a.stdout, r.Cube)
 	fmt.Fprintln(a.stdout, "\nmount backends (probed on scratch dirs: read, write, delete, recreate a dir):")
 	tw = tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	for _, b := range r.Backends {
@@ -166,4 +172,88 @@ func repairAction(action string) string {
 		return w[1]
 	}
 	return w[0]
+}
+
+// writeCubeDoctor prints the templates a CubeSandbox lists (and which of
+// them strata built for a size) and its nodes' capacity.
+func writeCubeDoctor(w io.Writer, d engine.CubeDoctor) {
+	if len(d.Templates) > 0 {
+		built := map[string]engine.BuiltCubeTemplate{}
+		for _, b := range d.Built {
+			built[b.ID] = b
+		}
+		fmt.Fprintln(w, "\ncube templates (GET /templates):")
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		for _, t := range d.Templates {
+			note := t.LastError
+			if b, ok := built[t.TemplateID]; ok {
+				note = fmt.Sprintf("built by strata from %s for cpu %dm, memory %d MB, disk %d MB", b.Image, b.CPU, b.MemoryMB, b.DiskMB)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", t.TemplateID, t.Status, t.InstanceType, note)
+		}
+		_ = tw.Flush()
+	}
+	if d.Cluster != nil {
+		writeCubeCluster(w, *d.Cluster)
+	}
+}
+
+// writeCubeCluster prints each node's capacity and saturation, or why
+// there are none to show.
+func writeCubeCluster(w io.Writer, c engine.CubeCluster) {
+	fmt.Fprintln(w, "\ncube nodes:")
+	if len(c.Nodes) == 0 {
+		note := c.Note
+		if note == "" {
+			note = "the CubeSandbox lists no nodes"
+		}
+		fmt.Fprintln(w, "  "+note)
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  NODE\tHOST\tHEALTHY\tCPU FREE/TOTAL\tCPU USED\tMEMORY FREE/TOTAL\tMEMORY USED\tSLOTS")
+	for _, n := range c.Nodes {
+		fmt.Fprintf(tw, "  %s\t%s\t%v\t%d/%d cores\t%.0f%%\t%s/%s\t%.0f%%\t%d\n", n.NodeID, n.HostIP, n.Healthy,
+			n.Allocatable.CPUCores, n.Capacity.CPUCores, n.CPUSaturation,
+			humanBytes(n.Allocatable.MemoryMB<<20), humanBytes(n.Capacity.MemoryMB<<20), n.MemorySaturation, n.MaxMvmSlots)
+	}
+	_ = tw.Flush()
+	if o := c.Overview; o != nil {
+		fmt.Fprintf(w, "  %d of %d nodes healthy; %d/%d cores and %s/%s free\n", o.HealthyNodes, o.NodeCount,
+			o.AllocatableCPUCores, o.TotalCPUCores, humanBytes(o.AllocatableMemoryMB<<20), humanBytes(o.TotalMemoryMB<<20))
+	}
+}
+
+// writeTopCube adds the Cube nodes' capacity to top's table when a Cube is
+// configured.
+func (a *app) writeTopCube(w io.Writer) {
+	ctx, cancel := context.WithTimeout(a.ctx, 5*time.Second)
+	defer cancel()
+	c, err := a.eng.CubeCluster(ctx)
+	if errors.Is(err, engine.ErrCubeNotConfigured) {
+		return
+	}
+	if err != nil {
+		c = engine.CubeCluster{Note: "node capacity unavailable: " + err.Error()}
+	}
+	writeCubeCluster(w, c)
+}
+
+// writePlacements says, for each World running in a sandbox of its own,
+// where it went and what state it carries (fork -n N of a cube World).
+func writePlacements(w io.Writer, ps []engine.Placement) {
+	for _, p := range ps {
+		if !p.Remote {
+			continue
+		}
+		node := p.Node
+		if node == "" {
+			node = "unknown (the API does not say)"
+		}
+		sb := p.Sandbox
+		if sb == "" {
+			sb = "none yet"
+		}
+		fmt.Fprintf(w, "  %s: sandbox %s, node %s, from %s; carries %s\n", p.World, sb, node, p.From, p.Carries)
+	}
 }

@@ -108,6 +108,7 @@ func cmdTop(a *app, in *input) error {
 				b.WriteString("\n")
 			}
 			writeTopTable(&b, rs, true)
+			a.writeTopCube(&b)
 			if _, err := a.stdout.Write(b.Bytes()); err != nil {
 				return err
 			}
@@ -142,6 +143,7 @@ func cmdTop(a *app, in *input) error {
 		fmt.Fprintf(&b, "strata top  %s  (every %s, ctrl-c quits)\x1b[K\n\x1b[K\n", time.Now().Format("15:04:05"), *interval)
 		var tb bytes.Buffer
 		writeTopTable(&tb, rows, n > 0)
+		a.writeTopCube(&tb)
 		for _, line := range strings.SplitAfter(tb.String(), "\n") {
 			if line == "" {
 				continue

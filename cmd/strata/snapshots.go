@@ -108,6 +108,7 @@ func cmdFork(a *app, in *input) error {
 		names[i] = w.Name
 	}
 	fmt.Fprintf(a.stdout, "forked %s into %s (from %s)\n", pos[0], strings.Join(names, ", "), ws[0].Base)
+	writePlacements(a.stdout, a.eng.Placements(a.ctx, ws))
 	return nil
 }
 

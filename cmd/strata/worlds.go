@@ -38,6 +38,8 @@ func cmdNew(a *app, in *input) error {
 		return err
 	}
 	o.Labels = lm
+	// A cube template built for the size asked for takes minutes: say how it goes.
+	o.Progress = func(line string) { fmt.Fprintln(a.stderr, line) }
 	w, err := a.eng.Create(a.ctx, o)
 	if err != nil {
 		return err

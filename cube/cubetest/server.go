@@ -55,6 +55,16 @@ type Options struct {
 	// snapshot endpoint: POST /sandboxes/{id}/snapshots answers 201 with a
 	// made-up id (a UUID, not snap-…) and takes no snapshot.
 	LegacySnapshots bool
+	// RouteTimeout, LongRouteTimeout and SnapshotRouteTimeout are
+	// CubeAPI's per-route budgets (tower-http TimeoutLayer in routes.rs:
+	// 30 s by default; 120 s for pause, resume and connect; 240 s for
+	// snapshot, rollback and DELETE /templates/{id}). A CubeAPI request
+	// that outlives its budget (an injected Delay, a slow handler) is
+	// answered 408 with an empty body, as that layer does. Zero means the
+	// real value; tests set them short.
+	RouteTimeout         time.Duration
+	LongRouteTimeout     time.Duration
+	SnapshotRouteTimeout time.Duration
 }
 
 // Request is one recorded request, as the fake received it.
@@ -218,7 +228,7 @@ func NewServer(opts Options) (*Server, error) {
 		}
 		s.dir, s.ownsDir = dir, true
 	}
-	s.api = &listener{addr: opts.APIAddr, handler: s.middleware("api", s.apiRoutes())}
+	s.api = &listener{addr: opts.APIAddr, handler: s.middleware("api", s.withRouteTimeout(s.faultsInBudget(s.apiRoutes())))}
 	s.proxy = &listener{addr: "127.0.0.1:0", handler: s.middleware("proxy", http.HandlerFunc(s.serveProxy))}
 	if err := s.api.start(); err != nil {
 		return nil, fmt.Errorf("cubetest: listen for CubeAPI: %w", err)
@@ -440,6 +450,87 @@ func (w *statusRecorder) Flush() {
 
 func (w *statusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// routeBudget is CubeAPI's timeout for a request (see
+// Options.RouteTimeout).
+func (s *Server) routeBudget(r *http.Request) time.Duration {
+	or := func(d, def time.Duration) time.Duration {
+		if d > 0 {
+			return d
+		}
+		return def
+	}
+	route := r.Method + " " + r.URL.Path
+	for _, pat := range []string{"POST /sandboxes/*/pause", "POST /sandboxes/*/resume", "POST /sandboxes/*/connect"} {
+		if ok, _ := path.Match(pat, route); ok {
+			return or(s.opts.LongRouteTimeout, 120*time.Second)
+		}
+	}
+	for _, pat := range []string{"POST /sandboxes/*/snapshots", "POST /sandboxes/*/rollback", "DELETE /templates/*"} {
+		if ok, _ := path.Match(pat, route); ok {
+			return or(s.opts.SnapshotRouteTimeout, 240*time.Second)
+		}
+	}
+	return or(s.opts.RouteTimeout, 30*time.Second)
+}
+
+// bufferedReply holds a CubeAPI reply until the handler is done within
+// its budget.
+type bufferedReply struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (b *bufferedReply) Header() http.Header { return b.header }
+func (b *bufferedReply) WriteHeader(code int) {
+	if b.status == 0 {
+		b.status = code
+	}
+}
+
+func (b *bufferedReply) Write(p []byte) (int, error) {
+	if b.status == 0 {
+		b.status = http.StatusOK
+	}
+	return b.body.Write(p)
+}
+
+// withRouteTimeout runs a CubeAPI request under its route budget: past it
+// the client gets 408 and an empty body, and the handler's reply is
+// dropped (its work may still finish, as a cancelled axum future's
+// CubeMaster call may).
+func (s *Server) withRouteTimeout(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), s.routeBudget(r))
+		defer cancel()
+		reply := &bufferedReply{header: http.Header{}}
+		done := make(chan any, 1)
+		go func() {
+			defer func() { done <- recover() }()
+			next.ServeHTTP(reply, r.WithContext(ctx))
+		}()
+		select {
+		case p := <-done:
+			if p != nil {
+				panic(p) // http.ErrAbortHandler: cut the connection
+			}
+			for k, v := range reply.header {
+				w.Header()[k] = v
+			}
+			if reply.status == 0 {
+				reply.status = http.StatusOK
+			}
+			w.WriteHeader(reply.status)
+			_, _ = w.Write(reply.body.Bytes())
+		case <-ctx.Done():
+			if r.Context().Err() != nil {
+				return // the client went away
+			}
+			w.WriteHeader(http.StatusRequestTimeout)
+		}
+	})
+}
+
 // middleware records every request and applies faults before the routes.
 func (s *Server) middleware(server string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -463,6 +554,25 @@ func (s *Server) middleware(server string, next http.Handler) http.Handler {
 			s.mu.Unlock()
 		}()
 
+		if server == "api" {
+			// Faults are applied inside the route budget (faultsInBudget).
+			next.ServeHTTP(rec, r)
+			return
+		}
+		s.applyFaults(rec, r, next)
+	})
+}
+
+// faultsInBudget applies injected faults to a CubeAPI request, inside its route
+// budget: a Delay longer than the budget is a 408.
+func (s *Server) faultsInBudget(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.applyFaults(w, r, next) })
+}
+
+// applyFaults applies the fault that matches r, if any, then hands r on.
+func (s *Server) applyFaults(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	rec := w
+	{
 		f := s.takeFault(r)
 		if f != nil {
 			if f.Delay > 0 {
@@ -497,7 +607,7 @@ func (s *Server) middleware(server string, next http.Handler) http.Handler {
 			r = r.WithContext(context.WithValue(r.Context(), faultKey{}, f))
 		}
 		next.ServeHTTP(rec, r)
-	})
+	}
 }
 
 var errClosed = errors.New("cubetest: server closed")
