@@ -433,10 +433,10 @@ func ReviewPrompt(n int, cs []ReviewComment) string {
 		}
 		b.WriteByte('\n')
 		for _, l := range strings.Split(c.Snippet, "\n") {
-			b.WriteString("   > " + escapeControls(l) + "\n")
+			b.WriteString("   > " + EscapeControls(l) + "\n")
 		}
 		for _, l := range strings.Split(c.Text, "\n") {
-			b.WriteString("   " + escapeControls(l) + "\n")
+			b.WriteString("   " + EscapeControls(l) + "\n")
 		}
 	}
 	return strings.TrimSuffix(b.String(), "\n")
@@ -449,7 +449,9 @@ func plural(n int, one, many string) string {
 	return fmt.Sprintf("%d %s", n, many)
 }
 
-func escapeControls(s string) string {
+// EscapeControls shows s's control characters (but tabs) as \xNN, for
+// text from a World printed to a terminal or typed into one.
+func EscapeControls(s string) string {
 	var b strings.Builder
 	for _, r := range s {
 		switch {

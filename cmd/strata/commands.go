@@ -299,6 +299,20 @@ func commandTable() []command {
 			run:      cmdApply,
 		},
 		{
+			name: "review", group: "Review and apply", summary: "comment on a World's diff and send the comments to its agent as one prompt",
+			args: []argSpec{one("NAME", kindWorld), opt("ACTION", kindNone), many("OPERAND", kindNone)},
+			flags: []flagSpec{
+				jsonF("print JSON"),
+				boolF("rounds", "list the rounds already sent (with --json: each round's prompt and comments)"),
+				boolF("old", "add: the lines are the base's (lines the World removed), not the World's"),
+				boolF("now", "send: type the prompt at once, even while the agent is working (default: queued until its turn ends)"),
+			},
+			help: "Without ACTION, lists the open round's comments, marking stale those whose code changed since they were written. " +
+				"ACTION is add PATH:LINE[-LINE] TEXT..., rm N, or send (one prompt, numbered by round, with each comment's path:line and the quoted code).",
+			examples: []string{"review w", "review w add src/x.go:12-14 use a constant here", "review w rm 2", "review w send", "review w --rounds --json"},
+			run:      cmdReview,
+		},
+		{
 			name: "history", group: "Review and apply", summary: "list publications to sources",
 			flags: []flagSpec{jsonF("print JSON"), strF("world", "NAME", "", "only this World's publications").completes(kindWorld)},
 			run:   cmdHistory,

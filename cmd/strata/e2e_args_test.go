@@ -319,6 +319,7 @@ var usageCases = map[string][][]string{
 	"kill":          {{"kill", "w"}, {"kill", "w", "s", "x"}, {"kill", "w", "s", "--signal", "NOPE"}},
 	"doctor":        {{"doctor", "x"}},
 	"events":        {{"events", "x"}},
+	"review":        {{"review", "w", "frob"}, {"review", "w", "add", "a.txt"}, {"review", "w", "add", "a.txt:x", "t"}, {"review", "w", "add", "a.txt:3-2", "t"}, {"review", "w", "rm"}, {"review", "w", "rm", "one"}, {"review", "w", "send", "x"}},
 	"diff":          {{"diff"}, {"diff", "w", "-U", "-1"}, {"diff", "w", "--against", "nope"}},
 	"apply":         {{"apply"}, {"apply", "w", "--hunks", "x"}, {"apply", "w", "--hunks", "x=0"}, {"apply", "w", "--hunks", "x=3-1"}, {"apply", "w", "--hunks", "x=1-2000000000"}},
 	"history":       {{"history", "x"}},

@@ -217,6 +217,14 @@ func run(args []string) int {
 		r := bufio.NewReader(os.Stdin)
 		for {
 			line, err := r.ReadString('\n')
+			// A bracketed paste is one input however many lines it has, as
+			// in Claude's prompt box; the Enter after it submits it.
+			for err == nil && strings.Contains(line, "\x1b[200~") && !strings.Contains(line, "\x1b[201~") {
+				var more string
+				more, err = r.ReadString('\n')
+				line += more
+			}
+			line = strings.NewReplacer("\x1b[200~", "", "\x1b[201~", "").Replace(line)
 			if line != "" || err == nil {
 				f.in <- strings.TrimRight(line, "\r\n")
 			}
