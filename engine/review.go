@@ -1,14 +1,12 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -50,8 +48,8 @@ var (
 	ErrNoComments = errors.New("no review comments to send")
 	// ErrCommentNotFound: no open comment has that number.
 	ErrCommentNotFound = errors.New("review comment not found")
-	// ErrNoAgent: the World has no session on a terminal to send to.
-	ErrNoAgent = errors.New("world has no agent running on a terminal")
+	// ErrNoTerminal: the World has no session on a terminal to send to.
+	ErrNoTerminal = errors.New("world has no agent running on a terminal")
 	// ErrBadAnchor: the lines commented on are not in the file.
 	ErrBadAnchor = errors.New("bad review anchor")
 )
@@ -103,9 +101,11 @@ type ReviewComment struct {
 
 // ReviewRound is a round that was sent.
 type ReviewRound struct {
-	N        int             `json:"round"`
-	SentAt   time.Time       `json:"sent_at"`
-	Now      bool            `json:"now,omitempty"` // sent at once, not queued for the turn's end
+	N      int       `json:"round"`
+	SentAt time.Time `json:"sent_at"`
+	Now    bool      `json:"now,omitempty"` // sent at once, not queued for the turn's end
+	// Queued: the agent was working; the prompt waits for its turn to end.
+	Queued   bool            `json:"queued,omitempty"`
 	Session  string          `json:"session,omitempty"`
 	Prompt   string          `json:"prompt"`
 	Comments []ReviewComment `json:"comments"`
@@ -122,9 +122,9 @@ type Review struct {
 }
 
 // ReviewSender delivers a round's prompt to the World's agent: queued
-// until the agent's turn ends unless now. Its shape is the engine's
-// SendInput; SendToTerminal is the plain one.
-type ReviewSender func(ctx context.Context, world, text string, now bool) error
+// until the agent's turn ends unless now (it says whether it queued). Its
+// shape is SendInput's; SendReviewInput picks it or SendToTerminal.
+type ReviewSender func(ctx context.Context, world, text string, now bool) (queued bool, err error)
 
 func (e *Engine) reviewPath(name string) string {
 	return filepath.Join(e.Paths.World(name), ReviewFile)
@@ -488,7 +488,9 @@ func (e *Engine) SendReview(ctx context.Context, name string, send ReviewSender,
 		return ReviewRound{}, err
 	}
 	round := ReviewRound{N: r.Round, Now: now, Prompt: ReviewPrompt(r.Round, r.Open), Comments: r.Open}
-	if err := send(ctx, w.Name, round.Prompt, now); err != nil {
+	// One bracketed paste: the agent takes the lines as one prompt, and
+	// the Enter the sender adds submits it.
+	if round.Queued, err = send(ctx, w.Name, pasteStart+round.Prompt+pasteEnd, now); err != nil {
 		return ReviewRound{}, fmt.Errorf("send review round %d of %s (the round stays open): %w", r.Round, w.Name, err)
 	}
 	round.SentAt = time.Now().UTC()
@@ -508,10 +510,21 @@ const (
 	pasteEnd   = "\x1b[201~"
 )
 
-// SendToTerminal types text into the World's newest live terminal session
-// as one bracketed paste followed by Enter. It sends at once whatever now
-// says (it cannot see the agent's turns).
-func (e *Engine) SendToTerminal(ctx context.Context, name, text string, _ bool) error {
+// SendReviewInput sends to the World's agent session (SendInput: queued
+// while it works unless now); a World without one, whose agent was
+// started as a plain terminal command (strata exec --tty), gets the text
+// typed on its newest live terminal (SendToTerminal).
+func (e *Engine) SendReviewInput(ctx context.Context, name, text string, now bool) (bool, error) {
+	queued, err := e.SendInput(ctx, name, text, now)
+	if errors.Is(err, ErrNoAgent) {
+		return false, e.SendToTerminal(ctx, name, text)
+	}
+	return queued, err
+}
+
+// SendToTerminal types text into the World's newest live terminal session,
+// followed by Enter, at once.
+func (e *Engine) SendToTerminal(ctx context.Context, name, text string) error {
 	w, err := e.World(name)
 	if err != nil {
 		return err
@@ -528,21 +541,13 @@ func (e *Engine) SendToTerminal(ctx context.Context, name, text string, _ bool) 
 		}
 	}
 	if live == nil {
-		return fmt.Errorf("%w: %s (start one: strata exec %s --tty --detach -- CMD)", ErrNoAgent, w.Name, w.Name)
+		return fmt.Errorf("%w: %s (start one: strata new %s --agent PRESET, or strata exec %s --tty --detach -- CMD)", ErrNoTerminal, w.Name, w.Name, w.Name)
 	}
-	// The paste holds no control characters but newlines and tabs
-	// (ReviewPrompt escapes them), so it cannot end early or detach.
-	for _, r := range text {
-		if (r < 0x20 && r != '\n' && r != '\t') || r == 0x7f {
-			return fmt.Errorf("type into %s: the text holds control character %#x; only newlines and tabs are sent", w.Name, r)
-		}
+	if !strings.HasSuffix(text, "\r") && !strings.HasSuffix(text, "\n") {
+		text += "\r"
 	}
-	var in bytes.Buffer
-	in.WriteString(pasteStart + text + pasteEnd + "\r")
-	in.Write(DefaultDetachKeys)
-	err = Attach(ctx, filepath.Join(e.Paths.Sessions(w.Name), live.ID), &in, io.Discard, AttachOptions{})
-	if err != nil && !errors.Is(err, ErrDetached) {
-		return fmt.Errorf("type into session %s: %w", live.ID, err)
+	if err := SendPTYInput(filepath.Join(e.Paths.Sessions(w.Name), live.ID), []byte(text)); err != nil {
+		return fmt.Errorf("type into session %s of %s: %w", live.ID, w.Name, err)
 	}
 	return nil
 }

@@ -161,7 +161,7 @@ func TestReviewSendIsOnePromptPerRound(t *testing.T) {
 	mustAdd(ReviewAnchor{Path: "nums.txt", Start: 5}, "say why")
 
 	down := errors.New("agent gone")
-	if _, err := e.SendReview(ctx, "w", func(context.Context, string, string, bool) error { return down }, false); !errors.Is(err, down) {
+	if _, err := e.SendReview(ctx, "w", func(context.Context, string, string, bool) (bool, error) { return false, down }, false); !errors.Is(err, down) {
 		t.Fatalf("failed send: %v", err)
 	}
 	if r, _ := e.Review(ctx, "w"); len(r.Open) != 2 || len(r.Rounds) != 0 || r.Round != 1 {
@@ -170,12 +170,12 @@ func TestReviewSendIsOnePromptPerRound(t *testing.T) {
 
 	var sent []string
 	var sentNow []bool
-	send := func(_ context.Context, world, text string, now bool) error {
+	send := func(_ context.Context, world, text string, now bool) (bool, error) {
 		if world != "w" {
 			t.Errorf("sent to %q", world)
 		}
-		sent, sentNow = append(sent, text), append(sentNow, now)
-		return nil
+		sent, sentNow = append(sent, strings.TrimSuffix(strings.TrimPrefix(text, pasteStart), pasteEnd)), append(sentNow, now)
+		return !now, nil
 	}
 	round, err := e.SendReview(ctx, "w", send, true)
 	if err != nil {
@@ -213,9 +213,13 @@ func TestReviewPromptEscapesControlCharacters(t *testing.T) {
 		t.Fatal(err)
 	}
 	var sent string
-	if _, err := e.SendReview(ctx, "w", func(_ context.Context, _, text string, _ bool) error { sent = text; return nil }, false); err != nil {
+	if _, err := e.SendReview(ctx, "w", func(_ context.Context, _, text string, _ bool) (bool, error) { sent = text; return false, nil }, false); err != nil {
 		t.Fatal(err)
 	}
+	if !strings.HasPrefix(sent, pasteStart) || !strings.HasSuffix(sent, pasteEnd) {
+		t.Fatalf("not one bracketed paste: %q", sent)
+	}
+	sent = strings.TrimSuffix(strings.TrimPrefix(sent, pasteStart), pasteEnd)
 	for _, bad := range []string{"\x1b", "\r", "\x1d"} {
 		if strings.Contains(sent, bad) {
 			t.Fatalf("prompt carries %q: %q", bad, sent)

@@ -110,7 +110,7 @@ func TestE2EReviewRoundReachesTheAgentAsOnePrompt(t *testing.T) {
 		return false
 	})
 	out := e.ok("review", "w", "send", "--now")
-	if !strings.Contains(out, "sent review round 1 (2 comments)") {
+	if !strings.Contains(out, "review round 1 (2 comments) sent to w") {
 		t.Fatalf("send said %q", out)
 	}
 	rs := waitRecord(t, rec, func(rs []fakeRecord) bool {

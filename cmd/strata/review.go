@@ -76,14 +76,18 @@ func cmdReview(a *app, in *input) error {
 		if len(rest) > 0 {
 			return usagef("strata review %s send: unexpected %q", name, rest[0])
 		}
-		round, err := a.eng.SendReview(a.ctx, name, a.eng.SendToTerminal, now)
+		round, err := a.eng.SendReview(a.ctx, name, a.eng.SendReviewInput, now)
 		if err != nil {
 			return err
 		}
 		if asJSON {
 			return a.printJSON(round)
 		}
-		fmt.Fprintf(a.stdout, "sent review round %d (%s) to %s\n", round.N, count(len(round.Comments), "comment", "comments"), name)
+		how := "sent"
+		if round.Queued {
+			how = "queued (the agent is working; it gets it when its turn ends)"
+		}
+		fmt.Fprintf(a.stdout, "review round %d (%s) %s to %s\n", round.N, count(len(round.Comments), "comment", "comments"), how, name)
 		return nil
 	}
 	return usagef("strata review %s: unknown action %q; use add, rm or send (or none to list)", name, action)
