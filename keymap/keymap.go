@@ -113,6 +113,9 @@ const (
 	DiffPrevFile    = "diff.prev-file"
 	DiffBack        = "diff.back"
 	DiffVsSource    = "diff.vs-source"
+	DiffComment     = "diff.comment"
+	DiffUncomment   = "diff.uncomment"
+	DiffSendReview  = "diff.send-review"
 
 	TimelineUp       = "timeline.up"
 	TimelineDown     = "timeline.down"
@@ -253,6 +256,9 @@ func defaults() []def {
 		{DiffPrevFile, k("["), "previous file", false},
 		{DiffBack, k("esc"), "back to changes", false},
 		{DiffVsSource, k("o"), "World vs the source now / vs its base", false},
+		{DiffComment, k("c"), "comment on the line, range or hunk (review)", true},
+		{DiffUncomment, k("X"), "remove the review comment under the cursor", false},
+		{DiffSendReview, k("C"), "send the review comments to the World's agent", true},
 
 		{TimelineUp, k("up", "k"), "older snapshot", false},
 		{TimelineDown, k("down", "j"), "newer snapshot", false},

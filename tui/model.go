@@ -228,6 +228,9 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 }
 
 func (m Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	if mm, cmd, ok := m.reviewUpdate(msg); ok {
+		return mm, cmd
+	}
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		m.width, m.height = msg.Width, msg.Height
@@ -524,7 +527,7 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		m.diff = m.diff.SetFile(msg.file)
 		m.changes = m.changes.SetPicks(m.pickStates())
-		return m, nil
+		return m, loadComments(m.ctx, m.eng, msg.file.World, msg.file.Path, "")
 	case sessionsLoadedMsg:
 		var cmds []tea.Cmd
 		if m.lSessions.done() {
