@@ -269,7 +269,7 @@ func agentBaseEnv(environ []string) []string {
 	var out []string
 	for _, kv := range environ {
 		k, _, _ := strings.Cut(kv, "=")
-		if slices.Contains(keep, k) || strings.HasPrefix(k, "FAKECLAUDE_") || strings.HasPrefix(k, "FAKECODEX_") {
+		if slices.Contains(keep, k) {
 			out = append(out, kv)
 		}
 	}
@@ -472,7 +472,8 @@ func (e *Engine) SetMuted(name string, muted bool) error {
 }
 
 // SendInput sends text to the World's agent: while the agent works on a turn
-// it is queued and delivered when the turn ends, unless now. A carriage
+// (or waits for a permission answer) it is queued and delivered when the turn
+// ends, unless now. A carriage
 // return is added (the agent reads a line).
 func (e *Engine) SendInput(ctx context.Context, name, text string, now bool) (queued bool, err error) {
 	r, err := e.AgentStatus(name)
@@ -490,7 +491,10 @@ func (e *Engine) SendInput(ctx context.Context, name, text string, now bool) (qu
 	if !strings.HasSuffix(text, "\r") && !strings.HasSuffix(text, "\n") {
 		text += "\r"
 	}
-	if now || !r.Supervised || r.Status.State != agent.StateWorking && r.Status.State != agent.StateStarting {
+	// Mid-turn (working, or at a permission prompt, where typed text would
+	// be read as the answer) it waits for the turn to end.
+	busy := r.Status.State == agent.StateWorking || r.Status.State == agent.StateStarting || r.Status.State == agent.StatePermission
+	if now || !r.Supervised || !busy {
 		if err := SendPTYInput(dir, []byte(text)); err != nil {
 			return false, fmt.Errorf("send to world %q: %w", name, err)
 		}
