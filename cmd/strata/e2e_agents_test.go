@@ -241,3 +241,47 @@ func (e *env) readWorld(world, rel string) string {
 	}
 	return string(data)
 }
+
+// strata __hook records the event and prints nothing; every failure is exit
+// 1, never 2 (Claude blocks the action on 2), config mistakes included.
+func TestE2EHookCommand(t *testing.T) {
+	dir := t.TempDir()
+	run := func(env []string, stdin string, args ...string) (string, string, int) {
+		c := exec.Command(strataBin, append([]string{"__hook"}, args...)...)
+		c.Env = env
+		c.Stdin = strings.NewReader(stdin)
+		var out, errb strings.Builder
+		c.Stdout, c.Stderr = &out, &errb
+		err := c.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		return out.String(), errb.String(), code
+	}
+	badCfg := filepath.Join(t.TempDir(), "config.toml")
+	must(t, os.WriteFile(badCfg, []byte("nonsense = 1\n"), 0o644))
+	env := []string{"STRATA_HOOK_DIR=" + dir, "STRATA_CONFIG=" + badCfg}
+	out, errs, code := run(env, `{"session_id":"s1","hook_event_name":"Stop"}`, "claude", "Stop")
+	if code != 0 || out != "" {
+		t.Fatalf("__hook claude Stop: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 || !strings.HasSuffix(ents[0].Name(), ".json") {
+		t.Fatalf("channel holds %v", ents)
+	}
+	for _, tc := range []struct {
+		env  []string
+		args []string
+	}{
+		{[]string{"STRATA_CONFIG=" + badCfg}, []string{"claude", "Stop"}}, // no channel
+		{env, nil}, // no arguments
+		{env, []string{"claude", "../../etc/passwd"}}, // an event name that is a path
+		{env, []string{"nosuchagent", "Stop"}},
+	} {
+		out, errs, code := run(tc.env, "{}", tc.args...)
+		if code != 1 || out != "" || !strings.Contains(errs, "strata __hook") {
+			t.Errorf("__hook %v: exit %d (want 1), stdout %q, stderr %q", tc.args, code, out, errs)
+		}
+	}
+}
