@@ -285,3 +285,60 @@ func TestE2EHookCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestE2EAgentCodexFlow: fakecodex through its per-World CODEX_HOME. Its
+// approval prompt is seen by the terminal heuristic (notify has no such
+// event), the turn's end by notify with the prompt and thread id; rollback
+// to turn 1 resumes that thread.
+func TestE2EAgentCodexFlow(t *testing.T) {
+	e := newEnv(t)
+	fake := buildFake(t, "fakecodex")
+	rec := filepath.Join(t.TempDir(), "record.jsonl")
+	userHome := t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(userHome, ".codex"), 0o755))
+	userCfg := "model = \"o4-mini\"\n"
+	must(t, os.WriteFile(filepath.Join(userHome, ".codex", "config.toml"), []byte(userCfg), 0o644))
+	cfg := "[agents.codex]\ncommand = [\"" + fake + "\"]\nenv = [\"FAKECODEX_RECORD\"]\n"
+	must(t, os.WriteFile(strings.TrimPrefix(e.vars[1], "STRATA_CONFIG="), []byte(cfg), 0o644))
+	e.vars = append(e.vars, "FAKECODEX_RECORD="+rec, "OPENAI_API_KEY=sk-test-codex", "HOME="+userHome)
+
+	e.ok("new", "c1", "--agent", "codex", "--prompt", "[bash: echo c > c.txt]")
+	e.ok("wait", "c1", "--for", "needs-input", "--timeout", "30s")
+	ag := e.agentOf("c1")
+	if ag.Status.State != "waiting" || ag.Status.Turn != 0 {
+		t.Fatalf("at the approval prompt: %+v", ag.Status)
+	}
+	e.ok("send", "c1", "--now", "y")
+	e.eventually(30*time.Second, "turn 1's snapshot", func() bool {
+		ag = e.agentOf("c1")
+		return ag.Snapshots["1"] != ""
+	})
+	if len(ag.Turns) != 1 || ag.Turns[0].Prompt != "[bash: echo c > c.txt]" || ag.Status.SessionID == "" {
+		t.Fatalf("turn 1: %+v %+v", ag.Status, ag.Turns)
+	}
+	if got := e.readWorld("c1", "c.txt"); got != "c\n" {
+		t.Fatalf("c.txt: %q", got)
+	}
+	thread := ag.Status.SessionID
+	if data, _ := os.ReadFile(filepath.Join(userHome, ".codex", "config.toml")); string(data) != userCfg {
+		t.Fatalf("the user's codex config changed: %q", data)
+	}
+	e.ok("send", "c1", "second")
+	e.eventually(30*time.Second, "turn 2", func() bool { return e.agentOf("c1").Snapshots["2"] != "" })
+
+	out := e.ok("rollback", "c1", ag.Snapshots["1"], "--kill")
+	if !strings.Contains(out, "resumed codex conversation "+thread) {
+		t.Fatalf("rollback: %s", out)
+	}
+	var last []string
+	e.eventually(30*time.Second, "the resumed codex", func() bool {
+		argvs := argvRecords(t, rec)
+		last = argvs[len(argvs)-1]
+		return len(argvs) == 2
+	})
+	if len(last) < 2 || last[0] != "resume" || last[1] != thread {
+		t.Fatalf("resumed codex got %q, want resume %s", last, thread)
+	}
+	e.ok("kill", "c1", "--force")
+	e.ok("wait", "c1", "--for", "exit", "--timeout", "30s")
+}
