@@ -21,7 +21,7 @@ import (
 // Agents are sessions whose command is a coding agent (a preset of
 // engine/agent). An agent session has, beside its session dir, an agent dir
 // worlds/<name>/agents/<session>/ holding its hook channel (events/), its
-// per-session hook configuration (config/), its status as its supervisor
+// status as its supervisor
 // last recorded it (agent.json) and the input waiting for its turn to end
 // (queue/). The supervisor is `strata __agent-supervise`, a host process of
 // its own started with the session: it reads the channel, runs the status
@@ -48,6 +48,9 @@ const (
 	// (until Worlds have a home layer of their own): Claude's trust entry,
 	// its transcripts, what --resume reads.
 	agentHomeDir = "agent-home"
+	// agentConfigDir, in the agent home, holds the hook configuration
+	// strata writes (Claude's settings file, the Codex and Gemini homes).
+	agentConfigDir = ".strata-agent"
 )
 
 // EventAgentState is an agent session's status change; detail: state,
@@ -160,7 +163,7 @@ func (e *Engine) StartAgent(ctx context.Context, name string, o AgentOptions) (S
 	id := NewSessionID()
 	adir := e.agentDir(w.Name, id)
 	home := filepath.Join(e.Paths.World(w.Name), agentHomeDir)
-	for _, d := range []string{filepath.Join(adir, "events"), filepath.Join(adir, "config"), filepath.Join(adir, agentQueueDir), home} {
+	for _, d := range []string{filepath.Join(adir, "events"), filepath.Join(adir, agentQueueDir), filepath.Join(home, agentConfigDir)} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return SessionMeta{}, fmt.Errorf("start agent in world %q: %w", name, err)
 		}
@@ -173,7 +176,10 @@ func (e *Engine) StartAgent(ctx context.Context, name string, o AgentOptions) (S
 	}
 	installed, err := agent.Install(preset, agent.HookSetup{
 		Strata: agentWorldStrata, HookDir: agent.WorldHookDir,
-		ConfigDir: filepath.Join(adir, "config"), ConfigDirInWorld: agentWorldSession + "/config",
+		// In the World's agent home, not the session: Codex keeps its
+		// conversations in CODEX_HOME, and a later session (after a
+		// rollback) must find them to resume one.
+		ConfigDir: filepath.Join(home, agentConfigDir), ConfigDirInWorld: agentWorldHome + "/" + agentConfigDir,
 		Workdir: w.Source, CodexBase: userCodexConfig(environ),
 	})
 	if err != nil {
@@ -226,7 +232,6 @@ func (e *Engine) StartAgent(ctx context.Context, name string, o AgentOptions) (S
 		ID: id,
 		Binds: []Bind{
 			{Source: adir, Target: agentWorldSession},
-			{Source: filepath.Join(adir, "config"), Target: agentWorldSession + "/config", ReadOnly: true},
 			{Source: strata, Target: agentWorldStrata, ReadOnly: true},
 			{Source: home, Target: agentWorldHome},
 		},
@@ -269,7 +274,7 @@ func agentBaseEnv(environ []string) []string {
 	var out []string
 	for _, kv := range environ {
 		k, _, _ := strings.Cut(kv, "=")
-		if slices.Contains(keep, k) || strings.HasPrefix(k, "FAKECLAUDE_") || strings.HasPrefix(k, "FAKECODEX_") {
+		if slices.Contains(keep, k) {
 			out = append(out, kv)
 		}
 	}
@@ -472,7 +477,8 @@ func (e *Engine) SetMuted(name string, muted bool) error {
 }
 
 // SendInput sends text to the World's agent: while the agent works on a turn
-// it is queued and delivered when the turn ends, unless now. A carriage
+// (or waits for a permission answer) it is queued and delivered when the turn
+// ends, unless now. A carriage
 // return is added (the agent reads a line).
 func (e *Engine) SendInput(ctx context.Context, name, text string, now bool) (queued bool, err error) {
 	r, err := e.AgentStatus(name)
@@ -490,7 +496,10 @@ func (e *Engine) SendInput(ctx context.Context, name, text string, now bool) (qu
 	if !strings.HasSuffix(text, "\r") && !strings.HasSuffix(text, "\n") {
 		text += "\r"
 	}
-	if now || !r.Supervised || r.Status.State != agent.StateWorking && r.Status.State != agent.StateStarting {
+	// Mid-turn (working, or at a permission prompt, where typed text would
+	// be read as the answer) it waits for the turn to end.
+	busy := r.Status.State == agent.StateWorking || r.Status.State == agent.StateStarting || r.Status.State == agent.StatePermission
+	if now || !r.Supervised || !busy {
 		if err := SendPTYInput(dir, []byte(text)); err != nil {
 			return false, fmt.Errorf("send to world %q: %w", name, err)
 		}

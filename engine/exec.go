@@ -149,7 +149,13 @@ func (e *Engine) Sessions(name string) ([]SessionMeta, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	return ListSessions(e.Paths.World(name))
+	ss, err := ListSessions(e.Paths.World(name))
+	for i := range ss {
+		if r, ok := e.ReadAgentRecord(name, ss[i].ID); ok {
+			ss[i].Agent = &r.Status
+		}
+	}
+	return ss, err
 }
 
 // Session finds one session by id or unique id prefix; "" = the newest.

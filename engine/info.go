@@ -16,6 +16,8 @@ type WorldInfo struct {
 	Attention Attention `json:"attention"`
 	Mounted   bool      `json:"mounted"`
 	Error     string    `json:"error,omitempty"` // why Changes could not be read
+	// Agent is the state of the World's agent session (usage included).
+	Agent *AgentRecord `json:"agent,omitempty"`
 }
 
 // Info gathers a World's derived state: its status, change count and sessions.
@@ -37,6 +39,9 @@ func (e *Engine) Info(ctx context.Context, w *World) WorldInfo {
 	wi.Status = worldStatus(w, ss, wi.Attention)
 	if errors.Is(e.CheckSource(w), ErrSourceMissing) {
 		wi.Status = "source missing"
+	}
+	if r, err := e.AgentStatus(w.Name); err == nil {
+		wi.Agent = &r
 	}
 	return wi
 }

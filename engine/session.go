@@ -21,6 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stratahq/strata/engine/agent"
 	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/overlay"
 )
@@ -173,6 +174,9 @@ type SessionMeta struct {
 	// KilledByStrata: strata ended the session on purpose (kill, K,
 	// rollback --kill, rm --kill), which is not a failure.
 	KilledByStrata bool `json:"killed_by_strata,omitempty"`
+	// Agent is an agent session's status (never in meta.json: filled in by
+	// Engine.Sessions from the agent's record).
+	Agent *agent.Status `json:"agent,omitempty"`
 }
 
 // Duration is how long the session ran, or has run so far.

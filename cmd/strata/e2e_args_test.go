@@ -304,7 +304,7 @@ func TestE2ELostSessionNeverExitsZero(t *testing.T) {
 // before doing anything. A command added to the commands table needs a row
 // here (TestE2EUsageErrorsExit2 fails until it has one).
 var usageCases = map[string][][]string{
-	"new":           {{"new"}, {"new", "a", "b"}, {"new", "a", "--backend", "nope"}, {"new", "a", "--mount-backend", "nope"}, {"new", "a", "--isolation", "nope"}, {"new", "a", "--cpu", "lots"}, {"new", "a", "--label", "novalue"}},
+	"new":           {{"new"}, {"new", "a", "b"}, {"new", "a", "--backend", "nope"}, {"new", "a", "--mount-backend", "nope"}, {"new", "a", "--isolation", "nope"}, {"new", "a", "--cpu", "lots"}, {"new", "a", "--label", "novalue"}, {"new", "a", "--prompt", "x"}},
 	"ls":            {{"ls", "x"}},
 	"show":          {{"show"}, {"show", "w", "x"}},
 	"status":        {{"status"}, {"status", "w", "x"}},
@@ -316,7 +316,11 @@ var usageCases = map[string][][]string{
 	"attach":        {{"attach"}, {"attach", "w", "s", "x"}},
 	"sessions":      {{"sessions"}, {"sessions", "w", "x"}},
 	"logs":          {{"logs"}, {"logs", "w", "s", "x"}},
-	"kill":          {{"kill", "w"}, {"kill", "w", "s", "x"}, {"kill", "w", "s", "--signal", "NOPE"}},
+	"kill":          {{"kill"}, {"kill", "w", "s", "x"}, {"kill", "w", "s", "--signal", "NOPE"}, {"kill", "w", "--signal", "TERM"}},
+	"run":           {{"run"}, {"run", "w"}, {"run", "w", "--prompt", "x"}, {"run", "w", "--agent", "a,b"}, {"run", "w", "--agent", "claude", "--prompt", "x", "--prompt-file", "f"}},
+	"wait":          {{"wait"}, {"wait", "w", "x"}, {"wait", "w", "--for", "nope"}, {"wait", "w", "--timeout", "soon"}},
+	"send":          {{"send"}, {"send", "w"}},
+	"mute":          {{"mute"}, {"mute", "w", "x"}},
 	"doctor":        {{"doctor", "x"}},
 	"events":        {{"events", "x"}},
 	"review":        {{"review", "w", "frob"}, {"review", "w", "add", "a.txt"}, {"review", "w", "add", "a.txt:x", "t"}, {"review", "w", "add", "a.txt:3-2", "t"}, {"review", "w", "rm"}, {"review", "w", "rm", "one"}, {"review", "w", "send", "x"}},
@@ -326,7 +330,7 @@ var usageCases = map[string][][]string{
 	"snap":          {{"snap"}, {"snap", "w", "x"}},
 	"timeline":      {{"timeline"}, {"timeline", "w", "x"}},
 	"rollback":      {{"rollback", "w"}, {"rollback", "w", "s", "x"}},
-	"fork":          {{"fork"}, {"fork", "w", "x"}, {"fork", "w", "-n", "0"}, {"fork", "w", "-n", "-3"}, {"fork", "w", "-n", "101"}},
+	"fork":          {{"fork"}, {"fork", "w", "x"}, {"fork", "w", "-n", "0"}, {"fork", "w", "-n", "-3"}, {"fork", "w", "-n", "101"}, {"fork", "w", "--prompt", "x"}, {"fork", "w", "-n", "2", "--agent", "claude", "--prompt", "a", "--prompt", "b", "--prompt", "c"}},
 	"restore":       {{"restore", "w", "s"}},
 	"snapdiff":      {{"snapdiff", "w"}, {"snapdiff", "w", "a", "b", "c"}},
 	"gc":            {{"gc", "x"}},

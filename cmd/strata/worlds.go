@@ -38,6 +38,17 @@ func cmdNew(a *app, in *input) error {
 		return err
 	}
 	o.Labels = lm
+	if handled, err := newWithAgents(a, in, func(name string) error {
+		o := o
+		o.Name = name
+		w, err := a.eng.Create(a.ctx, o)
+		if err == nil {
+			fmt.Fprintf(a.stdout, "created world %s over %s\n", w.Name, w.Source)
+		}
+		return err
+	}); handled {
+		return err
+	}
 	w, err := a.eng.Create(a.ctx, o)
 	if err != nil {
 		return err
