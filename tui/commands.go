@@ -75,14 +75,19 @@ type (
 	}
 	eventMsg      engine.Event
 	createDoneMsg struct {
-		name string
-		err  error
+		name    string
+		err     error
+		started string // what was started in it, if anything
 	}
 )
 
 // Requests made by dialogs once the person confirms.
 type (
-	createWorldReq struct{ name, source, backend string }
+	createWorldReq struct {
+		name, source, backend string
+		// agent (a preset), prompt and command: what to start in it.
+		agent, prompt, command string
+	}
 	removeWorldReq struct {
 		name  string
 		force bool
@@ -310,11 +315,14 @@ func describeMarks(c overlay.Change) string {
 
 func createWorld(ctx context.Context, eng *engine.Engine, r createWorldReq) tea.Cmd {
 	return func() tea.Msg {
+		if err := checkAgentReq(eng, r); err != nil {
+			return createDoneMsg{name: r.name, err: fmt.Errorf("new world %q: %w", r.name, err)}
+		}
 		w, err := eng.Create(ctx, engine.CreateOptions{Name: r.name, Source: r.source, Backend: engine.Runtime(r.backend)})
 		if err != nil {
 			return createDoneMsg{name: r.name, err: fmt.Errorf("new world %q: %w", r.name, err)}
 		}
-		return createDoneMsg{name: w.Name}
+		return startAgentIn(ctx, eng, w.Name, r)
 	}
 }
 

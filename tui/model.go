@@ -698,7 +698,11 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if form {
 			m.removeAt(i)
 		}
-		return m.update(doneMsg{info: "created World " + msg.name, world: msg.name})
+		info := "created World " + msg.name
+		if msg.started != "" {
+			info += ", started " + msg.started
+		}
+		return m.update(doneMsg{info: info, world: msg.name})
 	case removeWorldReq:
 		return m, removeWorld(m.ctx, m.eng, msg)
 	case runReq:
@@ -966,10 +970,7 @@ func (m Model) paneAction(a panes.ActionMsg) (tea.Model, tea.Cmd) {
 		if m.eng != nil && m.eng.Config != nil && m.eng.Config.Backend != "" {
 			backend = string(m.eng.Config.Backend)
 		}
-		d := panes.NewForm(m.env, "New World", []string{"name", "source", "backend (local or cube)"},
-			[]string{"", src, backend}, func(v []string) tea.Msg {
-				return createWorldReq{name: strings.TrimSpace(v[0]), source: strings.TrimSpace(v[1]), backend: strings.TrimSpace(v[2])}
-			})
+		d := m.newWorldForm(src, backend)
 		// The form stays open until the World exists, showing why not
 		// with everything typed kept.
 		d.Hold = true
