@@ -119,6 +119,26 @@ type AgentTurnSnap struct {
 	Session      string `json:"session"`
 }
 
+// agentAttention is a World's attention with its agent's own word on it:
+// a supervised agent's hooks know better than the terminal heuristic, and a
+// muted agent never waits on the person.
+func agentAttention(att Attention, r AgentRecord) Attention {
+	if att != AttentionWaiting && att != AttentionRunning {
+		return att
+	}
+	switch {
+	case r.Muted && att == AttentionWaiting:
+		return AttentionRunning
+	case !r.Supervised:
+		return att
+	case r.NeedsYou():
+		return AttentionWaiting
+	case r.Status.State == agent.StateWorking:
+		return AttentionRunning
+	}
+	return att
+}
+
 // Registry is the agent presets in effect (built-ins with config applied).
 func (e *Engine) Registry() (*agent.Registry, error) {
 	return agent.NewRegistry(e.Config.Agents)

@@ -42,6 +42,9 @@ func (e *Engine) Info(ctx context.Context, w *World) WorldInfo {
 	}
 	if r, err := e.AgentStatus(w.Name); err == nil {
 		wi.Agent = &r
+		if att := agentAttention(wi.Attention, r); att != wi.Attention && wi.Status != "source missing" {
+			wi.Attention, wi.Status = att, worldStatus(w, ss, att)
+		}
 	}
 	return wi
 }

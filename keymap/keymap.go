@@ -52,6 +52,8 @@ const (
 	AllWorlds     = "global.all-worlds"
 	Refresh       = "global.refresh"
 	Messages      = "global.messages"
+	// NextNeedsYou jumps to the next World whose agent waits on the person.
+	NextNeedsYou = "global.next-needs-you"
 
 	WorldsUp      = "worlds.up"
 	WorldsDown    = "worlds.down"
@@ -195,6 +197,7 @@ func defaults() []def {
 		{AllWorlds, k("A"), "all Worlds / this source", false},
 		{Refresh, k("ctrl+r"), "reload everything", false},
 		{Messages, k("L"), "message log (full texts)", false},
+		{NextNeedsYou, k("!"), "next World that needs you", true},
 
 		{WorldsUp, k("up", "k"), "previous World", false},
 		{WorldsDown, k("down", "j"), "next World", false},

@@ -119,10 +119,14 @@ func loadWorlds(ctx context.Context, eng *engine.Engine, source string) tea.Cmd 
 		rows := make([]panes.WorldRow, 0, len(ws))
 		for _, w := range ws {
 			info := eng.Info(ctx, w)
-			rows = append(rows, panes.WorldRow{
+			row := panes.WorldRow{
 				Name: w.Name, Source: w.Source, Status: info.Status, Backend: string(w.Backend),
 				Changes: info.Changes, Sessions: info.Sessions, Running: info.Running, Error: info.Error,
-			})
+			}
+			if a := info.Agent; a != nil {
+				row.Agent, row.AgentReason, row.AgentSince, row.NeedsYou = string(a.Status.State), a.Status.Reason, a.Status.Since, a.NeedsYou()
+			}
+			rows = append(rows, row)
 		}
 		// Broken Worlds show under every source: theirs is unknown.
 		broken, err := eng.BrokenWorlds()

@@ -341,6 +341,16 @@ func (m Model) global(a string) (tea.Model, tea.Cmd) {
 	case keymap.Refresh:
 		m.setResult("reloaded", nil)
 		return m.reloadAll()
+	case keymap.NextNeedsYou:
+		next := panes.NextNeedsYou(m.worlds.Rows(), m.worlds.Selected())
+		if next == "" {
+			m.setResult("no World needs you", nil)
+			return m, nil
+		}
+		m.focus = paneWorlds
+		var cmd tea.Cmd
+		m.worlds, cmd = m.worlds.Select(next)
+		return m, cmd
 	}
 	return m, nil
 }
@@ -855,8 +865,8 @@ func (m Model) worldsLoaded(msg worldsLoadedMsg) (tea.Model, tea.Cmd) {
 		var alerts []string
 		for _, r := range msg.rows {
 			prev, seen := m.statuses[r.Name]
-			if (r.Status == "waiting" || r.Status == "failed") && seen && prev != r.Status {
-				alerts = append(alerts, r.Name+" is "+r.Status)
+			if (r.Status == "waiting" || r.Status == "failed" || r.NeedsYou) && seen && prev != statusKey(r) {
+				alerts = append(alerts, alertText(r))
 			}
 		}
 		if len(alerts) > 0 {
@@ -865,7 +875,7 @@ func (m Model) worldsLoaded(msg worldsLoadedMsg) (tea.Model, tea.Cmd) {
 	}
 	m.statuses = map[string]string{}
 	for _, r := range msg.rows {
-		m.statuses[r.Name] = r.Status
+		m.statuses[r.Name] = statusKey(r)
 	}
 	var cmd tea.Cmd
 	m.worlds.Elsewhere = msg.elsewhere
@@ -883,6 +893,21 @@ func (m Model) worldsLoaded(msg worldsLoadedMsg) (tea.Model, tea.Cmd) {
 	m, cmd = m.maybeSample()
 	cmds = append(cmds, cmd)
 	return m, tea.Batch(cmds...)
+}
+
+// statusKey is what a change of must ring for: the World's status and its
+// agent's state and reason.
+func statusKey(r panes.WorldRow) string { return r.Status + "\x00" + r.Agent + "\x00" + r.AgentReason }
+
+// alertText says who needs the person and why.
+func alertText(r panes.WorldRow) string {
+	switch {
+	case r.Agent != "" && r.AgentReason != "":
+		return r.Name + " " + strings.ReplaceAll(r.Agent, "-", " ") + ": " + r.AgentReason
+	case r.Agent != "":
+		return r.Name + " is " + r.Agent
+	}
+	return r.Name + " is " + r.Status
 }
 
 // notification rings the bell and raises a desktop notification through
