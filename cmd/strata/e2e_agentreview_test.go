@@ -166,3 +166,51 @@ func TestE2EReviewRoundReachesTheAgentAsOnePrompt(t *testing.T) {
 		return false
 	})
 }
+
+// Through an agent session (strata new --agent): a round sent while the
+// agent works is queued and reaches it as one prompt, its next turn, when
+// the turn ends; the round records that it was queued.
+func TestE2EReviewRoundQueuedForAWorkingAgent(t *testing.T) {
+	e := newEnv(t)
+	fake := buildAgent(t, "fakeclaude")
+	rec := filepath.Join(t.TempDir(), "record.jsonl")
+	cfg := "[agents.claude]\ncommand = [\"" + fake + "\"]\nenv = [\"FAKECLAUDE_RECORD\"]\n"
+	must(t, os.WriteFile(strings.TrimPrefix(e.vars[1], "STRATA_CONFIG="), []byte(cfg), 0o644))
+	e.vars = append(e.vars, "FAKECLAUDE_RECORD="+rec, "ANTHROPIC_API_KEY=sk-ant-test-0123456789abcdefghij")
+	e.ok("new", "w", "--agent", "claude", "--prompt", "[bash: printf 'x\\ny\\n' > n.txt] [think: 4s]", "--", "--permission-mode", "bypassPermissions")
+	e.eventually(30*time.Second, "n.txt in the World", func() bool { return e.readWorld("w", "n.txt") == "x\ny\n" })
+	e.ok("review", "w", "add", "n.txt:1", "first")
+	e.ok("review", "w", "add", "n.txt:2", "second")
+	out := e.ok("review", "w", "send")
+	if !strings.Contains(out, "queued") {
+		t.Fatalf("a round sent mid-turn was not queued: %s", out)
+	}
+	var prompts []string
+	waitRecord(t, rec, func(rs []fakeRecord) bool {
+		prompts = prompts[:0]
+		for _, r := range rs {
+			if r.What == "prompt" {
+				prompts = append(prompts, r.Text)
+			}
+		}
+		return len(prompts) >= 2
+	})
+	time.Sleep(300 * time.Millisecond)
+	prompts = prompts[:0]
+	for _, r := range readRecord(t, rec) {
+		if r.What == "prompt" {
+			prompts = append(prompts, r.Text)
+		}
+	}
+	if len(prompts) != 2 || !strings.HasPrefix(prompts[1], "Review round 1: 2 comments") ||
+		!strings.Contains(prompts[1], "1. n.txt:1\n   > x\n   first") || !strings.Contains(prompts[1], "2. n.txt:2\n   > y\n   second") {
+		t.Fatalf("the agent's prompts: %q", prompts)
+	}
+	var rounds []struct {
+		Queued bool `json:"queued"`
+	}
+	must(t, json.Unmarshal([]byte(e.ok("review", "w", "--rounds", "--json")), &rounds))
+	if len(rounds) != 1 || !rounds[0].Queued {
+		t.Fatalf("rounds: %+v", rounds)
+	}
+}
