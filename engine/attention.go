@@ -32,6 +32,11 @@ var attentionOrder = []Attention{
 // SessionAttention is a session's attention as its state implies it; a running
 // session reports what its init last recorded (running or waiting).
 func SessionAttention(m SessionMeta) Attention {
+	switch {
+	case m.State.Ended() && m.State != SessionLost && m.KilledByStrata:
+		// Stopped on purpose (K, kill, rollback --kill): not the World failing.
+		return AttentionDone
+	}
 	switch m.State {
 	case SessionExited:
 		return AttentionDone

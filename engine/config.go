@@ -7,9 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/stratahq/strata/engine/agent"
 	"github.com/stratahq/strata/engine/world"
 )
 
@@ -40,6 +42,11 @@ type Config struct {
 	Colors map[string]string `toml:"colors"`
 	// Cube configures the CubeSandbox runtime.
 	Cube CubeConfig `toml:"cube"`
+	// Agents adds or overrides agent presets ([agents.NAME]).
+	Agents map[string]agent.Override `toml:"agents"`
+	// KillGrace is how long K (strata kill --agent) waits after TERM before
+	// KILL: a Go duration, default 5s.
+	KillGrace string `toml:"kill_grace"`
 
 	path string
 }
@@ -189,7 +196,7 @@ func LoadConfig(path string) (*Config, error) {
 		for _, k := range und {
 			keys = append(keys, k.String())
 		}
-		msg := "unknown key (the keys are backend, mount_backend, isolation, strict_binds, ignore, env_redact, auto_snapshot, theme and the tables [keys], [colors], [cube])"
+		msg := "unknown key (the keys are backend, mount_backend, isolation, strict_binds, ignore, env_redact, auto_snapshot, theme, kill_grace and the tables [keys], [colors], [cube], [agents.NAME])"
 		if len(keys) > 1 {
 			msg += "; also unknown: " + strings.Join(keys[1:], ", ")
 		}
@@ -240,5 +247,29 @@ func (c *Config) validate() error {
 	if err := c.Isolation.Validate(); err != nil {
 		return c.Problem("isolation", err)
 	}
+	if c.KillGrace != "" {
+		if d, err := time.ParseDuration(c.KillGrace); err != nil || d <= 0 {
+			return c.Problem("kill_grace", fmt.Errorf("%q: want a positive duration such as 5s or 500ms", c.KillGrace))
+		}
+	}
+	if _, err := agent.NewRegistry(c.Agents); err != nil {
+		var ce *agent.ConfigError
+		if errors.As(err, &ce) {
+			key := "agents." + ce.Preset
+			if ce.Field != "" {
+				key += "." + ce.Field
+			}
+			return c.Problem(key, errors.New(ce.Msg))
+		}
+		return c.Problem("agents", err)
+	}
 	return nil
+}
+
+// killGrace is how long a kill waits after TERM before KILL.
+func (c *Config) killGrace() time.Duration {
+	if d, err := time.ParseDuration(c.KillGrace); err == nil && d > 0 {
+		return d
+	}
+	return 5 * time.Second
 }

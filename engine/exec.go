@@ -22,6 +22,10 @@ type ExecOptions struct {
 	NoNetwork bool
 	Isolation Isolation // "" = the World's
 	Snapshot  bool      // take a snapshot first (auto_snapshot)
+	// ID is the new session's id; "" = NewSessionID(). Binds are added to
+	// the session's (agents: the hook channel, the strata binary).
+	ID    string
+	Binds []Bind
 }
 
 // ErrSourceMissing is matched (errors.Is) by a *SourceMissingError.
@@ -99,7 +103,11 @@ func (e *Engine) execLocal(ctx context.Context, w *World, o ExecOptions) (Sessio
 	for _, b := range e.Config.StrictBinds {
 		binds = append(binds, Bind{Source: b, Target: b})
 	}
-	id := NewSessionID()
+	binds = append(binds, o.Binds...)
+	id := o.ID
+	if id == "" {
+		id = NewSessionID()
+	}
 	spec := SessionSpec{
 		ID:        id,
 		World:     w.Name,
@@ -145,6 +153,9 @@ func (e *Engine) Sessions(name string) ([]SessionMeta, error) {
 	for i, s := range ss {
 		if s.State == SessionLost {
 			ss[i] = runtimeOf(e, s.Runtime).reviveSession(context.Background(), name, s)
+		}
+		if r, ok := e.ReadAgentRecord(name, ss[i].ID); ok {
+			ss[i].Agent = &r.Status
 		}
 	}
 	return ss, err

@@ -19,6 +19,8 @@ type WorldInfo struct {
 	// Details are the runtime's own rows (a cube World's sandbox and
 	// template); the JSON form has them in the World's own fields.
 	Details []Detail `json:"-"`
+	// Agent is the state of the World's agent session (usage included).
+	Agent *AgentRecord `json:"agent,omitempty"`
 }
 
 // Info gathers a World's derived state: its status, change count and sessions.
@@ -41,6 +43,12 @@ func (e *Engine) Info(ctx context.Context, w *World) WorldInfo {
 	wi.Status = worldStatus(w, ss, wi.Attention)
 	if errors.Is(e.CheckSource(w), ErrSourceMissing) {
 		wi.Status = "source missing"
+	}
+	if r, err := e.AgentStatus(w.Name); err == nil {
+		wi.Agent = &r
+		if att := agentAttention(wi.Attention, r); att != wi.Attention && wi.Status != "source missing" {
+			wi.Attention, wi.Status = att, worldStatus(w, ss, att)
+		}
 	}
 	return wi
 }

@@ -21,6 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stratahq/strata/engine/agent"
 	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/overlay"
 )
@@ -170,6 +171,12 @@ type SessionMeta struct {
 	Signal    string       `json:"signal,omitempty"` // e.g. "SIGKILL"; ExitCode is then 128+N
 	Error     string       `json:"error,omitempty"`
 	Attention Attention    `json:"attention"`
+	// KilledByStrata: strata ended the session on purpose (kill, K,
+	// rollback --kill, rm --kill), which is not a failure.
+	KilledByStrata bool `json:"killed_by_strata,omitempty"`
+	// Agent is an agent session's status (never in meta.json: filled in by
+	// Engine.Sessions from the agent's record).
+	Agent *agent.Status `json:"agent,omitempty"`
 }
 
 // Duration is how long the session ran, or has run so far.
@@ -569,6 +576,9 @@ func readMetaFile(dir string) (SessionMeta, error) {
 		return meta, fmt.Errorf("read session meta %s: %w", dir, err)
 	}
 	meta.upgrade()
+	if meta.State.Ended() && !meta.KilledByStrata {
+		meta.KilledByStrata = killedByStrata(dir)
+	}
 	return meta, nil
 }
 
@@ -768,6 +778,7 @@ func KillSession(dir string, sig syscall.Signal) error {
 		return fmt.Errorf("kill session %s: command pid not recorded yet", meta.ID)
 	}
 	// meta.PID is the command, or a runner relaying to it (see sendSignal).
+	markKilled(dir)
 	sig = runtimeOf(nil, meta.Runtime).sendSignal(sig)
 	err = unix.Kill(-meta.PID, sig)
 	if errors.Is(err, unix.ESRCH) {
@@ -775,6 +786,7 @@ func KillSession(dir string, sig syscall.Signal) error {
 		err = unix.Kill(meta.PID, sig)
 	}
 	if err != nil && !errors.Is(err, unix.ESRCH) {
+		unmarkKilled(dir)
 		return fmt.Errorf("kill session %s: %w", meta.ID, err)
 	}
 	return nil

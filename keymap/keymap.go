@@ -52,6 +52,8 @@ const (
 	AllWorlds     = "global.all-worlds"
 	Refresh       = "global.refresh"
 	Messages      = "global.messages"
+	// NextNeedsYou jumps to the next World whose agent waits on the person.
+	NextNeedsYou = "global.next-needs-you"
 
 	WorldsUp      = "worlds.up"
 	WorldsDown    = "worlds.down"
@@ -113,6 +115,9 @@ const (
 	DiffPrevFile    = "diff.prev-file"
 	DiffBack        = "diff.back"
 	DiffVsSource    = "diff.vs-source"
+	DiffComment     = "diff.comment"
+	DiffUncomment   = "diff.uncomment"
+	DiffSendReview  = "diff.send-review"
 
 	TimelineUp       = "timeline.up"
 	TimelineDown     = "timeline.down"
@@ -192,6 +197,7 @@ func defaults() []def {
 		{AllWorlds, k("A"), "all Worlds / this source", false},
 		{Refresh, k("ctrl+r"), "reload everything", false},
 		{Messages, k("L"), "message log (full texts)", false},
+		{NextNeedsYou, k("!"), "next World that needs you", true},
 
 		{WorldsUp, k("up", "k"), "previous World", false},
 		{WorldsDown, k("down", "j"), "next World", false},
@@ -253,6 +259,9 @@ func defaults() []def {
 		{DiffPrevFile, k("["), "previous file", false},
 		{DiffBack, k("esc"), "back to changes", false},
 		{DiffVsSource, k("o"), "World vs the source now / vs its base", false},
+		{DiffComment, k("c"), "comment on the line, range or hunk (review)", true},
+		{DiffUncomment, k("X"), "remove the review comment under the cursor", false},
+		{DiffSendReview, k("C"), "send the review comments to the World's agent", true},
 
 		{TimelineUp, k("up", "k"), "older snapshot", false},
 		{TimelineDown, k("down", "j"), "newer snapshot", false},

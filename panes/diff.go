@@ -77,6 +77,11 @@ type Diff struct {
 	width  int
 	height int
 	loaded bool
+
+	// comments are the open review round's comments on this file;
+	// noteRows the rows of rows that draw them.
+	comments []DiffComment
+	noteRows map[int]DiffComment
 }
 
 // NewDiff makes an empty Diff pane.
@@ -87,6 +92,9 @@ func NewDiff(env *Env) Diff {
 // SetFile shows a file, keeping its selection and the view settings.
 func (p Diff) SetFile(f DiffFile) Diff {
 	same := p.loaded && f.World == p.file.World && f.Path == p.file.Path
+	if !same {
+		p.comments = nil // the root sends the new file's (SetComments)
+	}
 	// The same file again (it changed on disk): the cursor stays on its
 	// line, or its hunk, where they still exist.
 	at, screenRow := p.spot(), p.cur-p.offset
@@ -304,6 +312,7 @@ func (p Diff) relayout() Diff {
 		Selection:       sel,
 		HunkLabels:      p.hunkLabels(),
 	})
+	p = p.addCommentRows()
 	p.cur = clamp(p.cur, 0, len(p.rows)-1)
 	return p
 }
@@ -371,6 +380,15 @@ func (p Diff) Do(a string) (Diff, tea.Cmd) {
 		p.cur = p.hunkRow(a == keymap.DiffNextHunk)
 	case keymap.DiffPick:
 		return p.pick()
+	case keymap.DiffComment:
+		return p.comment()
+	case keymap.DiffUncomment:
+		return p.removeComment()
+	case keymap.DiffSendReview:
+		if !p.loaded {
+			return p, nil
+		}
+		return p, action(ActionMsg{Action: a, World: p.file.World, Path: p.file.Path})
 	case keymap.DiffVsSource:
 		if !p.loaded || !p.file.Drift || p.file.Note != "" {
 			return p, nil
@@ -622,7 +640,13 @@ func (p Diff) View(width, height int, focused bool) string {
 	}
 	head += st.Muted.Render(fmt.Sprintf(" · %s · ctx %d", mode, p.context))
 	if p.anchor >= 0 {
-		head += st.Warning.Render(" · range: move, " + p.env.Keys.Binding(keymap.DiffPick).Help().Key + " picks")
+		head += st.Warning.Render(" · range: move, " + p.env.Keys.Binding(keymap.DiffPick).Help().Key + " picks, " + p.env.Keys.Binding(keymap.DiffComment).Help().Key + " comments")
+	}
+	if n := len(p.comments); n > 0 {
+		head += st.Accent.Render(" · " + Count(n, "comment", "comments"))
+	}
+	if h := p.commentHint(); h != "" {
+		head += st.Muted.Render(h)
 	}
 	lines := []string{head}
 	if p.headerLines() == 2 {
@@ -651,6 +675,15 @@ func (p Diff) View(width, height int, focused bool) string {
 		}
 		var b strings.Builder
 		b.WriteString(gutter)
+		if c, ok := p.commentAt(i); ok {
+			style := st.Accent
+			if c.Stale {
+				style = st.Warning
+			}
+			b.WriteString(style.Render(fit(r.Text(), max(width-1, 1))))
+			lines = append(lines, b.String())
+			continue
+		}
 		for _, s := range r.Segments {
 			b.WriteString(p.roleStyle(s.Role, r, curHunk).Render(s.Text))
 		}

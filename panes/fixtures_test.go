@@ -95,6 +95,18 @@ func fixtureOldNew() (string, string) {
 	return o.String(), n.String()
 }
 
+// fixtureComments are review comments on fixtureOldNew's diff: a line, a
+// stale one, a range, removed lines and a line no hunk shows.
+func fixtureComments() []DiffComment {
+	return []DiffComment{
+		{ID: 1, Side: "new", Start: 3, End: 3, Text: "why upper case? keep the old spelling"},
+		{ID: 2, Side: "new", Start: 3, End: 3, Text: "and say why in the commit", Stale: true, Note: "the code changed since this comment"},
+		{ID: 3, Side: "new", Start: 20, End: 21, Text: "this insertion needs a test\nsecond line of the comment"},
+		{ID: 4, Side: "old", Start: 35, End: 35, Text: "do not drop line 35"},
+		{ID: 5, Side: "new", Start: 12, End: 12, Text: "unrelated: rename this"},
+	}
+}
+
 func fixtureSnapshots() []SnapshotRow {
 	return []SnapshotRow{
 		{ID: "snap-0001", Time: fixedNow.Add(-3 * time.Hour), Message: "baseline", Files: 0},

@@ -108,6 +108,14 @@ func renderPane(t *testing.T, env *Env, pane string, w, h int) string {
 		p, _ = p.Do(keymap.DiffNextHunk)
 		p, _ = p.Do(keymap.DiffPick)
 		return p.View(w, h, true)
+	case "diff-comments":
+		old, nw := fixtureOldNew()
+		p := NewDiff(env).SetSize(w, h)
+		p = p.SetFile(DiffFile{World: "refactor-auth", Path: "internal/auth/token.go", Old: old, New: nw})
+		p = p.SetComments("refactor-auth", "internal/auth/token.go", fixtureComments())
+		p, _ = p.Do(keymap.DiffNextHunk)
+		p, _ = p.Do(keymap.DiffDown)
+		return p.View(w, h, true)
 	case "diff-side-by-side":
 		old, nw := fixtureOldNew()
 		p := NewDiff(env).SetSize(w, h)
@@ -194,7 +202,7 @@ func renderPane(t *testing.T, env *Env, pane string, w, h int) string {
 func TestGolden(t *testing.T) {
 	panes := []string{
 		"worlds", "worlds-empty", "worlds-empty-elsewhere", "transcript", "transcript-search", "transcript-pty", "transcript-waiting", "changes", "changes-tree", "changes-deleted-dir",
-		"diff", "diff-side-by-side", "diff-drift", "diff-vs-source", "diff-binary", "timeline", "conflicts", "conflicts-edited", "compare", "worlds-resources", "worlds-forks", "help", "palette", "confirm-remove", "new-world",
+		"diff", "diff-comments", "diff-side-by-side", "diff-drift", "diff-vs-source", "diff-binary", "timeline", "conflicts", "conflicts-edited", "compare", "worlds-resources", "worlds-forks", "help", "palette", "confirm-remove", "new-world",
 	}
 	for _, pane := range panes {
 		for _, sz := range append(sizes, paneSizes[pane]...) {

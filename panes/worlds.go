@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/charmbracelet/x/ansi"
 
@@ -22,6 +23,50 @@ type WorldRow struct {
 	Sessions int
 	Running  int
 	Error    string
+	// Agent is the state of the World's agent session ("" = none), Reason
+	// why, Since when; NeedsYou: it waits on the person (not muted).
+	Agent       string
+	AgentReason string
+	AgentSince  time.Time
+	NeedsYou    bool
+}
+
+// agentLabel is an agent state in the status column's 8 cells.
+func agentLabel(state string) string {
+	switch state {
+	case "needs-permission":
+		return "permit?"
+	case "asking":
+		return "asking"
+	}
+	return state
+}
+
+// NextNeedsYou is the World after current, in "oldest wait first" order,
+// among those whose agent (or session) waits on the person; "" when none.
+func NextNeedsYou(rows []WorldRow, current string) string {
+	var needy []WorldRow
+	for _, r := range rows {
+		if r.NeedsYou || r.Agent == "" && r.Status == "waiting" {
+			needy = append(needy, r)
+		}
+	}
+	if len(needy) == 0 {
+		return ""
+	}
+	sort.SliceStable(needy, func(i, j int) bool {
+		a, b := needy[i].AgentSince, needy[j].AgentSince
+		if a.IsZero() != b.IsZero() {
+			return !a.IsZero()
+		}
+		return a.Before(b)
+	})
+	for i, r := range needy {
+		if r.Name == current {
+			return needy[(i+1)%len(needy)].Name
+		}
+	}
+	return needy[0].Name
 }
 
 // statusOrder sorts the Worlds that need the person first.
@@ -345,9 +390,16 @@ func (p Worlds) View(width, height int, focused bool) string {
 		var b strings.Builder
 		b.WriteString(ss.Render(StatusGlyph(r.Status)))
 		b.WriteByte(' ')
-		name := fit(r.Name, nameW)
-		b.WriteString(name)
-		b.WriteString(ss.Render(fit(" "+r.Status, 9)))
+		status := r.Status
+		if r.Agent != "" && r.Agent != "exited" {
+			status = agentLabel(r.Agent)
+		}
+		if r.AgentReason != "" && r.NeedsYou && ansi.StringWidth(r.Name)+2 < nameW {
+			b.WriteString(r.Name + st.Muted.Render(fit(" "+r.AgentReason, nameW-ansi.StringWidth(r.Name))))
+		} else {
+			b.WriteString(fit(r.Name, nameW))
+		}
+		b.WriteString(ss.Render(fit(" "+status, 9)))
 		if showBackend {
 			b.WriteString(st.Muted.Render(fit(" "+r.Backend, 7)))
 		}

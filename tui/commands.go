@@ -75,14 +75,19 @@ type (
 	}
 	eventMsg      engine.Event
 	createDoneMsg struct {
-		name string
-		err  error
+		name    string
+		err     error
+		started string // what was started in it, if anything
 	}
 )
 
 // Requests made by dialogs once the person confirms.
 type (
-	createWorldReq struct{ name, source, backend string }
+	createWorldReq struct {
+		name, source, backend string
+		// agent (a preset), prompt and command: what to start in it.
+		agent, prompt, command string
+	}
 	removeWorldReq struct {
 		name  string
 		force bool
@@ -114,10 +119,14 @@ func loadWorlds(ctx context.Context, eng *engine.Engine, source string) tea.Cmd 
 		rows := make([]panes.WorldRow, 0, len(ws))
 		for _, w := range ws {
 			info := eng.Info(ctx, w)
-			rows = append(rows, panes.WorldRow{
+			row := panes.WorldRow{
 				Name: w.Name, Source: w.Source, Status: info.Status, Backend: string(w.Backend),
 				Changes: info.Changes, Sessions: info.Sessions, Running: info.Running, Error: info.Error,
-			})
+			}
+			if a := info.Agent; a != nil {
+				row.Agent, row.AgentReason, row.AgentSince, row.NeedsYou = string(a.Status.State), a.Status.Reason, a.Status.Since, a.NeedsYou()
+			}
+			rows = append(rows, row)
 		}
 		// Broken Worlds show under every source: theirs is unknown.
 		broken, err := eng.BrokenWorlds()
@@ -310,11 +319,14 @@ func describeMarks(c overlay.Change) string {
 
 func createWorld(ctx context.Context, eng *engine.Engine, r createWorldReq) tea.Cmd {
 	return func() tea.Msg {
+		if err := checkAgentReq(eng, r); err != nil {
+			return createDoneMsg{name: r.name, err: fmt.Errorf("new world %q: %w", r.name, err)}
+		}
 		w, err := eng.Create(ctx, engine.CreateOptions{Name: r.name, Source: r.source, Backend: engine.Runtime(r.backend)})
 		if err != nil {
 			return createDoneMsg{name: r.name, err: fmt.Errorf("new world %q: %w", r.name, err)}
 		}
-		return createDoneMsg{name: w.Name}
+		return startAgentIn(ctx, eng, w.Name, r)
 	}
 }
 

@@ -228,6 +228,9 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 }
 
 func (m Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	if mm, cmd, ok := m.reviewUpdate(msg); ok {
+		return mm, cmd
+	}
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		m.width, m.height = msg.Width, msg.Height
@@ -338,6 +341,16 @@ func (m Model) global(a string) (tea.Model, tea.Cmd) {
 	case keymap.Refresh:
 		m.setResult("reloaded", nil)
 		return m.reloadAll()
+	case keymap.NextNeedsYou:
+		next := panes.NextNeedsYou(m.worlds.Rows(), m.worlds.Selected())
+		if next == "" {
+			m.setResult("no World needs you", nil)
+			return m, nil
+		}
+		m.focus = paneWorlds
+		var cmd tea.Cmd
+		m.worlds, cmd = m.worlds.Select(next)
+		return m, cmd
 	}
 	return m, nil
 }
@@ -524,7 +537,7 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		m.diff = m.diff.SetFile(msg.file)
 		m.changes = m.changes.SetPicks(m.pickStates())
-		return m, nil
+		return m, loadComments(m.ctx, m.eng, msg.file.World, msg.file.Path, "")
 	case sessionsLoadedMsg:
 		var cmds []tea.Cmd
 		if m.lSessions.done() {
@@ -695,7 +708,11 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if form {
 			m.removeAt(i)
 		}
-		return m.update(doneMsg{info: "created World " + msg.name, world: msg.name})
+		info := "created World " + msg.name
+		if msg.started != "" {
+			info += ", started " + msg.started
+		}
+		return m.update(doneMsg{info: info, world: msg.name})
 	case removeWorldReq:
 		return m, removeWorld(m.ctx, m.eng, msg)
 	case runReq:
@@ -848,8 +865,8 @@ func (m Model) worldsLoaded(msg worldsLoadedMsg) (tea.Model, tea.Cmd) {
 		var alerts []string
 		for _, r := range msg.rows {
 			prev, seen := m.statuses[r.Name]
-			if (r.Status == "waiting" || r.Status == "failed") && seen && prev != r.Status {
-				alerts = append(alerts, r.Name+" is "+r.Status)
+			if (r.Status == "waiting" || r.Status == "failed" || r.NeedsYou) && seen && prev != statusKey(r) {
+				alerts = append(alerts, alertText(r))
 			}
 		}
 		if len(alerts) > 0 {
@@ -858,7 +875,7 @@ func (m Model) worldsLoaded(msg worldsLoadedMsg) (tea.Model, tea.Cmd) {
 	}
 	m.statuses = map[string]string{}
 	for _, r := range msg.rows {
-		m.statuses[r.Name] = r.Status
+		m.statuses[r.Name] = statusKey(r)
 	}
 	var cmd tea.Cmd
 	m.worlds.Elsewhere = msg.elsewhere
@@ -876,6 +893,21 @@ func (m Model) worldsLoaded(msg worldsLoadedMsg) (tea.Model, tea.Cmd) {
 	m, cmd = m.maybeSample()
 	cmds = append(cmds, cmd)
 	return m, tea.Batch(cmds...)
+}
+
+// statusKey is what a change of must ring for: the World's status and its
+// agent's state and reason.
+func statusKey(r panes.WorldRow) string { return r.Status + "\x00" + r.Agent + "\x00" + r.AgentReason }
+
+// alertText says who needs the person and why.
+func alertText(r panes.WorldRow) string {
+	switch {
+	case r.Agent != "" && r.AgentReason != "":
+		return r.Name + " " + strings.ReplaceAll(r.Agent, "-", " ") + ": " + r.AgentReason
+	case r.Agent != "":
+		return r.Name + " is " + r.Agent
+	}
+	return r.Name + " is " + r.Status
 }
 
 // notification rings the bell and raises a desktop notification through
@@ -963,10 +995,7 @@ func (m Model) paneAction(a panes.ActionMsg) (tea.Model, tea.Cmd) {
 		if m.eng != nil && m.eng.Config != nil && m.eng.Config.Backend != "" {
 			backend = string(m.eng.Config.Backend)
 		}
-		d := panes.NewForm(m.env, "New World", []string{"name", "source", "backend (local or cube)"},
-			[]string{"", src, backend}, func(v []string) tea.Msg {
-				return createWorldReq{name: strings.TrimSpace(v[0]), source: strings.TrimSpace(v[1]), backend: strings.TrimSpace(v[2])}
-			})
+		d := m.newWorldForm(src, backend)
 		// The form stays open until the World exists, showing why not
 		// with everything typed kept.
 		d.Hold = true

@@ -2,16 +2,19 @@ package tui
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	tea "github.com/stratahq/strata/third_party/bubbletea"
 
 	"github.com/stratahq/strata/engine"
+	"github.com/stratahq/strata/engine/agent"
 	"github.com/stratahq/strata/keymap"
 	"github.com/stratahq/strata/panes"
 )
@@ -121,6 +124,34 @@ var globalActionTests = map[string]func(t *testing.T, d *driver){
 		d.keys("A")
 		if len(d.m.worlds.Rows()) != 1 {
 			t.Errorf("back: %d worlds", len(d.m.worlds.Rows()))
+		}
+	},
+	keymap.NextNeedsYou: func(t *testing.T, d *driver) {
+		d.keys("!")
+		if d.m.World() != "w1" || !strings.Contains(d.screen(), "no World needs you") {
+			t.Fatalf("with nobody waiting: selected %q\n%s", d.m.World(), d.screen())
+		}
+		// The agent of a World over another source asks for permission.
+		rec := engine.AgentRecord{
+			Session: "s1", World: "elsewhere", Preset: "claude", Integration: agent.IntegrationClaude, Supervised: true,
+			Status: agent.Status{State: agent.StatePermission, Reason: "allow Bash: rm -rf build?", Since: time.Now().Add(-time.Minute)},
+		}
+		dir := filepath.Join(d.m.eng.Paths.World("elsewhere"), "agents", "s1")
+		data, _ := json.Marshal(rec)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "agent.json"), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		d.keys("A")
+		d.eventually("the other World listed", func() bool { return len(d.m.worlds.Rows()) == 2 })
+		d.keys("!")
+		if d.m.World() != "elsewhere" {
+			t.Fatalf("! selected %q:\n%s", d.m.World(), d.screen())
+		}
+		if sc := d.screen(); !strings.Contains(sc, "permit?") || !strings.Contains(sc, "allow Bash: rm") {
+			t.Errorf("the state and reason are not shown:\n%s", sc)
 		}
 	},
 	keymap.Refresh: func(t *testing.T, d *driver) {

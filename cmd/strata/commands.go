@@ -156,6 +156,9 @@ var groupOrder = []string{"Worlds", "Sessions", "Review and apply", "Snapshots",
 
 func commandTable() []command {
 	isolation := strF("isolation", "", "", "session isolation: tree (default) or strict (the host read-only but the World)").oneOf(engine.IsolationNames()...)
+	agentF := strF("agent", "PRESET", "", "start this agent preset (claude, codex, gemini, aider, opencode, shell or one of [agents.NAME])")
+	promptF := strF("prompt", "TEXT", "", "the agent's first prompt")
+	promptFileF := strF("prompt-file", "F", "", "read the first prompt from a file")
 	return []command{
 		{
 			name: "tui", group: "Machine", summary: "open the TUI (what strata alone does)",
@@ -179,9 +182,11 @@ func commandTable() []command {
 				intF("memory", "MB", 0, "cube: memory in MB (see --cpu)"),
 				intF("disk", "MB", 0, "cube: disk in MB (see --cpu)"),
 				jsonF("print the World as JSON"),
+				agentF, promptF, promptFileF,
 			},
-			help:     "Names: [a-z0-9][a-z0-9._-]{0,62}. Refused: a taken name, a state root inside the source.",
-			examples: []string{"new fix-login", "new try2 --source ~/src/app --isolation strict", "new big --backend cube --cpu 2000 --memory 4096 --disk 10240"},
+			dashArgs: "CMD ARGS...", dashOptional: true,
+			help:     "Names: [a-z0-9][a-z0-9._-]{0,62}. Refused: a taken name, a state root inside the source.\nWith --agent (or -- CMD), starts it in the new World on a terminal, detached; --agent a,b makes one World per preset (NAME-a, NAME-b).",
+			examples: []string{"new fix-login", "new try2 --source ~/src/app --isolation strict", "new big --backend cube --cpu 2000 --memory 4096 --disk 10240", "new fix --agent claude --prompt 'fix the login test'", "new race --agent claude,codex --prompt-file task.md"},
 			run:      cmdNew,
 		},
 		{
@@ -262,10 +267,41 @@ func commandTable() []command {
 			run: cmdLogs,
 		},
 		{
-			name: "kill", group: "Sessions", summary: "signal a session",
-			args:  []argSpec{one("NAME", kindWorld), one("SESSION", kindSession)},
-			flags: []flagSpec{strF("signal", "SIG", "TERM", "signal name or number")},
-			run:   cmdKill,
+			name: "kill", group: "Sessions", summary: "stop a session: TERM, then KILL after kill_grace (5s); or send one signal",
+			args: []argSpec{one("NAME", kindWorld), opt("SESSION", kindSession)},
+			flags: []flagSpec{
+				strF("signal", "SIG", "", "send just this signal (name or number) and return"),
+				boolF("force", "KILL at once"),
+			},
+			help: "SESSION defaults to the World's agent session. A session stopped this way is reported exited (killed by strata), not failed.",
+			run:  cmdKill,
+		},
+		{
+			name: "run", group: "Sessions", summary: "start an agent (or a command) on a terminal in a World, detached",
+			args: []argSpec{one("NAME", kindWorld)}, dashArgs: "CMD ARGS...", dashOptional: true,
+			flags:    []flagSpec{agentF, promptF, promptFileF, boolF("mute", "an idle session does not count as needing you"), jsonF("print the session as JSON")},
+			examples: []string{"run w --agent claude --prompt 'add tests'", "run w -- bash"},
+			run:      cmdRun,
+		},
+		{
+			name: "wait", group: "Sessions", summary: "wait until a World's agent needs input, is done with its turn, or exits",
+			args: []argSpec{one("NAME", kindWorld)},
+			flags: []flagSpec{
+				strF("for", "", "needs-input", "the state to wait for").oneOf("needs-input", "done", "exit"),
+				durF("timeout", "D", 0, "give up after D with exit status 3 (0: wait for ever)"),
+				jsonF("print the agent's status as JSON"),
+			},
+			run: cmdWait,
+		},
+		{
+			name: "send", group: "Sessions", summary: "type text to a World's agent (queued while it works, unless --now)",
+			args:  []argSpec{one("NAME", kindWorld), some("TEXT", kindNone)},
+			flags: []flagSpec{boolF("now", "send at once, even while the agent works on a turn")},
+			run:   cmdSend,
+		},
+		{
+			name: "mute", group: "Sessions", summary: "stop (or with --off, resume) counting a World's idle session as needing you",
+			args: []argSpec{one("NAME", kindWorld)}, flags: []flagSpec{boolF("off", "unmute")}, run: cmdMute,
 		},
 		{
 			name: "diff", group: "Review and apply", summary: "show a World's changes as a unified diff (git apply accepts it)",
@@ -299,6 +335,20 @@ func commandTable() []command {
 			run:      cmdApply,
 		},
 		{
+			name: "review", group: "Review and apply", summary: "comment on a World's diff and send the comments to its agent as one prompt",
+			args: []argSpec{one("NAME", kindWorld), opt("ACTION", kindNone), many("OPERAND", kindNone)},
+			flags: []flagSpec{
+				jsonF("print JSON"),
+				boolF("rounds", "list the rounds already sent (with --json: each round's prompt and comments)"),
+				boolF("old", "add: the lines are the base's (lines the World removed), not the World's"),
+				boolF("now", "send: type the prompt at once, even while the agent is working (default: queued until its turn ends)"),
+			},
+			help: "Without ACTION, lists the open round's comments, marking stale those whose code changed since they were written. " +
+				"ACTION is add PATH:LINE[-LINE] TEXT..., rm N, or send (one prompt, numbered by round, with each comment's path:line and the quoted code).",
+			examples: []string{"review w", "review w add src/x.go:12-14 use a constant here", "review w rm 2", "review w send", "review w --rounds --json"},
+			run:      cmdReview,
+		},
+		{
 			name: "history", group: "Review and apply", summary: "list publications to sources",
 			flags: []flagSpec{jsonF("print JSON"), strF("world", "NAME", "", "only this World's publications").completes(kindWorld)},
 			run:   cmdHistory,
@@ -316,7 +366,8 @@ func commandTable() []command {
 		{
 			name: "rollback", group: "Snapshots", summary: "restore a World to a snapshot (the current state is snapshotted first)",
 			args:  []argSpec{one("NAME", kindWorld), one("SNAP", kindSnapshot)},
-			flags: []flagSpec{boolF("kill", "kill running sessions instead of refusing"), jsonF("print JSON")},
+			flags: []flagSpec{boolF("kill", "kill running sessions instead of refusing"), jsonF("print JSON"), boolF("no-resume", "do not restart the agent of a turn snapshot")},
+			help:  "Rolling back to an agent's turn snapshot restarts the agent resuming that turn's conversation.",
 			run:   cmdRollback,
 		},
 		{
@@ -327,9 +378,11 @@ func commandTable() []command {
 				intF("n", "N", 1, "number of Worlds"),
 				strF("prefix", "P", "", "name prefix (default: NAME); Worlds are PREFIX-1..N"),
 				jsonF("print JSON"),
+				agentF,
+				listF("prompt", "TEXT", "start the agent in each fork with this prompt; one, or one per World (repeatable)"),
 			},
 			help:     "With -- CMD ARGS..., runs the command in every new World at once (as exec --worlds).",
-			examples: []string{"fork w -n 3", "fork w -n 2 -- make test"},
+			examples: []string{"fork w -n 3", "fork w -n 2 -- make test", "fork w --snap TURN-SNAP -n 2 --prompt 'try A' --prompt 'try B'"},
 			run:      cmdFork,
 		},
 		{

@@ -104,6 +104,10 @@ func TestE2EConfigCheckedByEveryCommand(t *testing.T) {
 		{"[keys]\n\"global.help\" = [\"q\"]\n", `config.toml:2: keys: "q" is bound to both global.quit and global.help`},
 		{"isolation = \"tree\"\nthme = \"dark\"\n", `config.toml:2: thme: unknown key`},
 		{"\nisolation = tree\n", `config.toml:2: `},
+		{"[agents.x]\nextends = \"claude\"\nprompt = \"stdin\"\n", `config.toml:3: agents.x.prompt: is "stdin"; use "arg", "flag", "pty" or "none"`},
+		{"[agents.y]\nextends = \"nosuch\"\n", `agents.y.extends: `},
+		{"[agents.claude]\ncommnd = [\"x\"]\n", `config.toml:2: agents.claude.commnd: unknown key`},
+		{"kill_grace = \"soon\"\n", `config.toml:1: kill_grace: "soon": want a positive duration`},
 	}
 	for _, tc := range cases {
 		base := t.TempDir()

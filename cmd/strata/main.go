@@ -22,5 +22,11 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == engine.CubeSessionArg {
 		os.Exit(engine.CubeSessionMain(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "__hook" {
+		os.Exit(hookMain(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == engine.AgentSuperviseArg {
+		os.Exit(engine.AgentSuperviseMain(os.Args[2:]))
+	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }

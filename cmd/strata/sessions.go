@@ -393,6 +393,12 @@ func interactiveSession(s engine.SessionMeta, shell []string) bool {
 func cmdKill(a *app, in *input) error {
 	sig := in.String("signal")
 	pos := in.pos
+	if *sig == "" || *in.Bool("force") {
+		return agentKill(a, in)
+	}
+	if len(pos) < 2 {
+		return a.usageOf(in, usagef("kill --signal: name the SESSION (strata sessions %s lists them)", pos[0]))
+	}
 	s, err := parseSignal(*sig)
 	if err != nil {
 		return err

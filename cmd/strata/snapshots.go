@@ -78,7 +78,10 @@ func cmdRollback(a *app, in *input) error {
 	}
 	fmt.Fprintf(a.stdout, "rolled world %s back to %s in %s; the state before is snapshot %s (strata rollback %s %s undoes this)\n",
 		res.World, res.To, res.Duration, res.Saved.ID, res.World, res.Saved.ID)
-	return nil
+	if *in.Bool("no-resume") {
+		return nil
+	}
+	return resumeAfterRollback(a, res.World, res.To)
 }
 
 // maxFork is how many Worlds one fork may create (the engine's own limit).
@@ -93,12 +96,18 @@ func cmdFork(a *app, in *input) error {
 	if *n < 1 || *n > maxFork {
 		return a.usageOf(in, usagef("fork: -n %d: want a number of Worlds from 1 to %d", *n, maxFork))
 	}
+	if err := checkForkAgents(a, in, pos[0], *snap, *n); err != nil {
+		return a.usageOf(in, err)
+	}
 	ws, err := a.eng.Fork(a.ctx, pos[0], engine.ForkOptions{Snap: *snap, N: *n, Prefix: *prefix})
 	if err != nil {
 		return err
 	}
 	if len(rest) > 0 {
 		return fanOutAfterFork(a, ws, rest)
+	}
+	if err := agentsAfterFork(a, in, pos[0], *snap, ws); err != nil {
+		return err
 	}
 	if *asJSON {
 		return a.printJSON(ws)

@@ -40,6 +40,17 @@ func cmdNew(a *app, in *input) error {
 	o.Labels = lm
 	// A cube template built for the size asked for takes minutes: say how it goes.
 	o.Progress = func(line string) { fmt.Fprintln(a.stderr, line) }
+	if handled, err := newWithAgents(a, in, func(name string) error {
+		o := o
+		o.Name = name
+		w, err := a.eng.Create(a.ctx, o)
+		if err == nil {
+			fmt.Fprintf(a.stdout, "created world %s over %s\n", w.Name, w.Source)
+		}
+		return err
+	}); handled {
+		return err
+	}
 	w, err := a.eng.Create(a.ctx, o)
 	if err != nil {
 		return err

@@ -217,6 +217,14 @@ func run(args []string) int {
 		r := bufio.NewReader(os.Stdin)
 		for {
 			line, err := r.ReadString('\n')
+			// A bracketed paste is one input however many lines it has, as
+			// in Claude's prompt box; the Enter after it submits it.
+			for err == nil && strings.Contains(line, "\x1b[200~") && !strings.Contains(line, "\x1b[201~") {
+				var more string
+				more, err = r.ReadString('\n')
+				line += more
+			}
+			line = strings.NewReplacer("\x1b[200~", "", "\x1b[201~", "").Replace(line)
 			if line != "" || err == nil {
 				f.in <- strings.TrimRight(line, "\r\n")
 			}
@@ -276,8 +284,9 @@ func (f *fake) readLine(idle bool) (string, bool) {
 }
 
 var (
-	bashRE = regexp.MustCompile(`\[bash: ([^\]]*)\]`)
-	askRE  = regexp.MustCompile(`\[ask: ([^\]]*)\]`)
+	bashRE  = regexp.MustCompile(`\[bash: ([^\]]*)\]`)
+	askRE   = regexp.MustCompile(`\[ask: ([^\]]*)\]`)
+	thinkRE = regexp.MustCompile(`\[think: ([^\]]*)\]`)
 )
 
 func (f *fake) turn(prompt string) string {
@@ -293,6 +302,13 @@ func (f *fake) turn(prompt string) string {
 	}
 	for _, m := range bashRE.FindAllStringSubmatch(prompt, -1) {
 		reply += " " + f.bash(m[1])
+	}
+	// [think: D]: the model takes D before the turn ends, sending no hook
+	// meanwhile (as Claude between its last tool and Stop).
+	for _, m := range thinkRE.FindAllStringSubmatch(prompt, -1) {
+		if d, err := time.ParseDuration(m[1]); err == nil {
+			time.Sleep(d)
+		}
 	}
 	if strings.Contains(prompt, "[fail]") {
 		f.hook("StopFailure", "rate_limit", map[string]any{"error": "rate_limit", "error_details": "429 fake"})

@@ -1,0 +1,344 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// buildFake builds testdata/agents/NAME next to the test's temp files.
+func buildFake(t *testing.T, name string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), name)
+	out, err := exec.Command("go", "build", "-o", bin, "../../testdata/agents/"+name).CombinedOutput()
+	if err != nil {
+		t.Fatalf("build %s: %v\n%s", name, err, out)
+	}
+	return bin
+}
+
+// agentJSON is what ls --json says of a World's agent.
+type agentJSON struct {
+	Session string `json:"session"`
+	Preset  string `json:"preset"`
+	Status  struct {
+		State     string `json:"state"`
+		Reason    string `json:"reason"`
+		SessionID string `json:"session_id"`
+		Turn      int    `json:"turn"`
+	} `json:"status"`
+	Turns []struct {
+		N         int    `json:"n"`
+		Prompt    string `json:"prompt"`
+		SessionID string `json:"session_id"`
+	} `json:"turns"`
+	Snapshots  map[string]string `json:"snapshots"`
+	Supervised bool              `json:"supervised"`
+}
+
+func (e *env) agentOf(world string) agentJSON {
+	e.t.Helper()
+	var infos []struct {
+		Name  string     `json:"name"`
+		Agent *agentJSON `json:"agent"`
+	}
+	must(e.t, json.Unmarshal([]byte(e.ok("ls", "--all", "--json")), &infos))
+	for _, i := range infos {
+		if i.Name == world && i.Agent != nil {
+			return *i.Agent
+		}
+	}
+	e.t.Fatalf("ls --json: world %s has no agent", world)
+	return agentJSON{}
+}
+
+// eventually polls cond for up to d.
+func (e *env) eventually(d time.Duration, what string, cond func() bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// fakeRecords reads what the fake agent recorded ({"what": ...} lines).
+func fakeRecords(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []map[string]any
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if json.Unmarshal(sc.Bytes(), &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func argvRecords(t *testing.T, path string) [][]string {
+	var out [][]string
+	for _, r := range fakeRecords(t, path) {
+		if r["what"] != "argv" {
+			continue
+		}
+		var argv []string
+		for _, a := range r["argv"].([]any) {
+			argv = append(argv, a.(string))
+		}
+		out = append(out, argv)
+	}
+	return out
+}
+
+// TestE2EAgentClaudeFlow drives fakeclaude through the binary: launch with
+// a prompt, needs permission with the command as the reason, y on the
+// terminal, turn done, a snapshot per turn, a queued second prompt, and a
+// rollback to turn 1 that resumes turn 1's conversation.
+func TestE2EAgentClaudeFlow(t *testing.T) {
+	e := newEnv(t)
+	fake := buildFake(t, "fakeclaude")
+	rec := filepath.Join(t.TempDir(), "record.jsonl")
+	cfg := "[agents.claude]\ncommand = [\"" + fake + "\"]\nenv = [\"FAKECLAUDE_RECORD\"]\n"
+	must(t, os.WriteFile(strings.TrimPrefix(e.vars[1], "STRATA_CONFIG="), []byte(cfg), 0o644))
+	e.vars = append(e.vars, "FAKECLAUDE_RECORD="+rec, "ANTHROPIC_API_KEY=sk-ant-test-0123456789abcdefghij")
+
+	out := e.ok("new", "w1", "--agent", "claude", "--prompt", "[bash: echo one > t1.txt]")
+	if !strings.Contains(out, "started claude in world w1") {
+		t.Fatalf("new --agent: %s", out)
+	}
+	// The hook reaches strata from inside the World: working, then permission.
+	out = e.ok("wait", "w1", "--for", "needs-input", "--timeout", "30s")
+	ag := e.agentOf("w1")
+	if ag.Status.State != "needs-permission" || !strings.Contains(ag.Status.Reason, "echo one > t1.txt") {
+		t.Fatalf("after launch: %+v (wait said %q)", ag.Status, out)
+	}
+	conv := ag.Status.SessionID
+	if conv == "" {
+		t.Fatalf("no conversation id: %+v", ag)
+	}
+	// The person answers y on the terminal.
+	e.ok("send", "w1", "--now", "y")
+	e.ok("wait", "w1", "--for", "done", "--timeout", "30s")
+	e.eventually(30*time.Second, "turn 1's snapshot", func() bool {
+		ag = e.agentOf("w1")
+		return ag.Snapshots["1"] != ""
+	})
+	if ag.Status.State != "waiting" || ag.Status.Turn != 1 {
+		t.Fatalf("after turn 1: %+v", ag.Status)
+	}
+	if got := e.readWorld("w1", "t1.txt"); got != "one\n" {
+		t.Fatalf("t1.txt in the World: %q", got)
+	}
+	tl := e.ok("timeline", "w1")
+	if !strings.Contains(tl, "turn 1: [bash: echo one > t1.txt]") || !strings.Contains(tl, "before turn 1") {
+		t.Fatalf("timeline lacks the turn snapshots:\n%s", tl)
+	}
+	turn1 := ag.Snapshots["1"]
+
+	// A second prompt, then another sent while it works is queued.
+	e.ok("send", "w1", "[bash: echo two > t2.txt]")
+	e.eventually(30*time.Second, "turn 2's permission prompt", func() bool {
+		ag = e.agentOf("w1")
+		return ag.Status.State == "needs-permission" && ag.Status.Turn == 2
+	})
+	out = e.ok("send", "w1", "third prompt")
+	if !strings.Contains(out, "queued") {
+		t.Fatalf("send to an agent waiting for permission should queue: %s", out)
+	}
+	e.ok("send", "w1", "--now", "y")
+	e.eventually(30*time.Second, "turn 3 done", func() bool {
+		ag = e.agentOf("w1")
+		return ag.Status.Turn == 3 && ag.Status.State == "waiting"
+	})
+	if ag.Turns[2].Prompt != "third prompt" {
+		t.Fatalf("queued prompt did not become turn 3: %+v", ag.Turns)
+	}
+	old := ag.Session
+
+	// Rollback to turn 1: files back, and the agent resumes turn 1's conversation.
+	out = e.ok("rollback", "w1", turn1, "--kill")
+	if !strings.Contains(out, "resumed claude conversation "+conv) {
+		t.Fatalf("rollback did not resume: %s", out)
+	}
+	if _, err := os.Stat(filepath.Join(e.home, "worlds", "w1", "upper", "t2.txt")); err == nil {
+		t.Fatalf("t2.txt survived the rollback to turn 1")
+	}
+	var last []string
+	e.eventually(30*time.Second, "the restarted agent", func() bool {
+		argvs := argvRecords(t, rec)
+		last = argvs[len(argvs)-1]
+		return len(argvs) == 2
+	})
+	if i := slices.Index(last, "--resume"); i < 0 || last[i+1] != conv {
+		t.Fatalf("the restarted agent got %q, want --resume %s", last, conv)
+	}
+	e.ok("wait", "w1", "--for", "done", "--timeout", "30s")
+	// The killed session is reported as stopped by strata, not failed.
+	var ss []struct {
+		ID        string `json:"id"`
+		State     string `json:"state"`
+		Attention string `json:"attention"`
+		Killed    bool   `json:"killed_by_strata"`
+		Agent     *struct {
+			State  string `json:"state"`
+			Reason string `json:"reason"`
+		} `json:"agent"`
+	}
+	must(t, json.Unmarshal([]byte(e.ok("sessions", "w1", "--json")), &ss))
+	found := false
+	for _, s := range ss {
+		if s.ID != old {
+			continue
+		}
+		found = true
+		if !s.Killed || s.Agent == nil || s.Agent.State != "exited" {
+			t.Fatalf("killed session: %+v agent %+v", s, s.Agent)
+		}
+	}
+	if !found {
+		t.Fatalf("old session %s not listed", old)
+	}
+	// K: TERM ends fakeclaude (SessionEnd); exited, not failed.
+	out = e.ok("kill", "w1")
+	if !strings.Contains(out, "killed by strata") {
+		t.Fatalf("kill: %s", out)
+	}
+	e.ok("wait", "w1", "--for", "exit", "--timeout", "30s")
+	if ag = e.agentOf("w1"); ag.Status.State != "exited" {
+		t.Fatalf("after kill: %+v", ag.Status)
+	}
+	// events carries the state changes.
+	ev := e.ok("events", "--json", "--world", "w1")
+	if !strings.Contains(ev, `"agent.state"`) || !strings.Contains(ev, `"needs-permission"`) {
+		t.Fatalf("events lack agent.state changes:\n%s", ev)
+	}
+}
+
+// readWorld reads a file as the World sees it (its upper, else the source).
+func (e *env) readWorld(world, rel string) string {
+	e.t.Helper()
+	data, err := os.ReadFile(filepath.Join(e.home, "worlds", world, "upper", rel))
+	if err != nil {
+		data, err = os.ReadFile(filepath.Join(e.source, rel))
+		if err != nil {
+			return ""
+		}
+	}
+	return string(data)
+}
+
+// strata __hook records the event and prints nothing; every failure is exit
+// 1, never 2 (Claude blocks the action on 2), config mistakes included.
+func TestE2EHookCommand(t *testing.T) {
+	dir := t.TempDir()
+	run := func(env []string, stdin string, args ...string) (string, string, int) {
+		c := exec.Command(strataBin, append([]string{"__hook"}, args...)...)
+		c.Env = env
+		c.Stdin = strings.NewReader(stdin)
+		var out, errb strings.Builder
+		c.Stdout, c.Stderr = &out, &errb
+		err := c.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		return out.String(), errb.String(), code
+	}
+	badCfg := filepath.Join(t.TempDir(), "config.toml")
+	must(t, os.WriteFile(badCfg, []byte("nonsense = 1\n"), 0o644))
+	env := []string{"STRATA_HOOK_DIR=" + dir, "STRATA_CONFIG=" + badCfg}
+	out, errs, code := run(env, `{"session_id":"s1","hook_event_name":"Stop"}`, "claude", "Stop")
+	if code != 0 || out != "" {
+		t.Fatalf("__hook claude Stop: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 || !strings.HasSuffix(ents[0].Name(), ".json") {
+		t.Fatalf("channel holds %v", ents)
+	}
+	for _, tc := range []struct {
+		env  []string
+		args []string
+	}{
+		{[]string{"STRATA_CONFIG=" + badCfg}, []string{"claude", "Stop"}}, // no channel
+		{env, nil}, // no arguments
+		{env, []string{"claude", "../../etc/passwd"}}, // an event name that is a path
+		{env, []string{"nosuchagent", "Stop"}},
+	} {
+		out, errs, code := run(tc.env, "{}", tc.args...)
+		if code != 1 || out != "" || !strings.Contains(errs, "strata __hook") {
+			t.Errorf("__hook %v: exit %d (want 1), stdout %q, stderr %q", tc.args, code, out, errs)
+		}
+	}
+}
+
+// TestE2EAgentCodexFlow: fakecodex through its per-World CODEX_HOME. Its
+// approval prompt is seen by the terminal heuristic (notify has no such
+// event), the turn's end by notify with the prompt and thread id; rollback
+// to turn 1 resumes that thread.
+func TestE2EAgentCodexFlow(t *testing.T) {
+	e := newEnv(t)
+	fake := buildFake(t, "fakecodex")
+	rec := filepath.Join(t.TempDir(), "record.jsonl")
+	userHome := t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(userHome, ".codex"), 0o755))
+	userCfg := "model = \"o4-mini\"\n"
+	must(t, os.WriteFile(filepath.Join(userHome, ".codex", "config.toml"), []byte(userCfg), 0o644))
+	cfg := "[agents.codex]\ncommand = [\"" + fake + "\"]\nenv = [\"FAKECODEX_RECORD\"]\n"
+	must(t, os.WriteFile(strings.TrimPrefix(e.vars[1], "STRATA_CONFIG="), []byte(cfg), 0o644))
+	e.vars = append(e.vars, "FAKECODEX_RECORD="+rec, "OPENAI_API_KEY=sk-test-codex", "HOME="+userHome)
+
+	e.ok("new", "c1", "--agent", "codex", "--prompt", "[bash: echo c > c.txt]")
+	e.ok("wait", "c1", "--for", "needs-input", "--timeout", "30s")
+	ag := e.agentOf("c1")
+	if ag.Status.State != "waiting" || ag.Status.Turn != 0 {
+		t.Fatalf("at the approval prompt: %+v", ag.Status)
+	}
+	e.ok("send", "c1", "--now", "y")
+	e.eventually(30*time.Second, "turn 1's snapshot", func() bool {
+		ag = e.agentOf("c1")
+		return ag.Snapshots["1"] != ""
+	})
+	if len(ag.Turns) != 1 || ag.Turns[0].Prompt != "[bash: echo c > c.txt]" || ag.Status.SessionID == "" {
+		t.Fatalf("turn 1: %+v %+v", ag.Status, ag.Turns)
+	}
+	if got := e.readWorld("c1", "c.txt"); got != "c\n" {
+		t.Fatalf("c.txt: %q", got)
+	}
+	thread := ag.Status.SessionID
+	if data, _ := os.ReadFile(filepath.Join(userHome, ".codex", "config.toml")); string(data) != userCfg {
+		t.Fatalf("the user's codex config changed: %q", data)
+	}
+	e.ok("send", "c1", "second")
+	e.eventually(30*time.Second, "turn 2", func() bool { return e.agentOf("c1").Snapshots["2"] != "" })
+
+	out := e.ok("rollback", "c1", ag.Snapshots["1"], "--kill")
+	if !strings.Contains(out, "resumed codex conversation "+thread) {
+		t.Fatalf("rollback: %s", out)
+	}
+	var last []string
+	e.eventually(30*time.Second, "the resumed codex", func() bool {
+		argvs := argvRecords(t, rec)
+		last = argvs[len(argvs)-1]
+		return len(argvs) == 2
+	})
+	if len(last) < 2 || last[0] != "resume" || last[1] != thread {
+		t.Fatalf("resumed codex got %q, want resume %s", last, thread)
+	}
+	e.ok("kill", "c1", "--force")
+	e.ok("wait", "c1", "--for", "exit", "--timeout", "30s")
+}

@@ -1,0 +1,224 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/stratahq/strata/engine/agent"
+)
+
+// supervisorTick is how often the supervisor looks at the channel, the
+// terminal heuristic and the session's end without an fsnotify wake-up.
+const supervisorTick = 250 * time.Millisecond
+
+// AgentSuperviseMain is `strata __agent-supervise STATE_ROOT CONFIG WORLD SESSION`.
+func AgentSuperviseMain(args []string) int {
+	if len(args) > 0 && args[0] == AgentSuperviseArg {
+		args = args[1:]
+	}
+	if len(args) != 4 {
+		fmt.Fprintf(os.Stderr, "usage: strata %s STATE_ROOT CONFIG WORLD SESSION (started by strata itself)\n", AgentSuperviseArg)
+		return 2
+	}
+	signal.Ignore(syscall.SIGHUP)
+	var cfg *Config
+	if args[1] != "" {
+		c, err := LoadConfig(args[1])
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "agent supervisor: %v\n", err)
+			return 1
+		}
+		cfg = c
+	} else {
+		cfg = (&Config{}).withDefaults()
+	}
+	ctx := context.Background()
+	e, err := Open(ctx, Options{StateRoot: args[0], Config: cfg})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "agent supervisor: %v\n", err)
+		return 1
+	}
+	if err := e.superviseAgent(ctx, args[2], args[3]); err != nil {
+		fmt.Fprintf(os.Stderr, "agent supervisor %s/%s: %v\n", args[2], args[3], err)
+		return 1
+	}
+	return 0
+}
+
+type supervisor struct {
+	e       *Engine
+	world   string
+	session string
+	adir    string
+	sdir    string
+	rec     AgentRecord
+	tracker *agent.Tracker
+	reader  *agent.Reader
+	last    agent.Status
+	// typed: the first queued item (a PTY prompt) waits for the program
+	// to first wait for input.
+	sawWaiting bool
+}
+
+func (e *Engine) superviseAgent(ctx context.Context, world, session string) error {
+	s := &supervisor{e: e, world: world, session: session, adir: e.agentDir(world, session), sdir: e.SessionDir(world, session)}
+	rec, ok := e.ReadAgentRecord(world, session)
+	if !ok {
+		return fmt.Errorf("no agent record in %s", s.adir)
+	}
+	s.rec = rec
+	meta, err := ReadSessionMeta(s.sdir)
+	if err != nil {
+		return err
+	}
+	s.tracker = agent.NewTracker(rec.Integration, meta.StartedAt)
+	s.reader = agent.NewReader(filepath.Join(s.adir, "events"))
+	s.last = s.tracker.Status()
+
+	w, err := fsnotify.NewWatcher()
+	var wake <-chan fsnotify.Event
+	if err == nil {
+		defer w.Close()
+		if w.Add(filepath.Join(s.adir, "events")) == nil {
+			wake = w.Events
+		}
+	}
+	tick := time.NewTicker(supervisorTick)
+	defer tick.Stop()
+	for {
+		select {
+		case <-wake:
+		case <-tick.C:
+		}
+		if _, err := os.Stat(s.adir); errors.Is(err, fs.ErrNotExist) {
+			return nil // the World was removed
+		}
+		s.drain(ctx)
+		meta, err := ReadSessionMeta(s.sdir)
+		if err != nil {
+			return err
+		}
+		if meta.State.Ended() {
+			s.drain(ctx)
+			s.tracker.Exit(meta.ExitCode, meta.Signal, meta.KilledByStrata, meta.EndedAt)
+			s.rec.Supervised = false
+			s.publish(ctx)
+			return nil
+		}
+		waiting := meta.Attention == AttentionWaiting
+		s.tracker.Terminal(waiting, time.Now())
+		if waiting {
+			s.sawWaiting = true
+		}
+		s.deliver()
+		s.publish(ctx)
+	}
+}
+
+// drain folds every event that arrived into the tracker, snapshotting each
+// turn that ended.
+func (s *supervisor) drain(ctx context.Context) {
+	for {
+		evs, err := s.reader.Read()
+		if err != nil {
+			s.e.Log.Warn("agent channel", "world", s.world, "session", s.session, "err", err)
+			return
+		}
+		for _, ev := range evs {
+			if ended := s.tracker.Apply(ev); ended != nil {
+				s.publish(ctx)
+				s.turnSnapshot(ctx, ended)
+			}
+		}
+		if len(evs) < 512 {
+			return
+		}
+	}
+}
+
+func (s *supervisor) turnSnapshot(ctx context.Context, t *agent.Turn) {
+	if !s.rec.Snap {
+		return
+	}
+	conv := t.SessionID
+	if conv == "" {
+		conv = s.tracker.Status().SessionID
+	}
+	snap, err := s.e.Snapshot(ctx, s.world, SnapshotOptions{Message: fmt.Sprintf("turn %d: %s", t.N, shortPrompt(t.Prompt)), Auto: true})
+	if err != nil {
+		s.e.Log.Warn("turn snapshot", "world", s.world, "turn", t.N, "err", err)
+		return
+	}
+	if s.rec.Snapshots == nil {
+		s.rec.Snapshots = map[int]string{}
+	}
+	s.rec.Snapshots[t.N] = snap.ID
+	_ = s.e.recordTurnSnap(s.world, AgentTurnSnap{Snapshot: snap.ID, Preset: s.rec.Preset, Turn: t.N, Conversation: conv, Prompt: t.Prompt, Session: s.session})
+	s.publish(ctx)
+}
+
+// deliver types the oldest queued input once the agent's turn is over.
+func (s *supervisor) deliver() {
+	dir := filepath.Join(s.adir, agentQueueDir)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	var names []string
+	for _, e := range entries {
+		if e.Type().IsRegular() && e.Name()[0] != '.' {
+			names = append(names, e.Name())
+		}
+	}
+	s.rec.Queued = len(names)
+	if len(names) == 0 {
+		return
+	}
+	sort.Strings(names)
+	st := s.tracker.Status().State
+	ready := st == agent.StateWaiting || (st == agent.StateStarting && s.sawWaiting)
+	if !ready {
+		return
+	}
+	p := filepath.Join(dir, names[0])
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return
+	}
+	if err := SendPTYInput(s.sdir, data); err != nil {
+		s.e.Log.Warn("deliver queued input", "world", s.world, "err", err)
+		return
+	}
+	_ = os.Remove(p)
+	s.rec.Queued--
+	// One at a time: the next waits for the turn this one starts to end.
+	s.sawWaiting = false
+}
+
+// publish writes agent.json and logs a state change.
+func (s *supervisor) publish(ctx context.Context) {
+	st := s.tracker.Status()
+	_, err := os.Lstat(filepath.Join(s.adir, "muted"))
+	s.rec.Muted = err == nil
+	changed := st.State != s.last.State || st.Reason != s.last.Reason
+	s.rec.Status, s.rec.Turns, s.rec.Updated = st, s.tracker.Turns(), time.Now()
+	if err := writeJSONAtomic(filepath.Join(s.adir, agentRecordFile), s.rec); err != nil {
+		s.e.Log.Warn("agent record", "world", s.world, "err", err)
+	}
+	if changed {
+		s.e.activity(ctx, Event{Type: EventAgentState, World: s.world, Session: s.session, Detail: map[string]any{
+			"state": string(st.State), "reason": st.Reason, "turn": st.Turn, "preset": s.rec.Preset,
+		}})
+	}
+	s.last = st
+}
