@@ -96,3 +96,30 @@ func TestModalTopDrawnLast(t *testing.T) {
 		t.Fatalf("the help on top is not drawn over the palette:\n%s", under)
 	}
 }
+
+// The status line under a dialog names only keys that do something there: a
+// confirmation or a one-field form has no "next field".
+func TestDialogHintsOnlyWhatWorks(t *testing.T) {
+	eng, src := testEngine(t, map[string]string{"a.txt": "a\n"})
+	newWorld(t, eng, src, "w", "")
+	d := newDriver(t, eng, Options{Source: src, Exe: "/bin/false"}, 120, 40)
+	statusLine := func() string {
+		lines := strings.Split(ansi.Strip(d.screen()), "\n")
+		return lines[len(lines)-1]
+	}
+	d.keys("n")
+	if _, ok := d.m.top().(dialogModal); !ok {
+		t.Fatalf("n opened no form: %T", d.m.modals)
+	}
+	if !strings.Contains(statusLine(), "next field") {
+		t.Fatalf("the many-field new-World form's status line lacks next field: %q", statusLine())
+	}
+	d.keys("esc")
+	d.keys("5", "s") // the snapshot form: one field
+	if _, ok := d.m.top().(dialogModal); !ok {
+		t.Fatalf("s opened no form: %T\n%s", d.m.modals, d.screen())
+	}
+	if strings.Contains(statusLine(), "next field") {
+		t.Fatalf("a one-field form's status line offers a next field: %q", statusLine())
+	}
+}

@@ -190,7 +190,12 @@ func (m Model) statusBar() string {
 	var help []string
 	pinned := "" // "? help" shows at every width: the other hints give way
 	hb := m.env.Keys.Binding(keymap.Help)
+	top, inDialog := m.top().(dialogModal)
+	nextField := m.env.Keys.Binding(keymap.DialogNextField).Help()
 	for _, b := range m.env.Keys.ShortHelp(m.focusArea()) {
+		if inDialog && len(top.d.Fields) < 2 && b.Help() == nextField {
+			continue // a confirmation or a one-field form has no next field
+		}
 		item := st.StatusKey.Render(b.Help().Key) + st.StatusDesc.Render(" "+b.Help().Desc)
 		if hb.Enabled() && b.Help() == hb.Help() && strings.Join(b.Keys(), " ") == strings.Join(hb.Keys(), " ") {
 			pinned = item
@@ -198,7 +203,7 @@ func (m Model) statusBar() string {
 		}
 		help = append(help, item)
 	}
-	if d, ok := m.top().(dialogModal); ok && d.d.Info {
+	if inDialog && top.d.Info {
 		// An info box only tells: nothing to confirm.
 		km := m.env.Keys
 		k := km.Binding(keymap.DialogConfirm).Help().Key + "/" + km.Binding(keymap.DialogCancel).Help().Key
