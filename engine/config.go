@@ -10,6 +10,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/stratahq/strata/engine/boundary"
 	"github.com/stratahq/strata/engine/world"
 )
 
@@ -40,6 +41,9 @@ type Config struct {
 	Colors map[string]string `toml:"colors"`
 	// Cube configures the CubeSandbox runtime.
 	Cube CubeConfig `toml:"cube"`
+	// Boundary is the [boundary] table (docs/security.md): level, network
+	// mode and allow-list, per World and per agent.
+	Boundary boundary.Config `toml:"boundary"`
 
 	path string
 }
@@ -182,7 +186,7 @@ func LoadConfig(path string) (*Config, error) {
 		for _, k := range und {
 			keys = append(keys, k.String())
 		}
-		msg := "unknown key (the keys are backend, mount_backend, isolation, strict_binds, ignore, env_redact, auto_snapshot, theme and the tables [keys], [colors], [cube])"
+		msg := "unknown key (the keys are backend, mount_backend, isolation, strict_binds, ignore, env_redact, auto_snapshot, theme and the tables [keys], [colors], [cube], [boundary])"
 		if len(keys) > 1 {
 			msg += "; also unknown: " + strings.Join(keys[1:], ", ")
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/stratahq/strata/engine/boundary"
 	"github.com/stratahq/strata/overlay"
 )
 
@@ -22,6 +23,9 @@ type ExecOptions struct {
 	NoNetwork bool
 	Isolation Isolation // "" = the World's
 	Snapshot  bool      // take a snapshot first (auto_snapshot)
+	// Network is the session's network mode (none, proxy, host); "" is the
+	// World's (config, then the level's default). See engine/network.go.
+	Network boundary.Network
 }
 
 // ErrSourceMissing is matched (errors.Is) by a *SourceMissingError.
@@ -123,7 +127,12 @@ func (e *Engine) execLocal(ctx context.Context, w *World, o ExecOptions) (Sessio
 			Dialect: w.Dialect, Ignore: e.Config.Ignore,
 		},
 	}
+	release, err := e.prepareNetwork(ctx, w, iso, o, &spec)
+	if err != nil {
+		return SessionMeta{}, err
+	}
 	meta, err := StartSession(ctx, spec)
+	release()
 	if err != nil {
 		return meta, fmt.Errorf("exec in world %q: %w", name, err)
 	}
