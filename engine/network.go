@@ -612,3 +612,11 @@ func (e *Engine) prepareNetwork(ctx context.Context, w *World, iso Isolation, o 
 	}
 	return release, nil
 }
+
+// Network is a session's network mode (none, proxy, host).
+type Network = boundary.Network
+
+// NetworkNames returns the network modes, for usage text and completion.
+func NetworkNames() []string {
+	return []string{string(boundary.NetworkNone), string(boundary.NetworkProxy), string(boundary.NetworkHost)}
+}
