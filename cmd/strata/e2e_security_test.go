@@ -565,7 +565,7 @@ func TestSecNetwork(t *testing.T) {
 		if code != 0 || !strings.Contains(out, "status 200") || deniedHits.Load() != 1 {
 			t.Errorf("after strata allow: GET %s: exit %d: %s (hit %d times)", denied, code, out, deniedHits.Load())
 		}
-		if _, errs, code := s.run("allow", "w", "http://example.com/"); code == 0 || !strings.Contains(errs, "not a URL") {
+		if _, errs, code := s.run("allow", "w", "http://example.com/"); code != 2 || !strings.Contains(errs, "not a URL") {
 			t.Errorf("strata allow with a URL: exit %d: %s", code, errs)
 		}
 	})

@@ -4,12 +4,18 @@ import (
 	"fmt"
 
 	"github.com/stratahq/strata/engine"
+	"github.com/stratahq/strata/engine/boundary"
 )
 
 // cmdAllow: strata allow NAME HOST...
 func cmdAllow(a *app, in *input) error {
 	asJSON := in.Bool("json")
 	name, hosts := in.pos[0], in.pos[1:]
+	for _, h := range hosts {
+		if _, err := boundary.ParseHostPattern(h); err != nil {
+			return usagef("allow: HOST %v", err)
+		}
+	}
 	var out []engine.AllowResult
 	for _, h := range hosts {
 		res, err := a.eng.AllowEgress(a.ctx, name, h)
