@@ -52,6 +52,8 @@ const (
 	AllWorlds     = "global.all-worlds"
 	Refresh       = "global.refresh"
 	Messages      = "global.messages"
+	// AllowEgress allows the host the World's egress proxy denied last.
+	AllowEgress = "global.allow-egress"
 
 	WorldsUp      = "worlds.up"
 	WorldsDown    = "worlds.down"
@@ -192,6 +194,7 @@ func defaults() []def {
 		{AllWorlds, k("A"), "all Worlds / this source", false},
 		{Refresh, k("ctrl+r"), "reload everything", false},
 		{Messages, k("L"), "message log (full texts)", false},
+		{AllowEgress, k("E"), "allow the last denied egress host", false},
 
 		{WorldsUp, k("up", "k"), "previous World", false},
 		{WorldsDown, k("down", "j"), "next World", false},
