@@ -1,7 +1,14 @@
 package engine
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"context"
+	"crypto/sha1"
+	"crypto/sha512"
+	"encoding/base64"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -290,4 +297,68 @@ func waitUntil(t *testing.T, d time.Duration, f func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// npm install goes through the proxy (npm takes HTTP_PROXY from the
+// environment) to a registry stub on a host address outside the World.
+func TestNetworkNpmInstallThroughProxy(t *testing.T) {
+	if _, err := exec.LookPath("npm"); err != nil {
+		t.Skip("no npm here")
+	}
+	l, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("cannot listen on 127.0.0.2: %v", err)
+	}
+	base := "http://" + l.Addr().String()
+	tgz := npmTarball(t, `{"name":"tinypkg","version":"1.0.0","main":"index.js"}`, "module.exports = 'tiny-ok';\n")
+	sha1sum := sha1.Sum(tgz)
+	sha512sum := sha512.Sum512(tgz)
+	meta := fmt.Sprintf(`{"name":"tinypkg","dist-tags":{"latest":"1.0.0"},"versions":{"1.0.0":{"name":"tinypkg","version":"1.0.0","main":"index.js","dist":{"tarball":"%s/tinypkg/-/tinypkg-1.0.0.tgz","shasum":"%x","integrity":"sha512-%s"}}}}`,
+		base, sha1sum, base64.StdEncoding.EncodeToString(sha512sum[:]))
+	var hits atomic.Int64
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		switch r.URL.Path {
+		case "/tinypkg":
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(meta))
+		case "/tinypkg/-/tinypkg-1.0.0.tgz":
+			w.Write(tgz)
+		default:
+			http.NotFound(w, r)
+		}
+	})}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	e := netEngine(t, "127.0.0.2")
+	cache := t.TempDir()
+	out, code := execOut(t, e, ExecOptions{Network: boundary.NetworkProxy},
+		"npm install --registry "+base+"/ --cache "+cache+" --no-audit --no-fund --no-update-notifier tinypkg >/dev/null 2>&1 || { cat "+cache+"/_logs/*.log; exit 1; }; node -e 'console.log(require(\"tinypkg\"))'")
+	if code != 0 || strings.TrimSpace(out) != "tiny-ok" {
+		t.Fatalf("npm install through the proxy: exit %d: %s", code, out)
+	}
+	if hits.Load() < 2 {
+		t.Errorf("the registry stub served %d requests, want metadata and tarball", hits.Load())
+	}
+	// It landed in the World, not in the source.
+	if _, err := os.Stat(filepath.Join(e.Paths.Upper("w"), "node_modules", "tinypkg", "index.js")); err != nil {
+		t.Errorf("node_modules not in the World's upper: %v", err)
+	}
+}
+
+// npmTarball is a package tarball: package/package.json and package/index.js.
+func npmTarball(t *testing.T, pkgJSON, index string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	for name, body := range map[string]string{"package/package.json": pkgJSON, "package/index.js": index} {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		tw.Write([]byte(body))
+	}
+	tw.Close()
+	gz.Close()
+	return buf.Bytes()
 }
