@@ -103,6 +103,8 @@ type CreateOptions struct {
 	CPU      int
 	MemoryMB int
 	DiskMB   int
+	// Network is the World's network mode; "" = config, then the level's.
+	Network Network
 }
 
 // Create makes a new World over a source tree. Its cost does not depend on
@@ -168,6 +170,9 @@ func (e *Engine) stageWorld(ctx context.Context, o CreateOptions) (*World, *stag
 	}
 	if err := w.Isolation.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("new world %q: isolation %w", o.Name, err)
+	}
+	if err := setWorldNetwork(w, o.Network); err != nil {
+		return nil, nil, err
 	}
 	if err := w.Backend.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("new world %q: backend %w", o.Name, err)

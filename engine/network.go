@@ -86,8 +86,8 @@ func (e *Engine) EgressDir(name string) string {
 }
 
 // sessionNetwork is the network mode of a session of w at isolation iso:
-// the session's request (--network, --no-network), else the World's config
-// layer, else [boundary], else the level's default (tree: host, strict:
+// the session's request (--network, --no-network), else the World's own
+// (new --network), else its config layer, else [boundary], else the level's default (tree: host, strict:
 // none, sandbox: proxy).
 func (e *Engine) sessionNetwork(w *World, iso Isolation, o ExecOptions) (boundary.Network, error) {
 	n, err := boundary.ParseNetwork(string(o.Network))
@@ -99,6 +99,9 @@ func (e *Engine) sessionNetwork(w *World, iso Isolation, o ExecOptions) (boundar
 			return "", fmt.Errorf("--no-network and --network %s contradict each other: give one", n)
 		}
 		n = boundary.NetworkNone
+	}
+	if n == "" {
+		n = boundary.Network(w.Network)
 	}
 	if n == "" {
 		n = boundary.Network(e.Config.Boundary.Worlds[w.Name].Network)
@@ -117,6 +120,15 @@ func (e *Engine) sessionNetwork(w *World, iso Isolation, o ExecOptions) (boundar
 		}
 	}
 	return n, nil
+}
+
+// setWorldNetwork records `new --network` in the World.
+func setWorldNetwork(w *World, n Network) error {
+	if _, err := boundary.ParseNetwork(string(n)); err != nil {
+		return fmt.Errorf("new world %q: network %w", w.Name, err)
+	}
+	w.Network = string(n)
+	return nil
 }
 
 // worldAgent is the agent a World runs ("" for none): its "agent" label.

@@ -138,6 +138,25 @@ func TestNetworkModes(t *testing.T) {
 			t.Errorf("%s: a direct connection took %s to fail: want fast", n, d)
 		}
 	}
+	// new --network: the World's own mode, below the session's request.
+	if _, err := e.Create(context.Background(), CreateOptions{Name: "bad", Source: e.mustWorld(t, "w").Source, Network: "wifi"}); err == nil || !strings.Contains(err.Error(), "want proxy") {
+		t.Errorf("new --network wifi: %v, want a refusal naming the modes", err)
+	}
+	w := e.mustWorld(t, "w")
+	w.Network = "none"
+	if err := writeWorldFile(e.Paths.WorldFile("w"), w); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := execOut(t, e, ExecOptions{}, ifaces); strings.TrimSpace(out) != "lo" {
+		t.Errorf("a World made with --network none: interfaces %q, want only lo", out)
+	}
+	if out, code := execOut(t, e, ExecOptions{Network: boundary.NetworkHost}, direct); code != 0 || out != "allowed-ok" {
+		t.Errorf("exec --network host in a none World: %q (exit %d): the session's request wins", out, code)
+	}
+	w.Network = ""
+	if err := writeWorldFile(e.Paths.WorldFile("w"), w); err != nil {
+		t.Fatal(err)
+	}
 	if out, code := execOut(t, e, ExecOptions{NoNetwork: true}, ifaces); code != 0 || strings.TrimSpace(out) != "lo" {
 		t.Errorf("--no-network: interfaces %q (exit %d), want only lo", out, code)
 	}
@@ -361,4 +380,13 @@ func npmTarball(t *testing.T, pkgJSON, index string) []byte {
 	tw.Close()
 	gz.Close()
 	return buf.Bytes()
+}
+
+func (e *Engine) mustWorld(t *testing.T, name string) *World {
+	t.Helper()
+	w, err := e.World(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
 }

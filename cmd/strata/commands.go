@@ -174,6 +174,7 @@ func commandTable() []command {
 				strF("backend", "", "", "runtime (default from config.toml, else local)").oneOf(engine.RuntimeNames()...),
 				strF("mount-backend", "", "", "overlay backend").oneOf(string(overlay.BackendAuto), string(overlay.BackendKernel), string(overlay.BackendFuseOverlayfs), string(overlay.BackendUnionfs)),
 				isolation,
+				network,
 				listF("label", "K=V", "label the World (repeatable)"),
 				strF("template", "T", "", "cube: template id (or pick one with --cpu/--memory/--disk)"),
 				intF("cpu", "MILLI", 0, "cube: CPU in millicores; with --memory and --disk, picks the smallest configured template that fits"),

@@ -315,7 +315,7 @@ var usageCases = map[string][][]string{
 	"shell":         {{"shell"}, {"shell", "w", "x"}},
 	"attach":        {{"attach"}, {"attach", "w", "s", "x"}},
 	"sessions":      {{"sessions"}, {"sessions", "w", "x"}},
-	"allow":         {{"allow"}, {"allow", "w"}, {"allow", "w", "http://example.com/"}, {"allow", "w", "*"}},
+	"allow":         {{"allow"}, {"exec", "w", "--network", "wifi", "--", "true"}, {"new", "x", "--network", "wifi"}, {"allow", "w"}, {"allow", "w", "http://example.com/"}, {"allow", "w", "*"}},
 	"logs":          {{"logs"}, {"logs", "w", "s", "x"}},
 	"kill":          {{"kill", "w"}, {"kill", "w", "s", "x"}, {"kill", "w", "s", "--signal", "NOPE"}},
 	"doctor":        {{"doctor", "x"}},

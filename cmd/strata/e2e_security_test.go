@@ -552,6 +552,11 @@ func TestSecNetwork(t *testing.T) {
 		if out, code := s.sh("w", lvStrict, nil, listIfaces); strings.TrimSpace(out) != "lo" {
 			t.Errorf("strict: interfaces %q (exit %d), want only lo (strict's default is none)", out, code)
 		}
+		// new --network: the World's own mode.
+		s.ok("new", "w-none", "--network", "none")
+		if out, code := s.sh("w-none", lvTree, nil, listIfaces); code != 0 || strings.TrimSpace(out) != "lo" {
+			t.Errorf("new --network none, tree: interfaces %q (exit %d), want only lo", out, code)
+		}
 		deniedHost, _, _ := strings.Cut(denied, ":")
 		events := s.ok("events", "--json", "--world", "w")
 		if n := strings.Count(events, `"type":"egress.denied"`); n != 1 || !strings.Contains(events, `"host":"`+deniedHost+`"`) || !strings.Contains(events, `"allow_key":"boundary.worlds.w.allow"`) {
