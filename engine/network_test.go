@@ -390,3 +390,32 @@ func (e *Engine) mustWorld(t *testing.T, name string) *World {
 	}
 	return w
 }
+
+// Two hosts denied within the coalescing window are two events for the
+// subscriber (the TUI): each is a message with its own allow action.
+func TestEgressDeniedEventsAreNotCoalescedAcrossHosts(t *testing.T) {
+	e, err := Open(context.Background(), Options{StateRoot: t.TempDir(), Config: (&Config{}).withDefaults()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sub, err := e.Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []string{"a.example", "b.example", "a.example"} {
+		e.activity(ctx, Event{Type: EventEgressDenied, World: "w", Detail: map[string]any{"host": h, "port": 443}})
+	}
+	seen := map[string]bool{}
+	for len(seen) < 2 {
+		select {
+		case ev := <-sub:
+			if ev.Type == EventEgressDenied {
+				seen[fmt.Sprint(ev.Detail["host"])] = true
+			}
+		case <-ctx.Done():
+			t.Fatalf("denials delivered: %v, want a.example and b.example", seen)
+		}
+	}
+}
