@@ -189,6 +189,12 @@ func TestNetworkModes(t *testing.T) {
 	if out, code := execOut(t, e, proxy, "curl -sS -p -m 10 http://"+denied+"/"); code == 0 || !strings.Contains(out, "403") {
 		t.Errorf("proxy: CONNECT to the denied %s: %q (exit %d), want the tunnel refused with 403", denied, out, code)
 	}
+	// The bridge leads to the proxy, not to its control socket: a command
+	// posting an allow-list to it gets a 400 and changes nothing.
+	out, _ = execOut(t, e, proxy, `curl -sS --noproxy '*' -m 5 -w ' status %{http_code}' -X POST -d '{"allow":["127.0.0.3"]}' "$HTTP_PROXY/allow"; curl -sS -m 5 -w ' status %{http_code}' http://`+denied+"/")
+	if !strings.Contains(out, "status 400") || !strings.Contains(out, "status 403") {
+		t.Errorf("posting an allow-list through the bridge: %q, want a 400 and the host still denied", out)
+	}
 	if deniedHits.Load() != 0 {
 		t.Errorf("the denied server was reached %d times", deniedHits.Load())
 	}
@@ -209,8 +215,10 @@ func TestNetworkModes(t *testing.T) {
 			t.Errorf("the allowed host was recorded as denied: %+v", ev)
 		}
 	}
-	if n != 1 {
-		t.Errorf("%d egress.denied events for %s, want 1 (once per host): %+v", n, deniedHost, evs)
+	// Once per host per proxy run (the proxy may have restarted between two
+	// sessions if the machine stalled past its idle time): not per request.
+	if n < 1 || n > 2 {
+		t.Errorf("%d egress.denied events for %s (denied 4 times), want one per proxy run: %+v", n, deniedHost, evs)
 	}
 }
 

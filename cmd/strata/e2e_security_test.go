@@ -559,8 +559,8 @@ func TestSecNetwork(t *testing.T) {
 		}
 		deniedHost, _, _ := strings.Cut(denied, ":")
 		events := s.ok("events", "--json", "--world", "w")
-		if n := strings.Count(events, `"type":"egress.denied"`); n != 1 || !strings.Contains(events, `"host":"`+deniedHost+`"`) || !strings.Contains(events, `"allow_key":"boundary.worlds.w.allow"`) {
-			t.Errorf("strata events: %d egress.denied events, want 1 naming %s and the allow key:\n%s", n, deniedHost, events)
+		if n := strings.Count(events, `"type":"egress.denied"`); n < 1 || !strings.Contains(events, `"host":"`+deniedHost+`"`) || !strings.Contains(events, `"allow_key":"boundary.worlds.w.allow"`) {
+			t.Errorf("strata events: %d egress.denied events, want one naming %s and the allow key:\n%s", n, deniedHost, events)
 		}
 		out := s.ok("allow", "w", deniedHost)
 		if !strings.Contains(out, "allowed "+deniedHost) {
