@@ -12,6 +12,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/stratahq/strata/engine/agent"
+	"github.com/stratahq/strata/engine/boundary"
 	"github.com/stratahq/strata/engine/world"
 )
 
@@ -47,6 +48,9 @@ type Config struct {
 	// KillGrace is how long K (strata kill --agent) waits after TERM before
 	// KILL: a Go duration, default 5s.
 	KillGrace string `toml:"kill_grace"`
+	// Boundary is the [boundary] table (docs/security.md): level, network
+	// mode and allow-list, per World and per agent.
+	Boundary boundary.Config `toml:"boundary"`
 
 	path string
 }
@@ -196,7 +200,7 @@ func LoadConfig(path string) (*Config, error) {
 		for _, k := range und {
 			keys = append(keys, k.String())
 		}
-		msg := "unknown key (the keys are backend, mount_backend, isolation, strict_binds, ignore, env_redact, auto_snapshot, theme, kill_grace and the tables [keys], [colors], [cube], [agents.NAME])"
+		msg := "unknown key (the keys are backend, mount_backend, isolation, strict_binds, ignore, env_redact, auto_snapshot, theme, kill_grace and the tables [keys], [colors], [cube], [agents.NAME], [boundary])"
 		if len(keys) > 1 {
 			msg += "; also unknown: " + strings.Join(keys[1:], ", ")
 		}

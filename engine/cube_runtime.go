@@ -230,6 +230,7 @@ func (e *Engine) cubeCreateRequest(w *World, templateID string) cube.CreateReque
 	if t := e.Config.Cube.Timeout; t > 0 { // CubeAPI takes seconds ≥ 0: -1 ("never", E2B) is not sent
 		req.Timeout = cube.Seconds(t)
 	}
+	e.cubeNetwork(w, &req) // the [boundary] egress policy (engine/network_cube.go)
 	return req
 }
 

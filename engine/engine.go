@@ -106,6 +106,8 @@ type CreateOptions struct {
 	// Progress, when set, gets a line for each step of a long preparation
 	// (a cube template built for the World's size).
 	Progress func(line string)
+	// Network is the World's network mode; "" = config, then the level's.
+	Network Network
 }
 
 // Create makes a new World over a source tree. Its cost does not depend on
@@ -171,6 +173,9 @@ func (e *Engine) stageWorld(ctx context.Context, o CreateOptions) (*World, *stag
 	}
 	if err := w.Isolation.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("new world %q: isolation %w", o.Name, err)
+	}
+	if err := setWorldNetwork(w, o.Network); err != nil {
+		return nil, nil, err
 	}
 	if err := w.Backend.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("new world %q: backend %w", o.Name, err)

@@ -257,6 +257,10 @@ func (s *subscription) run(ctx context.Context) {
 			ev.Time = time.Now().UTC()
 		}
 		k := string(ev.Type) + "\x00" + ev.World + "\x00" + ev.Session
+		if ev.Type == EventEgressDenied || ev.Type == EventEgressAllowed {
+			// One per host: each is a message the person may act on.
+			k += "\x00" + fmt.Sprint(ev.Detail["host"])
+		}
 		if _, ok := pending[k]; !ok {
 			order = append(order, k)
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/stratahq/strata/engine/boundary"
 	"github.com/stratahq/strata/overlay"
 )
 
@@ -26,6 +27,9 @@ type ExecOptions struct {
 	// the session's (agents: the hook channel, the strata binary).
 	ID    string
 	Binds []Bind
+	// Network is the session's network mode (none, proxy, host); "" is the
+	// World's (config, then the level's default). See engine/network.go.
+	Network boundary.Network
 }
 
 // ErrSourceMissing is matched (errors.Is) by a *SourceMissingError.
@@ -131,7 +135,12 @@ func (e *Engine) execLocal(ctx context.Context, w *World, o ExecOptions) (Sessio
 			Dialect: w.Dialect, Ignore: e.Config.Ignore,
 		},
 	}
+	release, err := e.prepareNetwork(ctx, w, iso, o, &spec)
+	if err != nil {
+		return SessionMeta{}, err
+	}
 	meta, err := StartSession(ctx, spec)
+	release()
 	if err != nil {
 		return meta, fmt.Errorf("exec in world %q: %w", name, err)
 	}

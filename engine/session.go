@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stratahq/strata/engine/agent"
+	"github.com/stratahq/strata/engine/boundary"
 	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/overlay"
 )
@@ -104,6 +105,11 @@ type SessionSpec struct {
 	CgroupPlaced bool `json:"cgroup_placed,omitempty"`
 	// ActivityLog is where the init appends session.ended; "" = none.
 	ActivityLog string `json:"activity_log,omitempty"`
+	// Network is the session's network mode (engine/network.go); "" is
+	// host, or none when NoNetwork is set.
+	Network boundary.Network `json:"network,omitempty"`
+	// EgressDir holds the World's egress proxy socket, for Network proxy.
+	EgressDir string `json:"egress_dir,omitempty"`
 }
 
 // DefaultEnvRedact are the variable name patterns whose values are not recorded.
@@ -177,6 +183,9 @@ type SessionMeta struct {
 	// Agent is an agent session's status (never in meta.json: filled in by
 	// Engine.Sessions from the agent's record).
 	Agent *agent.Status `json:"agent,omitempty"`
+	// Network is the session's network mode; "" in meta.json written before
+	// it was recorded (host, or none with NoNetwork).
+	Network boundary.Network `json:"network,omitempty"`
 }
 
 // Duration is how long the session ran, or has run so far.
@@ -261,6 +270,9 @@ func (spec *SessionSpec) normalize() error {
 			return fmt.Errorf("bind %s:%s: paths must be absolute", b.Source, b.Target)
 		}
 	}
+	if err := spec.normalizeNetwork(); err != nil {
+		return err
+	}
 	iso, err := ParseIsolation(string(spec.Isolation))
 	if err != nil {
 		return fmt.Errorf("isolation %w", err)
@@ -319,7 +331,7 @@ func StartSession(ctx context.Context, spec SessionSpec) (SessionMeta, error) {
 	meta := SessionMeta{
 		ID: spec.ID, World: spec.World, Argv: spec.Argv, Env: RedactEnv(spec.Env, spec.EnvRedact),
 		Source: spec.Source, Cwd: spec.Cwd, TTY: spec.TTY, Runtime: RuntimeLocal, Isolation: spec.Isolation, NoNetwork: spec.NoNetwork,
-		StartedAt: time.Now(), State: SessionStarting, Attention: AttentionRunning,
+		StartedAt: time.Now(), State: SessionStarting, Attention: AttentionRunning, Network: spec.Network,
 	}
 	if err := writeSessionMetaPath(spec.Dir, meta); err != nil {
 		return meta, fmt.Errorf("start session %s: %w", spec.ID, err)
@@ -427,7 +439,7 @@ func startInit(spec SessionSpec) (*exec.Cmd, *os.File, error) {
 			cmd.ExtraFiles = append(cmd.ExtraFiles, spec.Stdin)
 		}
 		flags := uintptr(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC)
-		if spec.NoNetwork {
+		if spec.ownNetns() {
 			flags |= unix.CLONE_NEWNET
 		}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Cloneflags: flags}

@@ -66,6 +66,9 @@ type sessionInit struct {
 	// session has no World to watch or the watcher could not start.
 	watch    *upperWatcher
 	activity *os.File
+	// egress is the World's egress dir, opened before the state root is
+	// hidden, for the bridge of a proxied session (network_linux.go).
+	egress *os.File
 }
 
 func (in *sessionInit) run() error {
@@ -106,7 +109,7 @@ func (in *sessionInit) run() error {
 	in.meta = SessionMeta{
 		ID: spec.ID, World: spec.World, Argv: spec.Argv, Env: RedactEnv(spec.Env, spec.EnvRedact),
 		Source: spec.Source, Cwd: spec.Cwd, TTY: spec.TTY, Runtime: RuntimeLocal, Isolation: spec.Isolation, NoNetwork: spec.NoNetwork,
-		StartedAt: time.Now(), State: SessionStarting, Attention: AttentionRunning,
+		StartedAt: time.Now(), State: SessionStarting, Attention: AttentionRunning, Network: spec.Network,
 	}
 	// /proc is still the host's: learn our host pid and start time before the
 	// session gets its own /proc.
@@ -137,6 +140,9 @@ func (in *sessionInit) run() error {
 		}
 	}
 	in.prepareEvidence()
+	if err := in.openEgress(&spec.SessionSpec); err != nil { // before the state root is hidden
+		return in.startFailed(1, err)
+	}
 	if err := setupSessionMounts(&spec.SessionSpec); err != nil {
 		return in.startFailed(1, err)
 	}
@@ -147,10 +153,8 @@ func (in *sessionInit) run() error {
 	if err := unix.Sethostname([]byte(hostname)); err != nil {
 		return in.startFailed(1, fmt.Errorf("set hostname: %w", err))
 	}
-	if spec.NoNetwork {
-		if err := loopbackUp(); err != nil {
-			return in.startFailed(1, err)
-		}
+	if err := in.setupNetwork(&spec.SessionSpec); err != nil {
+		return in.startFailed(1, err)
 	}
 	if err := unix.Chdir("/"); err != nil {
 		return in.startFailed(1, err)

@@ -22,6 +22,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == SessionInitArg {
 		os.Exit(SessionInitMain(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == EgressArg {
+		os.Exit(EgressMain(os.Args[2:]))
+	}
 	if spec := os.Getenv(testCallerEnv); spec != "" {
 		os.Exit(runTestCaller(spec))
 	}

@@ -54,6 +54,8 @@ const (
 	Messages      = "global.messages"
 	// NextNeedsYou jumps to the next World whose agent waits on the person.
 	NextNeedsYou = "global.next-needs-you"
+	// AllowEgress allows the host the World's egress proxy denied last.
+	AllowEgress = "global.allow-egress"
 
 	WorldsUp      = "worlds.up"
 	WorldsDown    = "worlds.down"
@@ -198,6 +200,7 @@ func defaults() []def {
 		{Refresh, k("ctrl+r"), "reload everything", false},
 		{Messages, k("L"), "message log (full texts)", false},
 		{NextNeedsYou, k("!"), "next World that needs you", true},
+		{AllowEgress, k("E"), "allow the last denied egress host", false},
 
 		{WorldsUp, k("up", "k"), "previous World", false},
 		{WorldsDown, k("down", "j"), "next World", false},

@@ -23,6 +23,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == engine.AgentSuperviseArg {
 		os.Exit(engine.AgentSuperviseMain(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == engine.EgressArg {
+		os.Exit(engine.EgressMain(os.Args[2:]))
+	}
 	// Resource samples run inline in the synchronous driver: keep them short.
 	resourceInterval = 50 * time.Millisecond
 	os.Exit(m.Run())

@@ -144,6 +144,9 @@ type Model struct {
 	history             []string
 	pendingSelect       string
 	quitting            bool
+	// denied is the last host a World's egress proxy denied, for the
+	// allow action (tui/egress.go); nil: none since the TUI opened.
+	denied *deniedHost
 }
 
 // New builds the root model. Key and colour configuration errors are
@@ -318,6 +321,8 @@ func (m Model) global(a string) (tea.Model, tea.Cmd) {
 		m.push(paletteModal{panes.NewPalette(m.env)})
 	case keymap.Messages:
 		m.push(msgLogModal{panes.NewMessageLog(m.env, m.messages)})
+	case keymap.AllowEgress:
+		return m.allowDenied()
 	case keymap.FocusNext:
 		m.focus = (m.focus + 1) % paneCount
 	case keymap.FocusPrev:
@@ -401,6 +406,8 @@ func (m Model) event(ev engine.Event) (tea.Model, tea.Cmd) {
 		cmds = append(cmds, reloadCompare(m))
 	}
 	switch ev.Type {
+	case engine.EventEgressDenied:
+		m = m.egressDenied(ev)
 	case engine.EventSessionOutput:
 		if mine && ev.Session != "" && ev.Session == m.tSession {
 			m, _ = m.requestTranscript(&cmds)
@@ -454,6 +461,9 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return mm, cmd
 	}
 	if mm, cmd, ok := m.compareResult(msg); ok {
+		return mm, cmd
+	}
+	if mm, cmd, ok := m.egressResult(msg); ok {
 		return mm, cmd
 	}
 	switch msg := msg.(type) {

@@ -159,6 +159,7 @@ func commandTable() []command {
 	agentF := strF("agent", "PRESET", "", "start this agent preset (claude, codex, gemini, aider, opencode, shell or one of [agents.NAME])")
 	promptF := strF("prompt", "TEXT", "", "the agent's first prompt")
 	promptFileF := strF("prompt-file", "F", "", "read the first prompt from a file")
+	network := strF("network", "", "", "network: none (loopback only), proxy (the World's egress proxy allows the hosts on its allow-list) or host (the host's network); default: config, else the level's (tree host, strict none, sandbox proxy)").oneOf(engine.NetworkNames()...)
 	return []command{
 		{
 			name: "tui", group: "Machine", summary: "open the TUI (what strata alone does)",
@@ -176,6 +177,7 @@ func commandTable() []command {
 				strF("backend", "", "", "runtime (default from config.toml, else local)").oneOf(engine.RuntimeNames()...),
 				strF("mount-backend", "", "", "overlay backend").oneOf(string(overlay.BackendAuto), string(overlay.BackendKernel), string(overlay.BackendFuseOverlayfs), string(overlay.BackendUnionfs)),
 				isolation,
+				network,
 				listF("label", "K=V", "label the World (repeatable)"),
 				strF("template", "T", "", "cube: template id (or pick one with --cpu/--memory/--disk)"),
 				intF("cpu", "MILLI", 0, "cube: CPU in millicores; with --memory and --disk, picks the smallest configured template that fits"),
@@ -233,8 +235,9 @@ func commandTable() []command {
 				boolF("detach", "print the session id and return; the command keeps running"),
 				listF("env", "K=V", "set an environment variable (repeatable)"),
 				strF("cwd", "DIR", "", "working directory in the World (default: the current directory when it lies in the source or the World, else the source root)"),
-				boolF("no-network", "run without network (a private network namespace with only lo)"),
+				boolF("no-network", "run without network (a private network namespace with only lo); the same as --network none"),
 				isolation,
+				network,
 				boolF("snap", "take a snapshot before running (undo with strata rollback)"),
 				strF("worlds", "A,B,C", "", "run in several Worlds at once (fan-out; no NAME)"),
 				boolF("all", "run in every World of the current source at once (fan-out; no NAME)"),
@@ -243,6 +246,16 @@ func commandTable() []command {
 			help:     "The command's status is exec's: 128+N for signal N, 127 not found, 126 not executable, 255 a session lost.",
 			examples: []string{"exec w -- make test", "exec w --detach --json -- ./agent.sh", "exec --worlds a,b -- go test ./..."},
 			run:      cmdExec,
+		},
+		{
+			name: "allow", group: "Sessions", summary: "allow a host through a World's egress proxy, live",
+			args:  []argSpec{one("NAME", kindWorld), some("HOST", kindNone)},
+			flags: []flagSpec{jsonF("print JSON")},
+			help: "HOST is a host name, *.domain (its subdomains) or host:port (without a port: any). It is kept with the World " +
+				"(on top of the defaults and config.toml's [boundary] allow lists) and a running proxy takes it at once: " +
+				"the World's next request to it goes through, no session restarts. A denied host is an egress.denied event (strata events).",
+			examples: []string{"allow w registry.example.com", "allow w '*.githubusercontent.com' api.example.com:8443"},
+			run:      cmdAllow,
 		},
 		{
 			name: "shell", group: "Sessions", summary: "open an interactive shell in a World",

@@ -315,6 +315,7 @@ var usageCases = map[string][][]string{
 	"shell":         {{"shell"}, {"shell", "w", "x"}},
 	"attach":        {{"attach"}, {"attach", "w", "s", "x"}},
 	"sessions":      {{"sessions"}, {"sessions", "w", "x"}},
+	"allow":         {{"allow"}, {"exec", "w", "--network", "wifi", "--", "true"}, {"new", "x", "--network", "wifi"}, {"allow", "w"}, {"allow", "w", "http://example.com/"}, {"allow", "w", "*"}},
 	"logs":          {{"logs"}, {"logs", "w", "s", "x"}},
 	"kill":          {{"kill"}, {"kill", "w", "s", "x"}, {"kill", "w", "s", "--signal", "NOPE"}, {"kill", "w", "--signal", "TERM"}},
 	"run":           {{"run"}, {"run", "w"}, {"run", "w", "--prompt", "x"}, {"run", "w", "--agent", "a,b"}, {"run", "w", "--agent", "claude", "--prompt", "x", "--prompt-file", "f"}},

@@ -516,6 +516,64 @@ func TestSecNetwork(t *testing.T) {
 			t.Errorf("--no-network: direct TCP to %s reached it: %s", allowed, out)
 		}
 	})
+	t.Run("explicit-modes", func(t *testing.T) {
+		// Rows 10, 11, 12 with --network named, at the levels that exist
+		// before the sandbox level is wired: the modes are the network's,
+		// whatever the level.
+		s := s.with(t)
+		must(t, os.WriteFile(cfgPath, cfg, 0o644))
+		defer os.Remove(cfgPath)
+		for _, l := range []level{lvTree, lvStrict} {
+			if out, code := s.sh("w", l, []string{"--network", "none"}, listIfaces); code != 0 || strings.TrimSpace(out) != "lo" {
+				t.Errorf("%s --network none: interfaces %q (exit %d), want only lo", l, out, code)
+			}
+			if out, code := direct(s, l, "--network", "none"); code == 0 {
+				t.Errorf("%s --network none: direct TCP to %s reached it: %s", l, allowed, out)
+			}
+			if out, code := s.sh("w", l, []string{"--network", "proxy"}, listIfaces); code != 0 || strings.TrimSpace(out) != "lo" {
+				t.Errorf("%s --network proxy: interfaces %q (exit %d), want only lo", l, out, code)
+			}
+			if out, code := direct(s, l, "--network", "proxy"); code == 0 {
+				t.Errorf("%s --network proxy: direct TCP to %s reached it: %s", l, allowed, out)
+			}
+			before := allowedHits.Load()
+			out, code := s.sh("w", l, []string{"--network", "proxy"}, s.probe+" http-proxy http://"+allowed+"/")
+			if code != 0 || !strings.Contains(out, "status 200") || !strings.Contains(out, "allowed-ok") || allowedHits.Load() == before {
+				t.Errorf("%s --network proxy: GET the allowed %s: exit %d: %s", l, allowed, code, out)
+			}
+			out, _ = s.sh("w", l, []string{"--network", "proxy"}, s.probe+" http-proxy http://"+denied+"/")
+			if !strings.Contains(out, "status 403") || !strings.Contains(out, "not on the allow-list") || !strings.Contains(out, "boundary.worlds.w.allow") || deniedHits.Load() != 0 {
+				t.Errorf("%s --network proxy: GET the denied %s: %q (hit %d times): want a 403 naming the policy", l, denied, out, deniedHits.Load())
+			}
+			if out, code := direct(s, l, "--network", "host"); code != 0 {
+				t.Errorf("%s --network host: direct TCP to %s: exit %d: %s", l, allowed, code, out)
+			}
+		}
+		if out, code := s.sh("w", lvStrict, nil, listIfaces); strings.TrimSpace(out) != "lo" {
+			t.Errorf("strict: interfaces %q (exit %d), want only lo (strict's default is none)", out, code)
+		}
+		// new --network: the World's own mode.
+		s.ok("new", "w-none", "--network", "none")
+		if out, code := s.sh("w-none", lvTree, nil, listIfaces); code != 0 || strings.TrimSpace(out) != "lo" {
+			t.Errorf("new --network none, tree: interfaces %q (exit %d), want only lo", out, code)
+		}
+		deniedHost, _, _ := strings.Cut(denied, ":")
+		events := s.ok("events", "--json", "--world", "w")
+		if n := strings.Count(events, `"type":"egress.denied"`); n < 1 || !strings.Contains(events, `"host":"`+deniedHost+`"`) || !strings.Contains(events, `"allow_key":"boundary.worlds.w.allow"`) {
+			t.Errorf("strata events: %d egress.denied events, want one naming %s and the allow key:\n%s", n, deniedHost, events)
+		}
+		out := s.ok("allow", "w", deniedHost)
+		if !strings.Contains(out, "allowed "+deniedHost) {
+			t.Errorf("strata allow: %q", out)
+		}
+		out, code := s.sh("w", lvTree, []string{"--network", "proxy"}, s.probe+" http-proxy http://"+denied+"/")
+		if code != 0 || !strings.Contains(out, "status 200") || deniedHits.Load() != 1 {
+			t.Errorf("after strata allow: GET %s: exit %d: %s (hit %d times)", denied, code, out, deniedHits.Load())
+		}
+		if _, errs, code := s.run("allow", "w", "http://example.com/"); code != 2 || !strings.Contains(errs, "not a URL") {
+			t.Errorf("strata allow with a URL: exit %d: %s", code, errs)
+		}
+	})
 	t.Run("wired", func(t *testing.T) {
 		s := s.with(t)
 		requireWired(t)
@@ -539,10 +597,10 @@ func TestSecNetwork(t *testing.T) {
 			if !strings.Contains(out, "status 403") || !strings.Contains(out, "not on the allow-list") || !strings.Contains(out, "boundary.") || deniedHits.Load() != 0 {
 				t.Errorf("%s proxy: GET the denied %s: %q (denied server hit %d times): want a 403 naming the policy", l, denied, out, deniedHits.Load())
 			}
-			// TODO(issue 14 wave 2, the wiring engineer): assert the denial is an
-			// event the person sees, once the wiring records it: e.g.
-			// `strata events --json --world w` has an egress-denied entry naming
-			// 127.0.0.4 and the allow key. The recording is not decided yet.
+			// The denial is an event the person sees (once per host per proxy).
+			if ev := s.ok("events", "--json", "--world", "w"); !strings.Contains(ev, `"type":"egress.denied"`) || !strings.Contains(ev, `"host":"127.0.0.4"`) {
+				t.Errorf("%s proxy: no egress.denied event for 127.0.0.4 in strata events:\n%s", l, ev)
+			}
 			// Direct TCP to a non-loopback (outside) address fails.
 			if out, code := direct(s, l); code == 0 {
 				t.Errorf("%s proxy: direct TCP to %s reached it: %s", l, allowed, out)

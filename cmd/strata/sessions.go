@@ -23,6 +23,7 @@ func cmdExec(a *app, in *input) error {
 	detach := in.Bool("detach")
 	cwd := in.String("cwd")
 	noNet := in.Bool("no-network")
+	network := engine.Network(*in.String("network"))
 	iso := in.String("isolation")
 	snap := in.Bool("snap")
 	asJSON := in.Bool("json")
@@ -53,7 +54,7 @@ func cmdExec(a *app, in *input) error {
 		if err != nil {
 			return err
 		}
-		return fanOut(a, names, rest, engine.ExecOptions{Env: env, Cwd: *cwd, NoNetwork: *noNet, Isolation: engine.Isolation(*iso), Snapshot: *snap})
+		return fanOut(a, names, rest, engine.ExecOptions{Env: env, Cwd: *cwd, NoNetwork: *noNet, Isolation: engine.Isolation(*iso), Snapshot: *snap, Network: network})
 	}
 	if len(pos) > 1 && len(rest) == 0 { // strata exec W cmd args (no --)
 		rest, pos = pos[1:], pos[:1]
@@ -82,7 +83,7 @@ func cmdExec(a *app, in *input) error {
 	if err != nil {
 		return &usageError{msg: err.Error(), err: err}
 	}
-	meta, err := a.eng.Exec(a.ctx, w.Name, engine.ExecOptions{Argv: rest, Env: env, Cwd: dir, TTY: *tty, NoNetwork: *noNet, Isolation: engine.Isolation(*iso), Snapshot: *snap})
+	meta, err := a.eng.Exec(a.ctx, w.Name, engine.ExecOptions{Argv: rest, Env: env, Cwd: dir, TTY: *tty, NoNetwork: *noNet, Isolation: engine.Isolation(*iso), Snapshot: *snap, Network: network})
 	if errors.Is(err, engine.ErrStartFailed) && meta.ExitCode != 0 {
 		return &exitError{code: meta.ExitCode, err: err} // 127 not found, 126 not executable, like a shell
 	}

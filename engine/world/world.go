@@ -44,6 +44,9 @@ type World struct {
 	Base         string            `toml:"base,omitempty" json:"base,omitempty"` // snapshot it was forked from
 	Labels       map[string]string `toml:"labels,omitempty" json:"labels,omitempty"`
 	Cube         *CubeWorld        `toml:"cube,omitempty" json:"cube,omitempty"`
+	// Network is the World's network mode (none, proxy, host) from `new
+	// --network`; "" = config, then the level's (engine/network.go).
+	Network string `toml:"network,omitempty" json:"network,omitempty"`
 }
 
 // CubeWorld is the cube runtime's part of world.toml.
