@@ -5,7 +5,7 @@ GO ?= go
 GOBIN ?= $(shell $(GO) env GOPATH)/bin
 BIN := bin/strata
 PKGS := ./...
-APT_PKGS := fuse-overlayfs unionfs-fuse attr fuse3 tmux git zsh fish
+APT_PKGS := fuse-overlayfs unionfs-fuse attr fuse3 tmux git zsh fish xfsprogs btrfs-progs ccache make gcc
 GOLANGCI_VERSION := v2.15.0
 GOFUMPT_VERSION := v0.12.0
 TEST_TIMEOUT ?= 15m
@@ -80,8 +80,12 @@ check: deps fmt vet lint install-check arch
 install-check:
 	scripts/check-go-install.sh
 
+# bench times strata against its baselines in one run (docs/bench.md): as
+# root it loop-mounts ext4, XFS (reflink) and btrfs images for the reflink
+# rows (about 20 GB sparse each, -cow-size). BIG=1 adds the 1,000,000-file
+# tree; BENCH_ARGS passes more flags, e.g. BENCH_ARGS="-only reflink,ccache".
 bench: deps build
-	$(GO) run ./cmd/strata-bench $(if $(BIG),-big,)
+	$(GO) run ./cmd/strata-bench $(if $(BIG),-big,) $(BENCH_ARGS)
 
 fuzz:
 	@for pkg in ./overlay ./diffview; do \

@@ -39,16 +39,30 @@ type bench struct {
 }
 
 func main() {
+	start := time.Now()
 	big := flag.Bool("big", false, "also measure a 1,000,000-file tree")
 	dir := flag.String("dir", filepath.Join(os.TempDir(), "strata-bench"), "work directory (generated trees are cached here)")
 	bin := flag.String("bin", "bin/strata", "strata binary")
 	runs := flag.Int("runs", 15, "runs per strata measurement (median reported)")
 	baseRuns := flag.Int("baseline-runs", 3, "runs per slow baseline (cp -a, git worktree add)")
-	only := flag.String("only", "", "comma-separated groups to run (worlds,snapshots,snapshots-api,apply,tui)")
+	only := flag.String("only", "", "comma-separated groups to run (worlds,snapshots,snapshots-api,apply,tui,million,many-worlds,many-changes,reflink,ccache)")
+	flag.IntVar(&scaleFiles, "scale-files", 0, "files in the million group's tree (0 = 1,000,000 with -big, else the group is skipped)")
+	flag.IntVar(&scaleWorlds, "scale-worlds", scaleWorlds, "Worlds in the many-worlds group")
+	flag.IntVar(&scaleChanged, "scale-changed", scaleChanged, "changed files in the many-changes group")
+	flag.Int64Var(&cowSize, "cow-size", cowSize, "bytes of the big file and of the changed binaries in the reflink group")
+	probe := flag.Bool("tui-probe", false, "internal: run the TUI with a frame timer and print its figures (many-worlds)")
+	probeSrc := flag.String("probe-src", "", "internal: the -tui-probe source tree")
+	probeWant := flag.String("probe-want", "", "internal: text the -tui-probe first frame shows")
 	flag.Parse()
 	abs, err := filepath.Abs(*bin)
 	if err != nil {
 		fatal(err)
+	}
+	if *probe {
+		if err := tuiProbe(start, abs, *probeSrc, *probeWant); err != nil {
+			fatal(err)
+		}
+		return
 	}
 	b := &bench{
 		ctx: context.Background(), dir: *dir, bin: abs, runs: *runs, baseRuns: *baseRuns,
