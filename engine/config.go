@@ -11,6 +11,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/stratahq/strata/engine/world"
+	"github.com/stratahq/strata/overlay"
 )
 
 // Config is config.toml. Every field is optional.
@@ -40,6 +41,13 @@ type Config struct {
 	Colors map[string]string `toml:"colors"`
 	// Cube configures the CubeSandbox runtime.
 	Cube CubeConfig `toml:"cube"`
+	// Build lists gitignore-style patterns of build state besides Ignore
+	// (build outputs that are not ignored, e.g. "*.o" next to sources):
+	// snapshots leave build state out (docs/design.md, "Build state").
+	Build []string `toml:"build"`
+	// BuildState is what rollback does with build state by default: keep
+	// (restored source files get the current time) or discard.
+	BuildState BuildStateMode `toml:"build_state"`
 
 	path string
 }
@@ -182,7 +190,7 @@ func LoadConfig(path string) (*Config, error) {
 		for _, k := range und {
 			keys = append(keys, k.String())
 		}
-		msg := "unknown key (the keys are backend, mount_backend, isolation, strict_binds, ignore, env_redact, auto_snapshot, theme and the tables [keys], [colors], [cube])"
+		msg := "unknown key (the keys are backend, mount_backend, isolation, strict_binds, ignore, build, build_state, env_redact, auto_snapshot, theme and the tables [keys], [colors], [cube])"
 		if len(keys) > 1 {
 			msg += "; also unknown: " + strings.Join(keys[1:], ", ")
 		}
@@ -232,6 +240,12 @@ func (c *Config) validate() error {
 	}
 	if err := c.Isolation.Validate(); err != nil {
 		return c.Problem("isolation", err)
+	}
+	if err := c.BuildState.Validate(); err != nil {
+		return c.Problem("build_state", err)
+	}
+	if _, err := overlay.NewIgnore(c.Build...); err != nil {
+		return c.Problem("build", err)
 	}
 	return nil
 }

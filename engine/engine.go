@@ -103,6 +103,9 @@ type CreateOptions struct {
 	CPU      int
 	MemoryMB int
 	DiskMB   int
+	// BuildState is what rollback does with the World's build state: keep,
+	// discard, or "" for config.toml's build_state.
+	BuildState BuildStateMode
 }
 
 // Create makes a new World over a source tree. Its cost does not depend on
@@ -169,6 +172,10 @@ func (e *Engine) stageWorld(ctx context.Context, o CreateOptions) (*World, *stag
 	if err := w.Isolation.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("new world %q: isolation %w", o.Name, err)
 	}
+	if err := o.BuildState.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("new world %q: build state %w", o.Name, err)
+	}
+	w.BuildState = string(o.BuildState)
 	if err := w.Backend.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("new world %q: backend %w", o.Name, err)
 	}

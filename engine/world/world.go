@@ -44,6 +44,9 @@ type World struct {
 	Base         string            `toml:"base,omitempty" json:"base,omitempty"` // snapshot it was forked from
 	Labels       map[string]string `toml:"labels,omitempty" json:"labels,omitempty"`
 	Cube         *CubeWorld        `toml:"cube,omitempty" json:"cube,omitempty"`
+	// BuildState is what rollback does with this World's build state:
+	// "keep" or "discard"; "" follows config.toml's build_state (keep).
+	BuildState string `toml:"build_state,omitempty" json:"build_state,omitempty"`
 }
 
 // CubeWorld is the cube runtime's part of world.toml.
