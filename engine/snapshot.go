@@ -808,14 +808,26 @@ func (e *Engine) RestorePaths(ctx context.Context, name, ref string, paths []str
 		return err
 	}
 	killPoint("restore.done")
+	var touchErr error
+	if e.buildStateMode(w) == BuildKeep {
+		// As after a rollback: build outputs stay, so what the restore
+		// changed must look newer than them.
+		build, err := e.buildStateRules()
+		if err == nil {
+			_, err = overlay.TouchPaths(e.Paths.Upper(w.Name), w.Source, m, clean, build, time.Now())
+		}
+		if err != nil {
+			touchErr = fmt.Errorf("restored %s from %s in world %q, but could not give them the current time: %w; a build may trust outputs older than them (touch them, or clean the build)", strings.Join(clean, ", "), s.ID, name, err)
+		}
+	}
 	_ = os.Remove(e.statCachePath(w.Name))
 	if err := resetWorkDir(e.Paths.Work(w.Name)); err != nil {
-		return err
+		return errors.Join(err, touchErr)
 	}
 	if wasMounted {
-		return e.mountLocked(ctx, w)
+		return errors.Join(e.mountLocked(ctx, w), touchErr)
 	}
-	return nil
+	return touchErr
 }
 
 // relToSource turns a user's path (relative to the source, or absolute

@@ -186,6 +186,39 @@ func TouchRestored(to, lower string, before, after *Manifest, build *Ignore, now
 			return 0, err
 		}
 	}
+	return touchPaths(to, lower, after, paths, build, now)
+}
+
+// TouchPaths is TouchRestored for a restore of single paths (each with
+// everything under it) from m into the upper to: the restored files, and
+// the source tree's files the restore hands back, get the time now.
+func TouchPaths(to, lower string, m *Manifest, paths []string, build *Ignore, now time.Time) (int, error) {
+	var all []string
+	for _, p := range paths {
+		all = append(all, p)
+		for i := range m.Entries {
+			if strings.HasPrefix(m.Entries[i].Path, p+"/") {
+				all = append(all, m.Entries[i].Path)
+			}
+		}
+		if lower == "" {
+			continue
+		}
+		sub := filepath.Join(lower, filepath.FromSlash(p))
+		if fi, err := os.Lstat(sub); err == nil && fi.IsDir() {
+			_ = filepath.WalkDir(sub, func(q string, de fs.DirEntry, err error) error {
+				if err == nil && de.Type().IsRegular() {
+					rel, _ := filepath.Rel(lower, q)
+					all = append(all, filepath.ToSlash(rel))
+				}
+				return nil
+			})
+		}
+	}
+	return touchPaths(to, lower, m, all, build, now)
+}
+
+func touchPaths(to, lower string, after *Manifest, paths []string, build *Ignore, now time.Time) (int, error) {
 	slices.Sort(paths)
 	paths = slices.Compact(paths)
 	ts := []unix.Timespec{unix.NsecToTimespec(now.UnixNano()), unix.NsecToTimespec(now.UnixNano())}

@@ -107,6 +107,20 @@ func TestE2EBuildStateRollbackMake(t *testing.T) {
 		t.Fatalf("the source tree's main.c changed: %q", got)
 	}
 
+	// restore of one path behaves the same: v2 from the snapshot (its
+	// recorded mtime is older than the v1 outputs just built), then v1
+	// from the source tree (s0 has no main.c of its own).
+	e.ok("restore", "w", s1["id"].(string), "main.c")
+	e.ok("exec", "w", "--", "make", "-s")
+	if out := e.ok("exec", "w", "--", app); out != "v2\n" {
+		t.Fatalf("make after restore of main.c (v2) left a binary printing %q", out)
+	}
+	e.ok("restore", "w", s0["id"].(string), "main.c")
+	e.ok("exec", "w", "--", "make", "-s")
+	if out := e.ok("exec", "w", "--", app); out != "v1\n" {
+		t.Fatalf("make after restore of main.c (the source's v1) left a binary printing %q", out)
+	}
+
 	// A fork starts with the snapshot's sources and no build state.
 	e.ok("fork", "w", "--snap", s1["id"].(string), "--prefix", "f")
 	if _, _, code := e.run("exec", "f-1", "--", "test", "-e", "build"); code == 0 {
