@@ -14,6 +14,7 @@ import (
 	"github.com/stratahq/strata/engine/agent"
 	"github.com/stratahq/strata/engine/boundary"
 	"github.com/stratahq/strata/engine/world"
+	"github.com/stratahq/strata/overlay"
 )
 
 // Config is config.toml. Every field is optional.
@@ -51,6 +52,13 @@ type Config struct {
 	// Boundary is the [boundary] table (docs/security.md): level, network
 	// mode and allow-list, per World and per agent.
 	Boundary boundary.Config `toml:"boundary"`
+	// Build lists gitignore-style patterns of build state besides Ignore
+	// (build outputs that are not ignored, e.g. "*.o" next to sources):
+	// snapshots leave build state out (docs/design.md, "Build state").
+	Build []string `toml:"build"`
+	// BuildState is what rollback does with build state by default: keep
+	// (restored source files get the current time) or discard.
+	BuildState BuildStateMode `toml:"build_state"`
 
 	path string
 }
@@ -200,7 +208,7 @@ func LoadConfig(path string) (*Config, error) {
 		for _, k := range und {
 			keys = append(keys, k.String())
 		}
-		msg := "unknown key (the keys are backend, mount_backend, isolation, strict_binds, ignore, env_redact, auto_snapshot, theme, kill_grace and the tables [keys], [colors], [cube], [agents.NAME], [boundary])"
+		msg := "unknown key (the keys are backend, mount_backend, isolation, strict_binds, ignore, build, build_state, env_redact, auto_snapshot, theme, kill_grace and the tables [keys], [colors], [cube], [agents.NAME], [boundary])"
 		if len(keys) > 1 {
 			msg += "; also unknown: " + strings.Join(keys[1:], ", ")
 		}
@@ -266,6 +274,12 @@ func (c *Config) validate() error {
 			return c.Problem(key, errors.New(ce.Msg))
 		}
 		return c.Problem("agents", err)
+	}
+	if err := c.BuildState.Validate(); err != nil {
+		return c.Problem("build_state", err)
+	}
+	if _, err := overlay.NewIgnore(c.Build...); err != nil {
+		return c.Problem("build", err)
 	}
 	return nil
 }

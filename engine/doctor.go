@@ -114,6 +114,11 @@ type DoctorReport struct {
 	Journals       []overlay.JournalRepair `json:"pending_journals"`
 	Cube           CubeDoctor              `json:"cube"`
 	Problems       []string                `json:"problems"`
+	// CopyOnWrite says, per source tree (the Worlds' sources, else the
+	// current directory), whether copy-up and snapshots are O(1) here and
+	// why not. Not a problem either way: the object store copies where it
+	// cannot clone.
+	CopyOnWrite []CopyOnWrite `json:"copy_on_write"`
 }
 
 // BackendReport is one mount backend's probe result.
@@ -197,6 +202,7 @@ func (e *Engine) Doctor(ctx context.Context) *DoctorReport {
 		r.Problems = append(r.Problems, b.Error())
 	}
 	r.Cube = e.cubeDoctor(ctx)
+	r.CopyOnWrite = e.doctorCopyOnWrite()
 	if r.Problems == nil {
 		r.Problems = []string{}
 	}
@@ -214,4 +220,25 @@ func userNamespaceSupport() string {
 		return "unavailable: " + err.Error()
 	}
 	return "available"
+}
+
+// doctorCopyOnWrite runs CheckCopyOnWrite for every source a World uses,
+// or the current directory when there are none. A probe that fails says
+// so in its answer.
+func (e *Engine) doctorCopyOnWrite() []CopyOnWrite {
+	sources := e.sourceRoots()
+	if len(sources) == 0 {
+		if wd, err := os.Getwd(); err == nil {
+			sources = []string{wd}
+		}
+	}
+	out := []CopyOnWrite{}
+	for _, src := range sources {
+		c, err := e.CopyOnWrite(src)
+		if err != nil {
+			c = CopyOnWrite{StateRoot: e.Paths.Root, Source: src, CopyUpWhy: "could not probe: " + err.Error(), SnapshotsWhy: "could not probe: " + err.Error()}
+		}
+		out = append(out, c)
+	}
+	return out
 }

@@ -108,6 +108,9 @@ type CreateOptions struct {
 	Progress func(line string)
 	// Network is the World's network mode; "" = config, then the level's.
 	Network Network
+	// BuildState is what rollback does with the World's build state: keep,
+	// discard, or "" for config.toml's build_state.
+	BuildState BuildStateMode
 }
 
 // Create makes a new World over a source tree. Its cost does not depend on
@@ -177,6 +180,10 @@ func (e *Engine) stageWorld(ctx context.Context, o CreateOptions) (*World, *stag
 	if err := setWorldNetwork(w, o.Network); err != nil {
 		return nil, nil, err
 	}
+	if err := o.BuildState.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("new world %q: build state %w", o.Name, err)
+	}
+	w.BuildState = string(o.BuildState)
 	if err := w.Backend.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("new world %q: backend %w", o.Name, err)
 	}

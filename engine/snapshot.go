@@ -38,6 +38,9 @@ type Snapshot struct {
 	NewBytes   int64     `json:"new_bytes"`
 	Duration   string    `json:"duration"`
 	Cube       string    `json:"cube_snapshot,omitempty"` // the linked CubeSandbox snapshot id
+	// BuildState counts the top-most build-state entries (ignore and build
+	// patterns) the snapshot left out, unread.
+	BuildState int `json:"build_state,omitempty"`
 }
 
 // Timeline is worlds/<name>/timeline.json: snapshots oldest first, and the
@@ -200,7 +203,12 @@ func (e *Engine) snapshotLocked(ctx context.Context, w *World, o SnapshotOptions
 	rt := e.runtimeFor(w)
 	thaw := rt.freeze(ctx, w)
 	killPoint("snapshot.frozen")
-	m, stats, err := overlay.CaptureUpper(ctx, st, e.Paths.Upper(w.Name), w.Dialect, cache)
+	build, err := e.buildStateRules()
+	if err != nil {
+		thaw()
+		return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
+	}
+	m, stats, err := overlay.CaptureUpperWith(ctx, st, e.Paths.Upper(w.Name), w.Dialect, cache, overlay.CaptureOptions{BuildState: build})
 	thaw()
 	if err != nil {
 		return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
@@ -208,7 +216,7 @@ func (e *Engine) snapshotLocked(ctx context.Context, w *World, o SnapshotOptions
 	s := Snapshot{
 		ID: newID("s-"), Parent: tl.Head, World: w.Name, Time: time.Now().UTC(), Message: o.Message, Auto: o.Auto,
 		Files: stats.Files, Dirs: stats.Dirs, Symlinks: stats.Symlinks, Whiteouts: stats.Whiteouts, Opaque: stats.Opaque,
-		Hashed: stats.Hashed, NewObjects: stats.NewObjects, NewBytes: stats.NewBytes,
+		Hashed: stats.Hashed, NewObjects: stats.NewObjects, NewBytes: stats.NewBytes, BuildState: stats.BuildState,
 	}
 	// The runtime's half (a cube VM's memory and rootfs) does not hold the
 	// upper: both are taken together and linked in one timeline entry.
@@ -352,6 +360,14 @@ type RollbackResult struct {
 	Saved    *Snapshot `json:"saved"` // the automatic snapshot of the state before, so the rollback can be undone
 	Killed   int       `json:"killed_sessions"`
 	Duration string    `json:"duration"`
+	// BuildState is what happened to the World's build state: keep or
+	// discard; BuildKept the top-most build entries kept (BuildDropped: in
+	// a directory the rolled-back tree no longer has); Touched the source
+	// files given the current time so a build does not trust older outputs.
+	BuildState   BuildStateMode `json:"build_state"`
+	BuildKept    int            `json:"build_kept,omitempty"`
+	BuildDropped int            `json:"build_dropped,omitempty"`
+	Touched      int            `json:"touched,omitempty"`
 }
 
 // Rollback restores the World's upper to a snapshot. It first snapshots the
@@ -376,7 +392,11 @@ func (e *Engine) Rollback(ctx context.Context, name, ref string, o RollbackOptio
 	if err != nil {
 		return nil, fmt.Errorf("rollback world %q to %s: %w", name, target.ID, err)
 	}
-	res := &RollbackResult{World: name, To: target.ID}
+	res := &RollbackResult{World: name, To: target.ID, BuildState: e.buildStateMode(w)}
+	build, err := e.buildStateRules()
+	if err != nil {
+		return nil, fmt.Errorf("rollback world %q: %w", name, err)
+	}
 	running := e.runningSessions(w)
 	if len(running) > 0 && !o.Kill {
 		return nil, fmt.Errorf("rollback world %q: %w (%s); stop them first or pass --kill", name, ErrSessionsRunning, strings.Join(running, ", "))
@@ -399,11 +419,34 @@ func (e *Engine) Rollback(ctx context.Context, name, ref string, o RollbackOptio
 		return nil, fmt.Errorf("rollback world %q: %w", name, err)
 	}
 	killPoint("rollback.saved")
+	var prepare func() error
+	if res.BuildState == BuildKeep {
+		// Build outputs made from the newer sources stay: every source file
+		// the rollback changes gets the current time, newer than them.
+		saved, err := overlay.ReadManifest(e.manifestPath(res.Saved.ID))
+		if err != nil {
+			return nil, fmt.Errorf("rollback world %q: %w", name, err)
+		}
+		if res.Touched, err = overlay.TouchRestored(staged.Dir(), w.Source, saved, m, build, time.Now()); err != nil {
+			return nil, fmt.Errorf("rollback world %q to %s: %w", name, target.ID, worldUnchanged(err))
+		}
+		prepare = func() error {
+			upper := e.Paths.Upper(w.Name)
+			res.BuildKept, res.BuildDropped, err = overlay.CarryBuildState(upper, staged.Dir(), w.Dialect, build)
+			if err != nil {
+				// Put back what moved: the World stays as it was, build state too.
+				if _, _, berr := overlay.CarryBuildState(staged.Dir(), upper, w.Dialect, build); berr != nil {
+					err = errors.Join(err, fmt.Errorf("put build state back: %w", berr))
+				}
+			}
+			return err
+		}
+	}
 	if res.Killed, err = e.stopSessions(ctx, w, running); err != nil {
 		return nil, fmt.Errorf("rollback world %q: %w", name, err)
 	}
 	swapped = true
-	if err := e.swapUpper(ctx, w, staged); err != nil {
+	if err := e.swapUpper(ctx, w, staged, prepare); err != nil {
 		return nil, fmt.Errorf("rollback world %q to %s: %w", name, target.ID, err)
 	}
 	killPoint("rollback.swapped")
@@ -438,8 +481,10 @@ func (e *Engine) stageUpper(ctx context.Context, w *World, m *overlay.Manifest) 
 // swapUpper puts a staged upper in place of the World's, with the World
 // unmounted, then mounts it again if it was mounted; if the swap cannot
 // happen the World is mounted again as it was. The stat cache is dropped:
-// every restored file has a new inode.
-func (e *Engine) swapUpper(ctx context.Context, w *World, staged *overlay.StagedUpper) error {
+// every restored file has a new inode. prepare (may be nil) runs with the
+// World unmounted, just before the swap: an error from it leaves the World
+// as it was.
+func (e *Engine) swapUpper(ctx context.Context, w *World, staged *overlay.StagedUpper, prepare func() error) error {
 	wasMounted := e.runtimeFor(w).hostView() && e.Mounted(w)
 	remount := func(err error) error {
 		_ = staged.Discard()
@@ -457,6 +502,11 @@ func (e *Engine) swapUpper(ctx context.Context, w *World, staged *overlay.Staged
 		return remount(err)
 	}
 	killPoint("rollback.unmounted")
+	if prepare != nil {
+		if err := prepare(); err != nil {
+			return remount(err)
+		}
+	}
 	upper := e.Paths.Upper(w.Name)
 	if err := staged.Swap(); err != nil {
 		return remount(err)
@@ -609,7 +659,7 @@ func (e *Engine) Fork(ctx context.Context, name string, o ForkOptions) ([]*World
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			nw, sw, err := e.stageWorld(ctx, CreateOptions{Name: n, Source: w.Source, Backend: w.Backend, MountBackend: w.MountBackend, Isolation: w.Isolation, Labels: w.Labels, FromCubeSnapshot: snap.Cube, Template: cubeTemplateOf(w)})
+			nw, sw, err := e.stageWorld(ctx, CreateOptions{Name: n, Source: w.Source, Backend: w.Backend, MountBackend: w.MountBackend, Isolation: w.Isolation, Labels: w.Labels, FromCubeSnapshot: snap.Cube, Template: cubeTemplateOf(w), BuildState: BuildStateMode(w.BuildState)})
 			if err != nil {
 				errs[i] = err
 				return
@@ -758,14 +808,26 @@ func (e *Engine) RestorePaths(ctx context.Context, name, ref string, paths []str
 		return err
 	}
 	killPoint("restore.done")
+	var touchErr error
+	if e.buildStateMode(w) == BuildKeep {
+		// As after a rollback: build outputs stay, so what the restore
+		// changed must look newer than them.
+		build, err := e.buildStateRules()
+		if err == nil {
+			_, err = overlay.TouchPaths(e.Paths.Upper(w.Name), w.Source, m, clean, build, time.Now())
+		}
+		if err != nil {
+			touchErr = fmt.Errorf("restored %s from %s in world %q, but could not give them the current time: %w; a build may trust outputs older than them (touch them, or clean the build)", strings.Join(clean, ", "), s.ID, name, err)
+		}
+	}
 	_ = os.Remove(e.statCachePath(w.Name))
 	if err := resetWorkDir(e.Paths.Work(w.Name)); err != nil {
-		return err
+		return errors.Join(err, touchErr)
 	}
 	if wasMounted {
-		return e.mountLocked(ctx, w)
+		return errors.Join(e.mountLocked(ctx, w), touchErr)
 	}
-	return nil
+	return touchErr
 }
 
 // relToSource turns a user's path (relative to the source, or absolute
@@ -836,7 +898,11 @@ func (e *Engine) captureNow(ctx context.Context, w *World) (*overlay.Manifest, e
 	if err != nil {
 		cache = overlay.NewStatCache()
 	}
-	m, _, err := overlay.CaptureUpper(ctx, st, e.Paths.Upper(w.Name), w.Dialect, cache)
+	build, err := e.buildStateRules()
+	if err != nil {
+		return nil, err
+	}
+	m, _, err := overlay.CaptureUpperWith(ctx, st, e.Paths.Upper(w.Name), w.Dialect, cache, overlay.CaptureOptions{BuildState: build})
 	return m, err
 }
 

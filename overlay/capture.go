@@ -29,6 +29,7 @@ var ErrUnsupportedUpper = errors.New("upper layer cannot be snapshotted")
 type CaptureStats struct {
 	Files, Dirs, Symlinks, Whiteouts, Opaque, Other int
 	Hashed                                          int   // files read and hashed (stat cache misses)
+	BuildState                                      int   // top-most build-state entries left out (CaptureOptions.BuildState)
 	NewObjects                                      int   // objects the store did not have
 	NewBytes                                        int64 // bytes of those objects
 	Duration                                        time.Duration
@@ -162,6 +163,22 @@ func statKey(st *unix.Stat_t) statCacheEntry {
 // with ErrFileChanged. Callers that run GC concurrently hold
 // store.LockShared until the manifest is written.
 func CaptureUpper(ctx context.Context, store *Store, upper string, d Dialect, cache *StatCache) (*Manifest, CaptureStats, error) {
+	return CaptureUpperWith(ctx, store, upper, d, cache, CaptureOptions{})
+}
+
+// CaptureOptions tunes CaptureUpperWith.
+type CaptureOptions struct {
+	// BuildState matches the paths that are build state (a World's ignore
+	// and build patterns): an entry it matches, and everything under it,
+	// is left out of the manifest without being read, hashed or descended
+	// into, so a snapshot's cost follows the source changes, not the build
+	// outputs. A whiteout is matched as a file and as a directory. nil
+	// captures everything.
+	BuildState *Ignore
+}
+
+// CaptureUpperWith is CaptureUpper with options.
+func CaptureUpperWith(ctx context.Context, store *Store, upper string, d Dialect, cache *StatCache, opts CaptureOptions) (*Manifest, CaptureStats, error) {
 	start := time.Now()
 	var stats CaptureStats
 	if d == DialectAuto {
@@ -178,7 +195,7 @@ func CaptureUpper(ctx context.Context, store *Store, upper string, d Dialect, ca
 	if err != nil {
 		return nil, stats, fmt.Errorf("capture upper %s: %w", upper, err)
 	}
-	sc := &snapScanner{upper: upper, d: d, r: r, index: make(map[string]int)}
+	sc := &snapScanner{upper: upper, d: d, r: r, index: make(map[string]int), build: opts.BuildState}
 	rootSt, err := sc.lstat("")
 	if err != nil {
 		return nil, stats, fmt.Errorf("capture upper %s: %w", upper, err)
@@ -199,6 +216,7 @@ func CaptureUpper(ctx context.Context, store *Store, upper string, d Dialect, ca
 		}
 	}
 	entries := sc.finish()
+	stats.BuildState = sc.buildSkipped
 
 	if cache == nil {
 		cache = NewStatCache()
@@ -331,6 +349,22 @@ type snapScanner struct {
 	whiteouts map[string]bool
 	// open: the directories being scanned -> their names for syscalls
 	open map[string]string
+	// build matches build state, left out (nil: none); buildSkipped counts it
+	build        *Ignore
+	buildSkipped int
+}
+
+// isBuildState says whether rel is build state; a whiteout (isDir unknown)
+// is tried both ways.
+func (sc *snapScanner) isBuildState(rel string, isDir, whiteout bool) bool {
+	if sc.build == nil {
+		return false
+	}
+	if sc.build.Match(rel, isDir) || whiteout && sc.build.Match(rel, !isDir) {
+		sc.buildSkipped++
+		return true
+	}
+	return false
 }
 
 // abs names rel for syscalls: under the directory being scanned, through
@@ -359,6 +393,9 @@ func (sc *snapScanner) lstat(rel string) (unix.Stat_t, error) {
 }
 
 func (sc *snapScanner) addWhiteoutMarker(rel string, isDir bool) {
+	if sc.isBuildState(rel, isDir, true) {
+		return
+	}
 	if sc.whiteouts == nil {
 		sc.whiteouts = make(map[string]bool)
 	}
@@ -407,6 +444,9 @@ func (sc *snapScanner) scanDir(ctx context.Context, rel string, dir *ManifestEnt
 			return err
 		}
 		isCharWhiteout := sc.r.isWhiteoutDev(st.Mode, st.Rdev)
+		if sc.isBuildState(child, st.Mode&unix.S_IFMT == unix.S_IFDIR, isCharWhiteout) {
+			continue
+		}
 		e, err := sc.entryFor(child, &st)
 		if err != nil {
 			return err

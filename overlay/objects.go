@@ -117,9 +117,10 @@ type Store struct {
 	// GCGrace overrides DefaultGCGrace when non-zero (a negative value means no grace).
 	GCGrace time.Duration
 
-	fanout    sync.Map    // "xx" -> struct{}: fan-out dirs known to exist
-	noReflink atomic.Bool // FICLONE failed once: use copy_file_range only
-	noTmpfile atomic.Bool // O_TMPFILE unsupported: use named temp files
+	fanout    sync.Map     // "xx" -> struct{}: fan-out dirs known to exist
+	noReflink atomic.Bool  // FICLONE failed once: use copy_file_range only
+	reflinked atomic.Int64 // objects made by FICLONE (Reflinked)
+	noTmpfile atomic.Bool  // O_TMPFILE unsupported: use named temp files
 }
 
 // OpenStore opens (creating it if needed) the object store rooted at root,
@@ -492,13 +493,17 @@ func (s *Store) putStream(r io.Reader) (ObjectID, int64, bool, error) {
 
 // putSparse stores the first size bytes of the open file fd through a temp
 // file, keeping its holes (SEEK_DATA/SEEK_HOLE) as holes: a sparse file
-// costs the store only its data.
+// costs the store only its data. Where the store's file system shares
+// extents with fd's (XFS with reflink, btrfs: a World's upper under the
+// same state root), the temp file is a reflink of fd (FICLONE) and only
+// read back to hash it: the object costs no space and no writes until the
+// World changes the file. Elsewhere the bytes are copied as they are hashed.
 func (s *Store) putSparse(fd int, size int64) (ObjectID, int64, bool, error) {
 	tmp, err := s.createTemp()
 	if err != nil {
 		return "", 0, false, err
 	}
-	sum, err := hashSparse(fd, int(tmp.Fd()), size)
+	sum, err := s.fillTemp(tmp, fd, size)
 	if errors.Is(err, io.ErrUnexpectedEOF) {
 		err = ErrFileChanged // it shrank while read
 	}
@@ -518,6 +523,31 @@ func (s *Store) putSparse(fd int, size int64) (ObjectID, int64, bool, error) {
 	}
 	return id, size, created, nil
 }
+
+// fillTemp puts the first size bytes of fd into the empty temp file and
+// returns the hex SHA-256 of what the temp file holds.
+func (s *Store) fillTemp(tmp *os.File, fd int, size int64) (string, error) {
+	if size > 0 && !s.noReflink.Load() {
+		if err := unix.IoctlFileClone(int(tmp.Fd()), fd); err == nil {
+			s.reflinked.Add(1)
+			// The clone is of the whole file: a file that grew since its
+			// stat is cut back to size (and the caller's stat check fails).
+			if err := tmp.Truncate(size); err != nil {
+				return "", err
+			}
+			return hashSparse(int(tmp.Fd()), -1, size)
+		}
+		s.noReflink.Store(true)
+		if err := tmp.Truncate(0); err != nil {
+			return "", err
+		}
+	}
+	return hashSparse(fd, int(tmp.Fd()), size)
+}
+
+// Reflinked counts the objects this Store made as reflinks of the file
+// stored (Put of a file, CaptureUpper), since it was opened.
+func (s *Store) Reflinked() int64 { return s.reflinked.Load() }
 
 // presentAndTouch reports whether a plausible copy of the object (right
 // size) exists, refreshing its mtime so a concurrent GC's grace period

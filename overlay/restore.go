@@ -163,6 +163,10 @@ func (su *StagedUpper) Swap() error {
 	return nil
 }
 
+// Dir is where the staged upper is being built, for a caller that adds to
+// it before Swap (CarryBuildState, TouchRestored).
+func (su *StagedUpper) Dir() string { return su.tmp }
+
 // Discard removes the staged upper without touching the live one.
 func (su *StagedUpper) Discard() error {
 	if err := os.RemoveAll(su.tmp); err != nil {

@@ -183,6 +183,7 @@ func commandTable() []command {
 				intF("cpu", "MILLI", 0, "cube: CPU in millicores; with --memory and --disk, picks the smallest configured template that fits"),
 				intF("memory", "MB", 0, "cube: memory in MB (see --cpu)"),
 				intF("disk", "MB", 0, "cube: disk in MB (see --cpu)"),
+				strF("build-state", "", "", "what rollback does with build outputs (ignore/build patterns): keep them and give rolled-back sources the current time, or discard them (default from config.toml, else keep)").oneOf(string(engine.BuildKeep), string(engine.BuildDiscard)),
 				jsonF("print the World as JSON"),
 				agentF, promptF, promptFileF,
 			},

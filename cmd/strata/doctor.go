@@ -69,6 +69,12 @@ func cmdDoctor(a *app, in *input) error {
 		fmt.Fprintf(tw, "%s%s\t%s\t%s\n", mark, b.Backend, b.Duration, state)
 	}
 	_ = tw.Flush()
+	for _, c := range r.CopyOnWrite {
+		fmt.Fprintf(a.stdout, "\ncopy-on-write for %s:\n", c.Source)
+		for _, line := range strings.Split(c.String(), "\n") {
+			fmt.Fprintln(a.stdout, "  "+line)
+		}
+	}
 	if len(r.Journals) > 0 {
 		fmt.Fprintln(a.stdout, "\nunfinished publications (strata doctor --repair resolves them; --repair --dry-run first shows how):")
 		for _, j := range r.Journals {

@@ -78,6 +78,16 @@ func cmdRollback(a *app, in *input) error {
 	}
 	fmt.Fprintf(a.stdout, "rolled world %s back to %s in %s; the state before is snapshot %s (strata rollback %s %s undoes this)\n",
 		res.World, res.To, res.Duration, res.Saved.ID, res.World, res.Saved.ID)
+	switch {
+	case res.BuildState == engine.BuildDiscard:
+		fmt.Fprintf(a.stdout, "build state discarded (build_state = discard): the next build starts from what the source tree holds\n")
+	case res.BuildKept > 0 || res.Touched > 0:
+		fmt.Fprintf(a.stdout, "build state kept (%d entries", res.BuildKept)
+		if res.BuildDropped > 0 {
+			fmt.Fprintf(a.stdout, "; %d dropped: their directories are gone", res.BuildDropped)
+		}
+		fmt.Fprintf(a.stdout, "); %d rolled-back source files given the current time so the next build rebuilds what depends on them\n", res.Touched)
+	}
 	if *in.Bool("no-resume") {
 		return nil
 	}

@@ -29,7 +29,8 @@ func cmdNew(a *app, in *input) error {
 		MountBackend: overlay.Backend(*mb), Isolation: engine.Isolation(*iso), Template: *tpl,
 		// Create resolves the template from these (engine.ResolveCubeTemplate).
 		CPU: cpu, MemoryMB: mem, DiskMB: disk,
-		Network: engine.Network(*in.String("network")),
+		Network:    engine.Network(*in.String("network")),
+		BuildState: engine.BuildStateMode(*in.String("build-state")),
 	}
 	if err := engine.CheckCreateResources(a.eng.Config, o); err != nil {
 		return a.usageOf(in, &usageError{msg: err.Error(), err: err})

@@ -47,6 +47,9 @@ type World struct {
 	// Network is the World's network mode (none, proxy, host) from `new
 	// --network`; "" = config, then the level's (engine/network.go).
 	Network string `toml:"network,omitempty" json:"network,omitempty"`
+	// BuildState is what rollback does with this World's build state:
+	// "keep" or "discard"; "" follows config.toml's build_state (keep).
+	BuildState string `toml:"build_state,omitempty" json:"build_state,omitempty"`
 }
 
 // CubeWorld is the cube runtime's part of world.toml.

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// loopXFS mounts a fresh XFS image with reflinks by a loop device and
+// returns the mount point (unmounted at cleanup). It skips only when
+// mkfs.xfs or loop devices are missing.
+func loopXFS(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("mkfs.xfs"); err != nil {
+		t.Skipf("mkfs.xfs is not installed (make deps installs xfsprogs): %v", err)
+	}
+	if _, err := os.Stat("/dev/loop-control"); err != nil {
+		t.Skipf("no loop devices: %v", err)
+	}
+	dir := t.TempDir()
+	img, mnt := filepath.Join(dir, "xfs.img"), filepath.Join(dir, "mnt")
+	must(t, os.Mkdir(mnt, 0o755))
+	f, err := os.Create(img)
+	must(t, err)
+	must(t, f.Truncate(400<<20))
+	f.Close()
+	if out, err := exec.Command("mkfs.xfs", "-q", "-m", "reflink=1", img).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.xfs: %v: %s", err, out)
+	}
+	if out, err := exec.Command("mount", "-o", "loop", img, mnt).CombinedOutput(); err != nil {
+		if strings.Contains(string(out), "loop device") {
+			t.Skipf("cannot set up a loop device: %s", out)
+		}
+		t.Fatalf("mount: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		// Lazily: a probe's fuse daemon may still be leaving.
+		if out, err := exec.Command("umount", "-l", mnt).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", mnt, err, out)
+		}
+	})
+	return mnt
+}
+
+type cowJSON struct {
+	CopyOnWrite []struct {
+		Source       string `json:"source"`
+		CopyUp       bool   `json:"copy_up"`
+		CopyUpWhy    string `json:"copy_up_why"`
+		Snapshots    bool   `json:"snapshots"`
+		SnapshotsWhy string `json:"snapshots_why"`
+	} `json:"copy_on_write"`
+}
+
+// strata doctor says, for each World's source, whether copy-up and
+// snapshots are O(1) and why not: yes with the state root and the source
+// on one XFS with reflinks, no (saying why) with the state root on ext4/tmpfs.
+func TestE2EDoctorCopyOnWrite(t *testing.T) {
+	e := newEnv(t)
+	e.ok("new", "w")
+	var r cowJSON
+	must(t, json.Unmarshal([]byte(e.ok("doctor", "--json")), &r))
+	if len(r.CopyOnWrite) != 1 || r.CopyOnWrite[0].Source != e.source {
+		t.Fatalf("doctor copy_on_write = %+v, want one answer for %s", r.CopyOnWrite, e.source)
+	}
+	c := r.CopyOnWrite[0]
+	if fs := fsOf(t, e.home); fs != "xfs" && fs != "btrfs" {
+		if c.CopyUp || c.Snapshots || !strings.Contains(c.SnapshotsWhy, "no reflinks") || c.CopyUpWhy == "" {
+			t.Fatalf("state root on %s: doctor says %+v", fs, c)
+		}
+	}
+	out := e.ok("doctor")
+	if !strings.Contains(out, "copy-on-write for "+e.source) || !strings.Contains(out, "copy-up: ") || !strings.Contains(out, "snapshots: ") {
+		t.Fatalf("doctor's text lacks the copy-on-write answer:\n%s", out)
+	}
+
+	// Both on one XFS with reflinks: O(1) both.
+	mnt := loopXFS(t)
+	x := &env{t: t, home: filepath.Join(mnt, "home"), source: filepath.Join(mnt, "src")}
+	x.vars = []string{"STRATA_HOME=" + x.home, "STRATA_CONFIG=" + filepath.Join(mnt, "config.toml"), "XDG_STATE_HOME=" + filepath.Join(mnt, "state")}
+	must(t, os.MkdirAll(x.source, 0o755))
+	must(t, os.WriteFile(filepath.Join(x.source, "a.txt"), []byte("a\n"), 0o644))
+	t.Cleanup(x.cleanup)
+	x.ok("new", "w")
+	var rx cowJSON
+	must(t, json.Unmarshal([]byte(x.ok("doctor", "--json")), &rx))
+	if len(rx.CopyOnWrite) != 1 || !rx.CopyOnWrite[0].CopyUp || !rx.CopyOnWrite[0].Snapshots {
+		t.Fatalf("state root and source on XFS (reflink=1): doctor says %+v", rx.CopyOnWrite)
+	}
+}
+
+func fsOf(t *testing.T, dir string) string {
+	out, err := exec.Command("stat", "-f", "-c", "%T", dir).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(out))
+}
