@@ -376,6 +376,12 @@ func awaitReady(ctx context.Context, proc *os.Process, exited <-chan error, read
 	case r := <-readyCh:
 		if r.err != nil {
 			drainErr(exited)
+			// The init records the command as running just before it says
+			// so on the ready pipe: if it died in between, the command did
+			// start, and the session is lost, not a start that failed.
+			if m, err := ReadSessionMeta(dir); err == nil && m.PID > 0 && (m.State == SessionRunning || m.State == SessionLost) {
+				return m, nil
+			}
 			return fail(fmt.Errorf("%s ended before the command started: %s", who, initFailure(dir, r.err)))
 		}
 		if r.msg.Meta.State == SessionFailed {

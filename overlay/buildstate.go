@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stratahq/strata/fsx"
 )
 
 // Build state is what a build writes (object files, intermediates, caches):
@@ -117,7 +119,7 @@ func carryOne(from, to, rel string) (bool, error) {
 			if err := os.Lchown(tp, int(st.Uid), int(st.Gid)); err != nil {
 				return false, err
 			}
-			if err := os.Chmod(tp, os.FileMode(st.Mode&0o777)|modeSpecial(st.Mode)); err != nil {
+			if err := os.Chmod(tp, fsx.FileMode(st.Mode)); err != nil {
 				return false, err
 			}
 			made = append(made, p)
@@ -227,15 +229,26 @@ func touchPaths(to, lower string, after *Manifest, paths []string, build *Ignore
 		if build != nil && (build.Match(p, false) || ancestorMatches(build, p)) {
 			continue
 		}
-		dst := filepath.Join(to, filepath.FromSlash(p))
 		if e := after.Lookup(p); e != nil {
 			if e.Kind != EntryFile {
 				continue
 			}
-			if err := unix.UtimesNanoAt(unix.AT_FDCWD, dst, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			// However deep p is (a World may hold a tree deeper than PATH_MAX).
+			dst, release, err := shortPathBeneath(to, p)
+			if err == nil {
+				err = unix.UtimesNanoAt(unix.AT_FDCWD, dst, ts, unix.AT_SYMLINK_NOFOLLOW)
+				release()
+			}
+			if err != nil {
 				return touched, fmt.Errorf("touch restored %s: %w", p, err)
 			}
 			touched++
+			continue
+		}
+		dst := filepath.Join(to, filepath.FromSlash(p))
+		if len(dst) >= anchorAt || len(lower)+1+len(p) >= anchorAt {
+			// The source tree's own deep files are not copied up to be
+			// touched: a build over a path that long cannot name them either.
 			continue
 		}
 		if lower == "" || hiddenFromLower(after, p) {
@@ -255,7 +268,7 @@ func touchPaths(to, lower string, after *Manifest, paths []string, build *Ignore
 		if err := os.Lchown(dst, int(st.Uid), int(st.Gid)); err != nil {
 			return touched, fmt.Errorf("touch restored %s: %w", p, err)
 		}
-		if err := os.Chmod(dst, os.FileMode(st.Mode&0o777)|modeSpecial(st.Mode)); err != nil {
+		if err := os.Chmod(dst, fsx.FileMode(st.Mode)); err != nil {
 			return touched, fmt.Errorf("touch restored %s: %w", p, err)
 		}
 		if err := unix.UtimesNanoAt(unix.AT_FDCWD, dst, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
@@ -264,22 +277,6 @@ func touchPaths(to, lower string, after *Manifest, paths []string, build *Ignore
 		touched++
 	}
 	return touched, nil
-}
-
-// modeSpecial is the setuid, setgid and sticky bits of a stat mode as an
-// os.FileMode.
-func modeSpecial(m uint32) os.FileMode {
-	var out os.FileMode
-	if m&unix.S_ISUID != 0 {
-		out |= os.ModeSetuid
-	}
-	if m&unix.S_ISGID != 0 {
-		out |= os.ModeSetgid
-	}
-	if m&unix.S_ISVTX != 0 {
-		out |= os.ModeSticky
-	}
-	return out
 }
 
 // ancestorMatches says whether a directory above p is matched by ig.
@@ -332,7 +329,7 @@ func copyUpParents(to, lower, rel string) error {
 	if err := os.Lchown(tp, int(st.Uid), int(st.Gid)); err != nil {
 		return err
 	}
-	if err := os.Chmod(tp, os.FileMode(st.Mode&0o777)|modeSpecial(st.Mode)); err != nil {
+	if err := os.Chmod(tp, fsx.FileMode(st.Mode)); err != nil {
 		return err
 	}
 	return unix.UtimesNanoAt(unix.AT_FDCWD, tp, []unix.Timespec{st.Atim, st.Mtim}, unix.AT_SYMLINK_NOFOLLOW)

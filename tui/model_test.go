@@ -154,6 +154,17 @@ var globalActionTests = map[string]func(t *testing.T, d *driver){
 			t.Errorf("the state and reason are not shown:\n%s", sc)
 		}
 	},
+	keymap.AllowEgress: func(t *testing.T, d *driver) {
+		d.keys("E")
+		if !strings.Contains(d.m.info, "no host denied") {
+			t.Errorf("E with nothing denied: %q", d.m.info)
+		}
+		d.send(eventMsg{Type: engine.EventEgressDenied, World: "w1", Detail: map[string]any{"host": "example.org", "port": float64(443), "allow_key": "boundary.worlds.w1.allow"}})
+		d.keys("E")
+		if d.m.lastErr != "" || !strings.Contains(d.m.info, "allowed example.org") {
+			t.Errorf("after a denial, E: info %q, error %q", d.m.info, d.m.lastErr)
+		}
+	},
 	keymap.Refresh: func(t *testing.T, d *driver) {
 		if err := os.WriteFile(filepath.Join(d.m.eng.Paths.Upper("w1"), "late.txt"), []byte("x\n"), 0o644); err != nil {
 			t.Fatal(err)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stratahq/strata/fsx"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/stratahq/strata/engine"
@@ -80,7 +82,7 @@ func usedBytes(dir string) (int64, error) {
 	return int64(st.Blocks-st.Bfree) * st.Bsize, nil
 }
 
-func mib(n int64) string { return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20)) }
+func mib(n int64) string { return fsx.HumanBytes(n) }
 
 // benchReflink: on loop-mounted ext4, XFS (reflink=1) and btrfs images,
 // each holding the state root and the source: copy-up of a one-byte edit to
