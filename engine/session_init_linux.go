@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stratahq/strata/engine/sandbox"
 	"github.com/stratahq/strata/overlay"
 )
 
@@ -185,6 +186,16 @@ func (in *sessionInit) run() error {
 		}
 	}
 
+	// The command inherits 0, 1 and 2 and nothing else, at every level: not
+	// an fd the caller had open (a host dir on fd 7 leads out of every
+	// mount), not the init's transcript, control or attach fds.
+	if err := sandbox.CloseOnExecFrom(3); err != nil {
+		for _, f := range files {
+			f.Close()
+		}
+		pumps.Wait()
+		return in.startFailed(1, err)
+	}
 	proc, startErr := startCommand(spec.SessionSpec, files)
 	for _, f := range files {
 		f.Close()

@@ -718,3 +718,43 @@ func TestSessionRootless(t *testing.T) {
 		t.Errorf("source changed: %v", entries)
 	}
 }
+
+// Row 7 of docs/security.md: a file descriptor the caller had open (a host
+// dir, not close-on-exec) is not inherited by the command, nor are the
+// init's own fds, at every level.
+func TestSessionInheritsNoFDs(t *testing.T) {
+	requireRoot(t)
+	hostDir := t.TempDir()
+	writeFile(t, filepath.Join(hostDir, "host-listing-marker"), "")
+	d, err := os.Open(hostDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	// An inheritable copy at the lowest free fd from 7 (the test's own fds
+	// below it belong to the runtime).
+	fd, err := unix.FcntlInt(d.Fd(), unix.F_DUPFD, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	for _, iso := range Isolations() {
+		t.Run(string(iso), func(t *testing.T) {
+			w := newTestWorld(t, "fds-"+string(iso))
+			spec := w.sh(fmt.Sprintf(`ls /proc/self/fd/%d/ 2>&1; echo pwned > /proc/self/fd/%d/written 2>&1; echo FDS; ls /proc/$$/fd`, fd, fd))
+			spec.Isolation = iso
+			r := runSession(t, spec)
+			if strings.Contains(r.stdout, "host-listing-marker") {
+				t.Errorf("the command listed the host dir through inherited fd %d:\n%s", fd, r.stdout)
+			}
+			if _, err := os.Stat(filepath.Join(hostDir, "written")); err == nil {
+				os.Remove(filepath.Join(hostDir, "written"))
+				t.Errorf("the command wrote the host dir through inherited fd %d", fd)
+			}
+			_, fds, _ := strings.Cut(r.stdout, "FDS\n")
+			if got := strings.Fields(fds); !slices.Equal(got, []string{"0", "1", "2"}) {
+				t.Errorf("the command's shell has fds %q, want only 0 1 2 (stdout %q, stderr %q)", got, r.stdout, r.stderr)
+			}
+		})
+	}
+}
