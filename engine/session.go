@@ -21,6 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stratahq/strata/engine/boundary"
 	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/overlay"
 )
@@ -103,6 +104,12 @@ type SessionSpec struct {
 	CgroupPlaced bool `json:"cgroup_placed,omitempty"`
 	// ActivityLog is where the init appends session.ended; "" = none.
 	ActivityLog string `json:"activity_log,omitempty"`
+	// Boundary is the session's effective boundary (engine/boundary) for the
+	// sandbox and strict levels: the init builds the command's view from its
+	// mount plan (engine/sandbox). Nil at those levels: computed from the
+	// spec with no config (Env scrubbed, HOME the home, no home layer).
+	// Ignored at tree, which keeps today's mounts.
+	Boundary *boundary.Boundary `json:"boundary,omitempty"`
 }
 
 // DefaultEnvRedact are the variable name patterns whose values are not recorded.
@@ -268,6 +275,21 @@ func (spec *SessionSpec) normalize() error {
 	if spec.Env == nil {
 		spec.Env = []string{defaultPath}
 	}
+	if spec.Isolation == IsolationTree {
+		spec.Boundary = nil
+	} else if spec.Boundary == nil {
+		b, err := specBoundary(spec)
+		if err != nil {
+			return err
+		}
+		spec.Boundary, spec.Env = b, b.Env
+	}
+	if spec.Boundary != nil {
+		spec.Isolation = Isolation(spec.Boundary.Level)
+		if spec.Boundary.Level == boundary.LevelTree {
+			spec.Boundary = nil
+		}
+	}
 	if spec.TTY && !slices.ContainsFunc(spec.Env, func(kv string) bool { return strings.HasPrefix(kv, "TERM=") }) {
 		spec.Env = append(slices.Clip(spec.Env), "TERM=xterm-256color")
 	}
@@ -420,8 +442,13 @@ func startInit(spec SessionSpec) (*exec.Cmd, *os.File, error) {
 			cmd.ExtraFiles = append(cmd.ExtraFiles, spec.Stdin)
 		}
 		flags := uintptr(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC)
-		if spec.NoNetwork {
+		if spec.NoNetwork || spec.Boundary != nil && spec.Boundary.Network != boundary.NetworkHost {
 			flags |= unix.CLONE_NEWNET
+		}
+		if spec.Boundary != nil && cgroupFD >= 0 {
+			// Born in its cgroup and in a cgroup namespace rooted there:
+			// the command sees only its own subtree (mounted read-only).
+			flags |= unix.CLONE_NEWCGROUP
 		}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Cloneflags: flags}
 		if os.Geteuid() != 0 {
@@ -825,4 +852,30 @@ func drainErr(ch <-chan error) {
 	if err := <-ch; err != nil {
 		return // reported elsewhere; only the wait matters here
 	}
+}
+
+// specBoundary is the boundary of a spec that names a confined level but no
+// boundary (a caller without config): the level's defaults, the home from
+// the command's HOME, no home layer (the home read-only).
+func specBoundary(spec *SessionSpec) (*boundary.Boundary, error) {
+	home := ""
+	for _, kv := range spec.Env {
+		if v, ok := strings.CutPrefix(kv, "HOME="); ok {
+			home = v
+		}
+	}
+	if home == "" {
+		home, _ = os.UserHomeDir()
+	}
+	r := boundary.Request{Level: string(spec.Isolation)}
+	if spec.NoNetwork {
+		r.Network = string(boundary.NetworkNone)
+	}
+	b, err := boundary.Compute(nil, boundary.World{
+		Name: spec.World, Source: spec.Source, StateRoot: spec.StateRoot, HideDirs: spec.HideDirs, Home: home,
+	}, spec.Env, r)
+	if err != nil {
+		return nil, fmt.Errorf("boundary: %w", err)
+	}
+	return b, nil
 }

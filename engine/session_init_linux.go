@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stratahq/strata/engine/boundary"
 	"github.com/stratahq/strata/engine/sandbox"
 	"github.com/stratahq/strata/overlay"
 )
@@ -138,7 +140,12 @@ func (in *sessionInit) run() error {
 		}
 	}
 	in.prepareEvidence()
-	if err := setupSessionMounts(&spec.SessionSpec); err != nil {
+	if spec.Boundary != nil {
+		err = setupSandboxMounts(&spec.SessionSpec)
+	} else {
+		err = setupSessionMounts(&spec.SessionSpec)
+	}
+	if err != nil {
 		return in.startFailed(1, err)
 	}
 	hostname := spec.World
@@ -148,10 +155,8 @@ func (in *sessionInit) run() error {
 	if err := unix.Sethostname([]byte(hostname)); err != nil {
 		return in.startFailed(1, fmt.Errorf("set hostname: %w", err))
 	}
-	if spec.NoNetwork {
-		if err := loopbackUp(); err != nil {
-			return in.startFailed(1, err)
-		}
+	if err := setupNetwork(&spec.SessionSpec, spec.Boundary); err != nil {
+		return in.startFailed(1, err)
 	}
 	if err := unix.Chdir("/"); err != nil {
 		return in.startFailed(1, err)
@@ -528,6 +533,13 @@ func startCommand(spec SessionSpec, files []*os.File) (*os.Process, error) {
 	done := make(chan result, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+		if spec.Boundary != nil && !spec.CgroupPlaced {
+			// The init joined its cgroup after the clone: the command's
+			// thread roots a cgroup namespace there (it is per thread).
+			if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+				fmt.Fprintf(os.Stderr, "cgroup namespace: %v (the cgroupfs stays read-only)\n", err)
+			}
+		}
 		if err := dropCapabilities(); err != nil {
 			done <- result{err: err}
 			return
@@ -613,6 +625,70 @@ func checkExecutable(p string) error {
 	}
 	if info.Mode()&0o111 == 0 {
 		return &os.PathError{Op: "exec", Path: p, Err: os.ErrPermission}
+	}
+	return nil
+}
+
+// setupNetwork gives the session its network per the boundary (b nil: tree,
+// NoNetwork alone decides). In its own network namespace (none, proxy) lo is
+// brought up; host shares the host's. The egress bridge of proxy mode is
+// started here (sandnet).
+func setupNetwork(spec *SessionSpec, b *boundary.Boundary) error {
+	if spec.NoNetwork || b != nil && b.Network != boundary.NetworkHost {
+		if err := loopbackUp(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setupSandboxMounts builds the command's view for the sandbox and strict
+// levels: the boundary's mount plan (engine/sandbox.Plan), then the spec's
+// binds (attached after the plan's private /tmp and /run, so a bind under
+// /run/strata survives them).
+func setupSandboxMounts(spec *SessionSpec) error {
+	if fi, err := os.Stat(spec.Source); errors.Is(err, os.ErrNotExist) || err == nil && !fi.IsDir() {
+		return fmt.Errorf("bind the world over %s: the source no longer exists (moved or deleted?)", spec.Source)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make mounts private: %w", err)
+	}
+	if spec.Overlay != nil {
+		if err := overlay.Mount(context.Background(), *spec.Overlay); err != nil {
+			return fmt.Errorf("mount the world's overlay in the session: %w", err)
+		}
+	}
+	bindFDs := make([]int, len(spec.Binds))
+	for i, b := range spec.Binds {
+		fd, err := cloneTree(b.Source)
+		if err != nil {
+			return fmt.Errorf("bind %s: %w", b.Source, err)
+		}
+		defer unix.Close(fd)
+		bindFDs[i] = fd
+	}
+	plan := sandbox.Plan(spec.Boundary, sandbox.Input{Merged: spec.Merged, HostDev: spec.HostDev, Rootless: os.Geteuid() != 0 || spec.Overlay != nil})
+	if !spec.CgroupPlaced {
+		// No cgroup namespace of the init's own (it joined its cgroup after
+		// the clone, or has none): a fresh cgroup2 mount would show the
+		// whole hierarchy, or be refused in a user namespace. The host's
+		// cgroupfs stays, read-only like the rest of the host.
+		plan = slices.DeleteFunc(plan, func(s sandbox.Step) bool { return s.Op == sandbox.OpCgroup })
+	}
+	if err := sandbox.Apply(plan); err != nil {
+		return fmt.Errorf("%s isolation: %w", spec.Boundary.Level, err)
+	}
+	for i, b := range spec.Binds {
+		if err := attachTree(bindFDs[i], b.Target, fdIsDir(bindFDs[i])); err != nil {
+			return fmt.Errorf("bind %s at %s: %w", b.Source, b.Target, err)
+		}
+		attr := &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}
+		if b.ReadOnly {
+			attr = &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+		}
+		if err := unix.MountSetattr(unix.AT_FDCWD, b.Target, unix.AT_RECURSIVE, attr); err != nil {
+			return fmt.Errorf("bind %s at %s: set read-only=%v: %w", b.Source, b.Target, b.ReadOnly, err)
+		}
 	}
 	return nil
 }

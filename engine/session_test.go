@@ -52,6 +52,9 @@ func (w testWorld) spec(argv ...string) SessionSpec {
 		SessionsDir: filepath.Join(w.worldDir(), "sessions"),
 		Argv:        argv,
 		Env:         []string{defaultPath, "SRC=" + w.source, "STATE=" + w.stateRoot, "HOME=/root"},
+		// Today's tests; the sandbox level has its own (its scrubbed
+		// environment drops SRC and STATE).
+		Isolation: IsolationTree,
 	}
 }
 
@@ -364,7 +367,7 @@ touch /usr/strata-probe 2>&1 | grep -q 'Read-only' && echo usr-ro
 touch "$HOME/strata-probe" 2>&1 | grep -q 'Read-only' && echo home-ro
 echo private > /tmp/strata-private && echo tmp-rw
 [ -e "` + hostTmp.Name() + `" ] || echo host-tmp-hidden
-echo w > "$SRC/w.txt" && echo world-rw
+echo w > "` + w.source + `/w.txt" && echo world-rw
 echo c > "` + cache + `/c.txt" && echo bind-rw
 echo x > /dev/null && echo dev-ok
 `)
@@ -675,8 +678,9 @@ func TestSessionRootless(t *testing.T) {
 	for _, d := range []string{w.source, w.stateRoot} {
 		filepath.Walk(d, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, uid, gid) })
 	}
-	for _, iso := range []Isolation{IsolationTree, IsolationStrict} {
-		spec := w.sh(`id -u; cat "$SRC/file.txt"; echo new > "$SRC/new-` + string(iso) + `"; cat "$STATE/worlds/other/upper/secret.txt" 2>/dev/null && echo ESCAPED; umount "$SRC" 2>/dev/null && echo ESCAPED; touch /usr/x 2>&1 | grep -q Read-only && echo usr-ro; true`)
+	for _, iso := range []Isolation{IsolationTree, IsolationStrict, IsolationSandbox} {
+		// Literal paths: the confined levels scrub SRC and STATE.
+		spec := w.sh(strings.NewReplacer("$SRC", w.source, "$STATE", w.stateRoot).Replace(`id -u; cat "$SRC/file.txt"; echo new > "$SRC/new-` + string(iso) + `"; cat "$STATE/worlds/other/upper/secret.txt" 2>/dev/null && echo ESCAPED; umount "$SRC" 2>/dev/null && echo ESCAPED; touch /usr/x 2>&1 | grep -q Read-only && echo usr-ro; true`))
 		spec.Isolation = iso
 		spec.Dir = filepath.Join(w.worldDir(), "sessions", NewSessionID())
 		spec.Exe = exe
@@ -704,7 +708,7 @@ func TestSessionRootless(t *testing.T) {
 			}
 		}
 		want := "0\nworld\n"
-		if iso == IsolationStrict {
+		if iso != IsolationTree {
 			want += "usr-ro\n"
 		}
 		if stdout.String() != want {
