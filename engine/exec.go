@@ -22,6 +22,8 @@ type ExecOptions struct {
 	NoNetwork bool
 	Isolation Isolation // "" = the World's
 	Snapshot  bool      // take a snapshot first (auto_snapshot)
+	// PassEnv names variables passed although the boundary would drop them.
+	PassEnv []string
 }
 
 // ErrSourceMissing is matched (errors.Is) by a *SourceMissingError.
@@ -95,9 +97,12 @@ func (e *Engine) execLocal(ctx context.Context, w *World, o ExecOptions) (Sessio
 		return SessionMeta{}, fmt.Errorf("exec in world %q: isolation %w", name, err)
 	}
 	env, cwd := o.envAndCwd(w)
-	var binds []Bind
-	for _, b := range e.Config.StrictBinds {
-		binds = append(binds, Bind{Source: b, Target: b})
+	b, err := e.boundaryOf(w, o, env)
+	if err != nil {
+		return SessionMeta{}, fmt.Errorf("exec in world %q: %w", name, err)
+	}
+	if b != nil {
+		env = b.Env // scrubbed; strict_binds are among its shared caches
 	}
 	id := NewSessionID()
 	spec := SessionSpec{
@@ -115,7 +120,7 @@ func (e *Engine) execLocal(ctx context.Context, w *World, o ExecOptions) (Sessio
 		TTY:       o.TTY,
 		NoNetwork: o.NoNetwork,
 		Isolation: iso,
-		Binds:     binds,
+		Boundary:  b,
 		Exe:       e.exe,
 		Watch: &SessionWatch{
 			Upper: e.Paths.Upper(w.Name), Lower: w.Source, Objects: e.Paths.Objects(),

@@ -155,7 +155,8 @@ func init() {
 var groupOrder = []string{"Worlds", "Sessions", "Review and apply", "Snapshots", "Evidence", "CubeSandbox", "Machine"}
 
 func commandTable() []command {
-	isolation := strF("isolation", "", "", "session isolation: tree (default) or strict (the host read-only but the World)").oneOf(engine.IsolationNames()...)
+	isolation := strF("isolation", "", "", "session isolation: sandbox (default: the host read-only but the World, temp dirs and a private home layer; credentials hidden, environment scrubbed), strict (sandbox with the home read-only, no network) or tree (protects only the source)").oneOf(engine.IsolationNames()...)
+	passEnv := listF("pass-env", "NAME", "pass the variable NAME although the boundary's environment scrub drops it (repeatable)")
 	return []command{
 		{
 			name: "tui", group: "Machine", summary: "open the TUI (what strata alone does)",
@@ -174,6 +175,7 @@ func commandTable() []command {
 				strF("mount-backend", "", "", "overlay backend").oneOf(string(overlay.BackendAuto), string(overlay.BackendKernel), string(overlay.BackendFuseOverlayfs), string(overlay.BackendUnionfs)),
 				isolation,
 				listF("label", "K=V", "label the World (repeatable)"),
+				passEnv,
 				strF("template", "T", "", "cube: template id (or pick one with --cpu/--memory/--disk)"),
 				intF("cpu", "MILLI", 0, "cube: CPU in millicores; with --memory and --disk, picks the smallest configured template that fits"),
 				intF("memory", "MB", 0, "cube: memory in MB (see --cpu)"),
@@ -230,6 +232,7 @@ func commandTable() []command {
 				strF("cwd", "DIR", "", "working directory in the World (default: the current directory when it lies in the source or the World, else the source root)"),
 				boolF("no-network", "run without network (a private network namespace with only lo)"),
 				isolation,
+				passEnv,
 				boolF("snap", "take a snapshot before running (undo with strata rollback)"),
 				strF("worlds", "A,B,C", "", "run in several Worlds at once (fan-out; no NAME)"),
 				boolF("all", "run in every World of the current source at once (fan-out; no NAME)"),

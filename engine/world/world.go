@@ -44,6 +44,9 @@ type World struct {
 	Base         string            `toml:"base,omitempty" json:"base,omitempty"` // snapshot it was forked from
 	Labels       map[string]string `toml:"labels,omitempty" json:"labels,omitempty"`
 	Cube         *CubeWorld        `toml:"cube,omitempty" json:"cube,omitempty"`
+	// PassEnv names variables every session of the World gets although the
+	// boundary's environment scrub would drop them (`new --pass-env`).
+	PassEnv []string `toml:"pass_env,omitempty" json:"pass_env,omitempty"`
 }
 
 // CubeWorld is the cube runtime's part of world.toml.
