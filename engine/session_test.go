@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stratahq/strata/engine/boundary"
 )
 
 func requireRoot(t testing.TB) {
@@ -760,5 +762,82 @@ func TestSessionInheritsNoFDs(t *testing.T) {
 				t.Errorf("the command's shell has fds %q, want only 0 1 2 (stdout %q, stderr %q)", got, r.stdout, r.stderr)
 			}
 		})
+	}
+}
+
+// The sandbox level through a real session (docs/security.md rows 2, 3, 5,
+// 6, 8, 15, 16): host writes refused, home writes in the World's layer,
+// a planted credential unreadable, secrets dropped from the environment,
+// host sockets under /tmp unreachable, no host pids, the cgroupfs read-only.
+func TestSessionSandbox(t *testing.T) {
+	requireRoot(t)
+	w := newTestWorld(t, "sbx")
+	host, err := os.MkdirTemp("/var/lib", "strata-sbx-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(host) })
+	home := filepath.Join(host, "home")
+	writeFile(t, filepath.Join(home, ".ssh", "id_ed25519"), "ssh-secret-marker\n")
+	writeFile(t, filepath.Join(home, ".bashrc"), "# real\n")
+	hostTmp, err := os.CreateTemp("", "strata-sbx-host-tmp-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostTmp.Close()
+	t.Cleanup(func() { os.Remove(hostTmp.Name()) })
+	upper, work := filepath.Join(w.worldDir(), "home", "upper"), filepath.Join(w.worldDir(), "home", "work")
+	env := []string{defaultPath, "HOME=" + home, "FOO_TOKEN=token-marker", "SSH_AUTH_SOCK=/tmp/agent.sock", "KEEP_ME=kept"}
+	b, err := boundary.Compute(&boundary.Config{}, boundary.World{
+		Name: w.name, Source: w.source, StateRoot: w.stateRoot, Home: home, HomeUpper: upper, HomeWork: work,
+	}, env, boundary.Request{Level: "sandbox", PassEnv: []string{"KEEP_ME"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := w.sh(`
+cat "$HOME/.ssh/id_ed25519" 2>/dev/null
+(echo evil > /usr/strata-sbx-probe) 2>&1 | grep -q Read-only && echo usr-ro
+echo layer >> "$HOME/.bashrc" && echo home-rw
+[ -e "` + hostTmp.Name() + `" ] || echo host-tmp-hidden
+echo private > /tmp/strata-sbx-private && echo tmp-rw
+echo w > "` + w.source + `/w.txt" && echo world-rw
+env
+ls /proc | grep -c '^[0-9]'
+(echo $$ > /sys/fs/cgroup/cgroup.procs) 2>&1 | grep -q Read-only && echo cgroup-ro
+`)
+	spec.Isolation, spec.Boundary, spec.Env = IsolationSandbox, b, b.Env
+	r := runSession(t, spec)
+	for _, bad := range []string{"ssh-secret-marker", "token-marker", "SSH_AUTH_SOCK"} {
+		if strings.Contains(r.stdout, bad) {
+			t.Errorf("the command saw %s:\n%s", bad, r.stdout)
+		}
+	}
+	for _, want := range []string{"usr-ro\n", "home-rw\n", "host-tmp-hidden\n", "tmp-rw\n", "world-rw\n", "KEEP_ME=kept\n", "cgroup-ro\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("missing %q in the sandboxed command's output:\n%s\nstderr %s", want, r.stdout, r.stderr)
+		}
+	}
+	if _, err := os.Stat("/usr/strata-sbx-probe"); err == nil {
+		os.Remove("/usr/strata-sbx-probe")
+		t.Error("/usr was writable")
+	}
+	if _, err := os.Stat("/tmp/strata-sbx-private"); err == nil {
+		os.Remove("/tmp/strata-sbx-private")
+		t.Error("the session's /tmp is the host's")
+	}
+	if got := readFile(t, filepath.Join(home, ".bashrc")); got != "# real\n" {
+		t.Errorf("the real ~/.bashrc changed: %q", got)
+	}
+	if got := readFile(t, filepath.Join(upper, ".bashrc")); got != "# real\nlayer\n" {
+		t.Errorf("the World's home layer holds %q, want the write", got)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	for i, l := range lines {
+		if l == "world-rw" || strings.HasPrefix(l, "KEEP_ME") {
+			continue
+		}
+		if n, err := strconv.Atoi(l); err == nil && i > 0 && n > 10 {
+			t.Errorf("the command sees %d processes: host pids visible", n)
+		}
 	}
 }
