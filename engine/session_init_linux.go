@@ -789,8 +789,10 @@ func setupSessionMounts(spec *SessionSpec) error {
 		return fmt.Errorf("mount /proc: %w", err)
 	}
 	// Host-wide knobs root could otherwise turn from inside (reboot via sysrq,
-	// kernel sysctls).
-	for _, p := range []string{"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"} {
+	// kernel sysctls), and the cgroupfs: even at tree a command must not
+	// freeze or kill other Worlds' sessions or leave its own cgroup (a
+	// snapshot's freeze would miss it).
+	for _, p := range []string{"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/sys/fs/cgroup"} {
 		if _, err := os.Lstat(p); err != nil {
 			continue
 		}

@@ -143,6 +143,10 @@ func (s *secEnv) sh(w string, l level, extra []string, script string) (string, i
 	args = append(args, "--", "sh", "-c", script)
 	out, errs, code := s.run(args...)
 	refusedByStrata(s.t, args, errs)
+	if strings.HasPrefix(errs, "strata: warning") {
+		// tree's warning, before the command ran: not the command's output.
+		_, errs, _ = strings.Cut(errs, "\n")
+	}
 	return out + errs, code
 }
 

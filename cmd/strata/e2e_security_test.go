@@ -231,8 +231,11 @@ func TestSecCredentials(t *testing.T) {
 			if strings.Contains(out, awsSecret) {
 				t.Errorf("read ~/.aws/credentials: the planted secret is readable: %q", out)
 			}
-			if strings.Contains(out, "id_ed25519") {
-				t.Errorf("ls ~/.ssh lists the planted key: %q", out)
+			for _, line := range strings.Split(out, "\n") {
+				// cat's own "No such file" names it; ls must not list it.
+				if strings.Contains(line, "id_ed25519") && !strings.HasPrefix(line, "cat: ") {
+					t.Errorf("ls ~/.ssh lists the planted key: %q", out)
+				}
 			}
 		})
 	}
