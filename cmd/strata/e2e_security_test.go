@@ -24,7 +24,6 @@ import (
 // Row 7: a file descriptor the caller had open (a host dir on fd 7, a file
 // on fd 8) is not inherited by the command, at every level, tree included.
 func TestSecInheritedFDs(t *testing.T) {
-	requireWired(t)
 	s := newSecEnv(t, "")
 	s.ok("new", "w")
 	dir := filepath.Join(s.hostDir, "fd-dir")
@@ -97,9 +96,6 @@ func TestSecHostWrites(t *testing.T) {
 				}
 				return
 			}
-			if l != lvStrict {
-				requireWired(t)
-			}
 			for _, p := range []string{outside, etcProbe} {
 				out, code := s.sh("w", l, nil, "echo evil > "+p)
 				if code == 0 || !(strings.Contains(out, "Read-only file system") || strings.Contains(out, "Permission denied")) {
@@ -126,7 +122,6 @@ func TestSecHostWrites(t *testing.T) {
 			// Private temp dirs: writable, and the host's /tmp file is not there.
 			// Today's strict has a private /tmp but a read-only /var/tmp and
 			// the host's /dev/shm.
-			requireWired(t)
 			script := fmt.Sprintf("test ! -e %s || { echo host tmp visible; exit 3; }; for d in /tmp /var/tmp /dev/shm; do echo x > $d/strata-sec-private || exit 4; done; echo done", hostTmp.Name())
 			if out, code := s.sh("w", l, nil, script); code != 0 || !strings.Contains(out, "done") {
 				t.Errorf("private /tmp, /var/tmp, /dev/shm: exit %d: %s", code, out)
@@ -172,7 +167,6 @@ func TestSecHomeLayer(t *testing.T) {
 	for _, l := range []level{lvDefault, lvSandbox} {
 		t.Run(string(l), func(t *testing.T) {
 			s := s.with(t)
-			requireWired(t)
 			w := "h-" + string(l)
 			s.ok(append([]string{"new", w}, l.flags()...)...)
 			if out, code := s.sh(w, l, nil, "mkdir -p ~/.cache && echo cached > ~/.cache/x && echo evil >> ~/.bashrc"); code != 0 {
@@ -214,9 +208,6 @@ func TestSecCredentials(t *testing.T) {
 	for _, l := range []level{lvTree, lvDefault, lvSandbox, lvStrict} {
 		t.Run(string(l), func(t *testing.T) {
 			s := s.with(t)
-			if l != lvTree {
-				requireWired(t)
-			}
 			out, _ := s.sh("w", l, nil, script)
 			if l == lvTree {
 				// What tree still allows: credentials are readable.
@@ -251,9 +242,6 @@ func TestSecEnvScrub(t *testing.T) {
 	for _, l := range []level{lvTree, lvDefault, lvSandbox, lvStrict} {
 		t.Run(string(l), func(t *testing.T) {
 			s := s.with(t)
-			if l != lvTree {
-				requireWired(t)
-			}
 			out, code := s.sh("w", l, nil, "env")
 			if code != 0 && l == lvTree {
 				t.Fatalf("env: exit %d: %s", code, out)
@@ -285,7 +273,6 @@ func TestSecEnvScrub(t *testing.T) {
 	}
 	t.Run("config-pass_env", func(t *testing.T) {
 		s := s.with(t)
-		requireWired(t)
 		must(t, os.WriteFile(filepath.Join(filepath.Dir(s.home), "config.toml"), []byte(cfg), 0o644))
 		s.ok("new", "granted")
 		out, _ := s.sh("granted", lvDefault, nil, "env")
@@ -329,7 +316,6 @@ func TestSecHostUnixSockets(t *testing.T) {
 				}
 				return
 			}
-			requireWired(t)
 			for addr, n := range counters {
 				before := n.Load()
 				out, code := s.sh("w", l, nil, s.probe+" dial-unix "+addr)
@@ -343,7 +329,7 @@ func TestSecHostUnixSockets(t *testing.T) {
 		s := s.with(t)
 		// Row 9: abstract sockets belong to the network namespace, so
 		// network = host reaches them (documented).
-		requireWired(t)
+		requireWired(t) // sandnet: the network modes and the egress proxy
 		out, code := s.sh("w", lvSandbox, []string{"--network", "host"}, s.probe+" dial-unix "+abstract)
 		if code != 0 || !strings.Contains(out, "hello-from-host") {
 			t.Errorf("sandbox --network host: dial %s: exit %d: %s", abstract, code, out)
@@ -378,11 +364,6 @@ func TestSecCgroups(t *testing.T) {
 	for _, l := range []level{lvDefault, lvSandbox, lvStrict, lvTree} {
 		t.Run(string(l), func(t *testing.T) {
 			s := s.with(t)
-			if l != lvStrict {
-				// Today's strict already keeps the host's cgroupfs out of
-				// reach; tree (and so today's default) writes it.
-				requireWired(t)
-			}
 			// A fresh victim session in another World, and a host process in
 			// a cgroup of its own.
 			vid := strings.TrimSpace(s.ok("exec", "victim", "--detach", "--", "sleep", "600"))
@@ -463,9 +444,6 @@ func TestSecHostProcesses(t *testing.T) {
 	for _, l := range []level{lvTree, lvDefault, lvSandbox, lvStrict} {
 		t.Run(string(l), func(t *testing.T) {
 			s := s.with(t)
-			if l == lvSandbox {
-				requireWired(t) // the default passes today as tree (a pid namespace)
-			}
 			out, _ := s.sh("w", l, nil, fmt.Sprintf("cat /proc/%d/cmdline; grep -l 6071 /proc/[0-9]*/cmdline; kill -9 %d; %s ptrace %d", pid, pid, s.probe, pid))
 			if strings.Contains(out, "6071") {
 				t.Errorf("the host sleep 6071 (pid %d) is visible in /proc: %q", pid, out)
@@ -521,7 +499,7 @@ func TestSecNetwork(t *testing.T) {
 	})
 	t.Run("wired", func(t *testing.T) {
 		s := s.with(t)
-		requireWired(t)
+		requireWired(t) // sandnet: the network modes and the egress proxy
 		must(t, os.WriteFile(cfgPath, cfg, 0o644))
 		for _, l := range []level{lvDefault, lvSandbox} {
 			// none: loopback only.
@@ -587,9 +565,6 @@ func TestSecProcAndMountTricks(t *testing.T) {
 	for _, l := range []level{lvTree, lvDefault, lvSandbox, lvStrict} {
 		t.Run(string(l), func(t *testing.T) {
 			s := s.with(t)
-			if l == lvSandbox {
-				requireWired(t) // the default passes today as tree
-			}
 			for name, script := range attacks {
 				out, code := s.sh("secw", l, nil, script)
 				if got := s.readSource("a.txt"); got != "hello\n" {
@@ -620,7 +595,6 @@ func TestSecProcAndMountTricks(t *testing.T) {
 // Row 13: a shared cache declared in config is written in place by every
 // World: two Worlds see each other's files.
 func TestSecSharedCache(t *testing.T) {
-	requireWired(t)
 	s := newSecEnv(t, "")
 	cache := filepath.Join(s.hostDir, "cache")
 	must(t, os.Mkdir(cache, 0o755))
@@ -650,9 +624,6 @@ func TestSecSharedCache(t *testing.T) {
 func TestSecToolchains(t *testing.T) {
 	for _, l := range []level{lvDefault, lvSandbox} {
 		t.Run(string(l), func(t *testing.T) {
-			if l == lvSandbox {
-				requireWired(t)
-			}
 			s := newSecEnv(t, "")
 			must(t, os.WriteFile(filepath.Join(s.source, "go.mod"), []byte("module tiny\n\ngo 1.22\n"), 0o644))
 			must(t, os.WriteFile(filepath.Join(s.source, "main.go"), []byte("package main\n\nfunc main() { println(\"tiny-built\") }\n"), 0o644))
@@ -689,7 +660,7 @@ func TestSecToolchains(t *testing.T) {
 		})
 	}
 	t.Run("npm-through-proxy", func(t *testing.T) {
-		requireWired(t)
+		requireWired(t) // sandnet: the network modes and the egress proxy
 		npmThroughProxy(t)
 	})
 }
@@ -802,7 +773,6 @@ func TestSecRootless(t *testing.T) {
 	})
 	for _, l := range []level{lvDefault, lvSandbox, lvStrict} {
 		t.Run(string(l), func(t *testing.T) {
-			requireWired(t)
 			d, err := os.Open(filepath.Join(work, "fd-dir"))
 			must(t, err)
 			defer d.Close()
