@@ -117,6 +117,7 @@ func loadWorlds(ctx context.Context, eng *engine.Engine, source string) tea.Cmd 
 			rows = append(rows, panes.WorldRow{
 				Name: w.Name, Source: w.Source, Status: info.Status, Backend: string(w.Backend),
 				Changes: info.Changes, Sessions: info.Sessions, Running: info.Running, Error: info.Error,
+				Boundary: boundaryGlance(eng, w.Name),
 			})
 		}
 		// Broken Worlds show under every source: theirs is unknown.
@@ -416,4 +417,13 @@ func snapshotChanges(ctx context.Context, eng *engine.Engine, world, parent, sna
 		}
 		return infoMsg{title: title, lines: lines}
 	}
+}
+
+// boundaryGlance is a World's level and network mode, "sandbox/proxy".
+func boundaryGlance(eng *engine.Engine, name string) string {
+	b, err := eng.Boundary(name, engine.ExecOptions{})
+	if err != nil || b == nil {
+		return ""
+	}
+	return string(b.Level) + "/" + string(b.Network)
 }
