@@ -3,9 +3,12 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/stratahq/strata/engine/boundary"
 )
@@ -70,4 +73,52 @@ func (e *Engine) Boundary(name string, o ExecOptions) (*boundary.Boundary, error
 	}
 	// tree: described as such.
 	return boundary.Compute(nil, boundary.World{Name: w.Name, Source: w.Source, StateRoot: e.Paths.Root}, env, boundary.Request{Level: string(boundary.LevelTree)})
+}
+
+// BoundaryCheck is one protection of the sandbox level as this machine and
+// user can give it: whether it is available, and if not why and what is
+// lost (`strata doctor`).
+type BoundaryCheck struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail"`
+}
+
+// BoundaryChecks says which of the sandbox level's protections this host
+// and user get: rootless sessions keep what user namespaces allow.
+func (e *Engine) BoundaryChecks() []BoundaryCheck {
+	var out []BoundaryCheck
+	add := func(name string, ok bool, yes, no string) {
+		d := yes
+		if !ok {
+			d = no
+		}
+		out = append(out, BoundaryCheck{Name: name, OK: ok, Detail: d})
+	}
+	rootless := !isRoot()
+	userns := true
+	if data, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err == nil && strings.TrimSpace(string(data)) == "0" {
+		userns = false
+	}
+	add("namespaces", !rootless || userns, "mount, pid, uts, ipc, network and cgroup namespaces per session",
+		"user namespaces are disabled (/proc/sys/user/max_user_namespaces is 0): rootless sessions cannot start")
+	err := unix.CloseRange(^uint(0)-1, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	add("inherited fds", err == nil, "close_range(CLOSE_RANGE_CLOEXEC): the command inherits only 0, 1 and 2",
+		"close_range unavailable (kernel before 5.11): the init marks fds close-on-exec through /proc/self/fd (same result, slower)")
+	root := cgroupV2Root()
+	delegated := false
+	if root != "" {
+		dir := filepath.Join(root, "strata")
+		if err := os.Mkdir(dir, 0o755); err == nil || errors.Is(err, fs.ErrExist) {
+			delegated = unix.Access(dir, unix.W_OK) == nil
+		}
+	}
+	add("cgroups", delegated, "each session in its own cgroup under "+filepath.Join(root, "strata")+": exact freeze for snapshots; the command gets a cgroup namespace rooted there and a read-only cgroupfs",
+		"no writable cgroup v2 hierarchy for this user (cgroup delegation missing): sessions get no cgroup of their own, so no cgroup namespace; the cgroupfs stays read-only, snapshots pause with SIGSTOP and resources come from /proc")
+	add("home layer", !rootless || userns, "a private overlay over the home per World (worlds/NAME/home)",
+		"no user namespace: no home layer")
+	if rootless {
+		out = append(out, BoundaryCheck{Name: "rootless", OK: true, Detail: "sessions run in a user namespace where you are root; the overlay keeps its xattrs under user.overlay.*; a hostile command stays your uid on the host"})
+	}
+	return out
 }
