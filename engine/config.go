@@ -24,9 +24,11 @@ type Config struct {
 	// MountBackend is the default overlay backend: auto, kernel,
 	// fuse-overlayfs or unionfs-fuse.
 	MountBackend string `toml:"mount_backend"`
-	// Isolation is the default isolation for sessions: tree or strict.
+	// Isolation is the default isolation for sessions: sandbox (default),
+	// strict or tree. An alias of boundary.level.
 	Isolation Isolation `toml:"isolation"`
-	// StrictBinds are read-write binds kept in strict isolation (e.g. a build cache).
+	// StrictBinds are directories written in place by every World (e.g. a
+	// build cache). An alias of boundary.shared_caches, checked the same way.
 	StrictBinds []string `toml:"strict_binds"`
 	// Ignore lists gitignore-style patterns left out of change sets, in
 	// addition to .git/.
@@ -209,6 +211,9 @@ func LoadConfig(path string) (*Config, error) {
 			keys = append(keys, k.String())
 		}
 		msg := "unknown key (the keys are backend, mount_backend, isolation, strict_binds, ignore, build, build_state, env_redact, auto_snapshot, theme, kill_grace and the tables [keys], [colors], [cube], [agents.NAME], [boundary])"
+		if len(und[0]) > 0 && und[0][0] == "boundary" {
+			msg = "unknown key (the keys of [boundary] are level, network, allow, deny_paths, env_allow, shared_caches, pass_env, pass_paths and the tables [boundary.worlds.NAME], [boundary.agents.NAME])"
+		}
 		if len(keys) > 1 {
 			msg += "; also unknown: " + strings.Join(keys[1:], ", ")
 		}
@@ -237,6 +242,9 @@ func (c *Config) withDefaults() *Config {
 	}
 	if c.MountBackend == "" {
 		c.MountBackend = "auto"
+	}
+	if c.Isolation == "" {
+		c.Isolation = Isolation(c.Boundary.Level)
 	}
 	if c.Isolation == "" {
 		c.Isolation = world.DefaultIsolation
@@ -281,6 +289,9 @@ func (c *Config) validate() error {
 	if _, err := overlay.NewIgnore(c.Build...); err != nil {
 		return c.Problem("build", err)
 	}
+	if c.Boundary.Level != "" && string(c.Isolation) != c.Boundary.Level {
+		return c.Problem("isolation", fmt.Errorf("%q, but boundary.level is %q: isolation is an alias of boundary.level, keep one of them", c.Isolation, c.Boundary.Level))
+	}
 	return nil
 }
 
@@ -290,4 +301,56 @@ func (c *Config) killGrace() time.Duration {
 		return d
 	}
 	return 5 * time.Second
+}
+
+// CheckBoundary validates the [boundary] table (and its aliases isolation
+// and strict_binds) against this machine: the user's home and the state
+// root. A path that would undo the boundary is a *ConfigError naming its key.
+func (c *Config) CheckBoundary(home, stateRoot string) error {
+	b := c.effectiveBoundary()
+	if err := b.Check(boundary.Host{Home: home, StateRoot: stateRoot}); err != nil {
+		var ke *boundary.KeyError
+		if errors.As(err, &ke) {
+			key := ke.Key
+			if key == "boundary.shared_caches" && c.sharedCacheFromStrictBinds(ke.Err) {
+				key = "strict_binds"
+			}
+			return c.Problem(key, ke.Err)
+		}
+		return c.Problem("boundary", err)
+	}
+	return nil
+}
+
+// effectiveBoundary is [boundary] with its aliases folded in: the default
+// level from isolation, strict_binds as shared caches.
+func (c *Config) effectiveBoundary() *boundary.Config {
+	b := c.Boundary
+	if b.Level == "" && c.Isolation != "" {
+		b.Level = string(c.Isolation)
+	}
+	if len(c.StrictBinds) > 0 {
+		b.SharedCaches = append(append([]string{}, b.SharedCaches...), c.StrictBinds...)
+	}
+	return &b
+}
+
+// sharedCacheFromStrictBinds tells whether a refused shared cache came from
+// strict_binds (its message quotes the entry).
+func (c *Config) sharedCacheFromStrictBinds(err error) bool {
+	for _, s := range c.StrictBinds {
+		if strings.HasPrefix(err.Error(), fmt.Sprintf("%q", s)) && !slicesContains(c.Boundary.SharedCaches, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func slicesContains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }

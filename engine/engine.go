@@ -79,6 +79,10 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	if real, err := filepath.EvalSymlinks(root); err == nil {
 		e.Paths.Root = real
 	}
+	home, _ := os.UserHomeDir()
+	if err := cfg.CheckBoundary(home, e.Paths.Root); err != nil {
+		return nil, err
+	}
 	if err := e.recover(ctx); err != nil {
 		return nil, err
 	}
@@ -94,7 +98,10 @@ type CreateOptions struct {
 	MountBackend overlay.Backend // "" or auto = probe cheaply
 	Isolation    Isolation       // "" = the configured default
 	Labels       map[string]string
-	Template     string // cube: template id ("" = from config)
+	// PassEnv names variables every session gets although the boundary
+	// would drop them.
+	PassEnv  []string
+	Template string // cube: template id ("" = from config)
 	// FromCubeSnapshot creates a cube World's sandbox from this Cube
 	// snapshot id (fork).
 	FromCubeSnapshot string
@@ -167,9 +174,14 @@ func (e *Engine) stageWorld(ctx context.Context, o CreateOptions) (*World, *stag
 		State:     StateReady,
 		Created:   time.Now().UTC().Truncate(time.Millisecond),
 		Labels:    o.Labels,
+		PassEnv:   o.PassEnv,
 	}
 	if w.Backend == "" {
 		w.Backend = e.Config.Backend
+	}
+	if w.Isolation == "" {
+		// [boundary.worlds.NAME] level, else the configured default.
+		w.Isolation = Isolation(e.Config.Boundary.Worlds[o.Name].Level)
 	}
 	if w.Isolation == "" {
 		w.Isolation = e.Config.Isolation

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -30,6 +31,8 @@ type ExecOptions struct {
 	// Network is the session's network mode (none, proxy, host); "" is the
 	// World's (config, then the level's default). See engine/network.go.
 	Network boundary.Network
+	// PassEnv names variables passed although the boundary would drop them.
+	PassEnv []string
 }
 
 // ErrSourceMissing is matched (errors.Is) by a *SourceMissingError.
@@ -103,11 +106,16 @@ func (e *Engine) execLocal(ctx context.Context, w *World, o ExecOptions) (Sessio
 		return SessionMeta{}, fmt.Errorf("exec in world %q: isolation %w", name, err)
 	}
 	env, cwd := o.envAndCwd(w)
-	var binds []Bind
-	for _, b := range e.Config.StrictBinds {
-		binds = append(binds, Bind{Source: b, Target: b})
+	b, err := e.boundaryOf(w, o, env)
+	if err != nil {
+		return SessionMeta{}, fmt.Errorf("exec in world %q: %w", name, err)
 	}
-	binds = append(binds, o.Binds...)
+	if b != nil {
+		env = b.Env // scrubbed; strict_binds are among its shared caches
+	}
+	// The spec's own binds (agents: the hook channel, the strata binary);
+	// strict_binds are shared caches of the boundary now.
+	binds := slices.Clone(o.Binds)
 	id := o.ID
 	if id == "" {
 		id = NewSessionID()
@@ -128,6 +136,7 @@ func (e *Engine) execLocal(ctx context.Context, w *World, o ExecOptions) (Sessio
 		NoNetwork: o.NoNetwork,
 		Isolation: iso,
 		Binds:     binds,
+		Boundary:  b,
 		Exe:       e.exe,
 		Watch: &SessionWatch{
 			Upper: e.Paths.Upper(w.Name), Lower: w.Source, Objects: e.Paths.Objects(),
@@ -138,6 +147,11 @@ func (e *Engine) execLocal(ctx context.Context, w *World, o ExecOptions) (Sessio
 	release, err := e.prepareNetwork(ctx, w, iso, o, &spec)
 	if err != nil {
 		return SessionMeta{}, err
+	}
+	if spec.Boundary != nil && spec.Network != "" {
+		// One mode: the one the session's namespaces get is the one its
+		// boundary (mount plan, strata show) describes.
+		spec.Boundary.Network = spec.Network
 	}
 	meta, err := StartSession(ctx, spec)
 	release()

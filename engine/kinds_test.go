@@ -10,14 +10,14 @@ import (
 // An isolation or runtime a user mistypes is refused with the valid names,
 // wherever it comes from; "" is the default.
 func TestParseIsolationAndRuntime(t *testing.T) {
-	if i, err := ParseIsolation(""); err != nil || i != IsolationTree {
+	if i, err := ParseIsolation(""); err != nil || i != IsolationSandbox {
 		t.Errorf(`ParseIsolation(""): %q, %v`, i, err)
 	}
 	if i, err := ParseIsolation("strict"); err != nil || i != IsolationStrict {
 		t.Errorf(`ParseIsolation("strict"): %q, %v`, i, err)
 	}
 	for _, bad := range []string{"cube", "Tree", "none", " tree"} {
-		if _, err := ParseIsolation(bad); err == nil || !strings.Contains(err.Error(), "want tree or strict") {
+		if _, err := ParseIsolation(bad); err == nil || !strings.Contains(err.Error(), "want sandbox, tree or strict") {
 			t.Errorf("ParseIsolation(%q): %v", bad, err)
 		}
 	}

@@ -15,9 +15,12 @@ import (
 // cgroup or /proc (resources.go).
 type localRuntime struct{ e *Engine }
 
-func (localRuntime) kind() Runtime       { return RuntimeLocal }
-func (localRuntime) hostView() bool      { return true }
-func (localRuntime) layerDirs() []string { return []string{"upper", "work", "merged", "sessions"} }
+func (localRuntime) kind() Runtime  { return RuntimeLocal }
+func (localRuntime) hostView() bool { return true }
+func (localRuntime) layerDirs() []string {
+	// home/: the World's private layer over the user's home (sandbox level).
+	return []string{"upper", "work", "merged", "sessions", "home", "home/upper", "home/work"}
+}
 
 // sendSignal: the recorded pid is the command's process group.
 func (localRuntime) sendSignal(sig syscall.Signal) syscall.Signal { return sig }

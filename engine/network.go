@@ -602,7 +602,14 @@ func (spec *SessionSpec) normalizeNetwork() error {
 
 // ownNetns tells whether the session gets a network namespace of its own.
 func (spec *SessionSpec) ownNetns() bool {
-	return spec.NoNetwork || spec.Network == boundary.NetworkNone || spec.Network == boundary.NetworkProxy
+	switch {
+	case spec.NoNetwork || spec.Network == boundary.NetworkNone || spec.Network == boundary.NetworkProxy:
+		return true
+	case spec.Network == "" && spec.Boundary != nil:
+		// A spec started without the engine: the boundary's mode says.
+		return spec.Boundary.Network != boundary.NetworkHost
+	}
+	return false
 }
 
 // prepareNetwork resolves a local session's network mode and, for proxy,

@@ -110,6 +110,12 @@ type SessionSpec struct {
 	Network boundary.Network `json:"network,omitempty"`
 	// EgressDir holds the World's egress proxy socket, for Network proxy.
 	EgressDir string `json:"egress_dir,omitempty"`
+	// Boundary is the session's effective boundary (engine/boundary) for the
+	// sandbox and strict levels: the init builds the command's view from its
+	// mount plan (engine/sandbox). Nil at those levels: computed from the
+	// spec with no config (Env scrubbed, HOME the home, no home layer).
+	// Ignored at tree, which keeps today's mounts.
+	Boundary *boundary.Boundary `json:"boundary,omitempty"`
 }
 
 // DefaultEnvRedact are the variable name patterns whose values are not recorded.
@@ -287,6 +293,21 @@ func (spec *SessionSpec) normalize() error {
 	if spec.Env == nil {
 		spec.Env = []string{defaultPath}
 	}
+	if spec.Isolation == IsolationTree {
+		spec.Boundary = nil
+	} else if spec.Boundary == nil {
+		b, err := specBoundary(spec)
+		if err != nil {
+			return err
+		}
+		spec.Boundary, spec.Env = b, b.Env
+	}
+	if spec.Boundary != nil {
+		spec.Isolation = Isolation(spec.Boundary.Level)
+		if spec.Boundary.Level == boundary.LevelTree {
+			spec.Boundary = nil
+		}
+	}
 	if spec.TTY && !slices.ContainsFunc(spec.Env, func(kv string) bool { return strings.HasPrefix(kv, "TERM=") }) {
 		spec.Env = append(slices.Clip(spec.Env), "TERM=xterm-256color")
 	}
@@ -447,6 +468,11 @@ func startInit(spec SessionSpec) (*exec.Cmd, *os.File, error) {
 		flags := uintptr(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC)
 		if spec.ownNetns() {
 			flags |= unix.CLONE_NEWNET
+		}
+		if spec.Boundary != nil && cgroupFD >= 0 {
+			// Born in its cgroup and in a cgroup namespace rooted there:
+			// the command sees only its own subtree (mounted read-only).
+			flags |= unix.CLONE_NEWCGROUP
 		}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Cloneflags: flags}
 		if os.Geteuid() != 0 {
@@ -855,4 +881,30 @@ func drainErr(ch <-chan error) {
 	if err := <-ch; err != nil {
 		return // reported elsewhere; only the wait matters here
 	}
+}
+
+// specBoundary is the boundary of a spec that names a confined level but no
+// boundary (a caller without config): the level's defaults, the home from
+// the command's HOME, no home layer (the home read-only).
+func specBoundary(spec *SessionSpec) (*boundary.Boundary, error) {
+	home := ""
+	for _, kv := range spec.Env {
+		if v, ok := strings.CutPrefix(kv, "HOME="); ok {
+			home = v
+		}
+	}
+	if home == "" {
+		home, _ = os.UserHomeDir()
+	}
+	r := boundary.Request{Level: string(spec.Isolation)}
+	if spec.NoNetwork {
+		r.Network = string(boundary.NetworkNone)
+	}
+	b, err := boundary.Compute(nil, boundary.World{
+		Name: spec.World, Source: spec.Source, StateRoot: spec.StateRoot, HideDirs: spec.HideDirs, Home: home,
+	}, spec.Env, r)
+	if err != nil {
+		return nil, fmt.Errorf("boundary: %w", err)
+	}
+	return b, nil
 }

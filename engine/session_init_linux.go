@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stratahq/strata/engine/sandbox"
 	"github.com/stratahq/strata/overlay"
 )
 
@@ -143,7 +145,12 @@ func (in *sessionInit) run() error {
 	if err := in.openEgress(&spec.SessionSpec); err != nil { // before the state root is hidden
 		return in.startFailed(1, err)
 	}
-	if err := setupSessionMounts(&spec.SessionSpec); err != nil {
+	if spec.Boundary != nil {
+		err = setupSandboxMounts(&spec.SessionSpec)
+	} else {
+		err = setupSessionMounts(&spec.SessionSpec)
+	}
+	if err != nil {
 		return in.startFailed(1, err)
 	}
 	hostname := spec.World
@@ -189,6 +196,16 @@ func (in *sessionInit) run() error {
 		}
 	}
 
+	// The command inherits 0, 1 and 2 and nothing else, at every level: not
+	// an fd the caller had open (a host dir on fd 7 leads out of every
+	// mount), not the init's transcript, control or attach fds.
+	if err := sandbox.CloseOnExecFrom(3); err != nil {
+		for _, f := range files {
+			f.Close()
+		}
+		pumps.Wait()
+		return in.startFailed(1, err)
+	}
 	proc, startErr := startCommand(spec.SessionSpec, files)
 	for _, f := range files {
 		f.Close()
@@ -521,6 +538,13 @@ func startCommand(spec SessionSpec, files []*os.File) (*os.Process, error) {
 	done := make(chan result, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+		if spec.Boundary != nil && !spec.CgroupPlaced {
+			// The init joined its cgroup after the clone: the command's
+			// thread roots a cgroup namespace there (it is per thread).
+			if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+				fmt.Fprintf(os.Stderr, "cgroup namespace: %v (the cgroupfs stays read-only)\n", err)
+			}
+		}
 		if err := dropCapabilities(); err != nil {
 			done <- result{err: err}
 			return
@@ -606,6 +630,57 @@ func checkExecutable(p string) error {
 	}
 	if info.Mode()&0o111 == 0 {
 		return &os.PathError{Op: "exec", Path: p, Err: os.ErrPermission}
+	}
+	return nil
+}
+
+// setupSandboxMounts builds the command's view for the sandbox and strict
+// levels: the boundary's mount plan (engine/sandbox.Plan), then the spec's
+// binds (attached after the plan's private /tmp and /run, so a bind under
+// /run/strata survives them).
+func setupSandboxMounts(spec *SessionSpec) error {
+	if fi, err := os.Stat(spec.Source); errors.Is(err, os.ErrNotExist) || err == nil && !fi.IsDir() {
+		return fmt.Errorf("bind the world over %s: the source no longer exists (moved or deleted?)", spec.Source)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make mounts private: %w", err)
+	}
+	if spec.Overlay != nil {
+		if err := overlay.Mount(context.Background(), *spec.Overlay); err != nil {
+			return fmt.Errorf("mount the world's overlay in the session: %w", err)
+		}
+	}
+	bindFDs := make([]int, len(spec.Binds))
+	for i, b := range spec.Binds {
+		fd, err := cloneTree(b.Source)
+		if err != nil {
+			return fmt.Errorf("bind %s: %w", b.Source, err)
+		}
+		defer unix.Close(fd)
+		bindFDs[i] = fd
+	}
+	plan := sandbox.Plan(spec.Boundary, sandbox.Input{Merged: spec.Merged, HostDev: spec.HostDev, Rootless: os.Geteuid() != 0 || spec.Overlay != nil})
+	if !spec.CgroupPlaced {
+		// No cgroup namespace of the init's own (it joined its cgroup after
+		// the clone, or has none): a fresh cgroup2 mount would show the
+		// whole hierarchy, or be refused in a user namespace. The host's
+		// cgroupfs stays, read-only like the rest of the host.
+		plan = slices.DeleteFunc(plan, func(s sandbox.Step) bool { return s.Op == sandbox.OpCgroup })
+	}
+	if err := sandbox.Apply(plan); err != nil {
+		return fmt.Errorf("%s isolation: %w", spec.Boundary.Level, err)
+	}
+	for i, b := range spec.Binds {
+		if err := attachTree(bindFDs[i], b.Target, fdIsDir(bindFDs[i])); err != nil {
+			return fmt.Errorf("bind %s at %s: %w", b.Source, b.Target, err)
+		}
+		attr := &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}
+		if b.ReadOnly {
+			attr = &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+		}
+		if err := unix.MountSetattr(unix.AT_FDCWD, b.Target, unix.AT_RECURSIVE, attr); err != nil {
+			return fmt.Errorf("bind %s at %s: set read-only=%v: %w", b.Source, b.Target, b.ReadOnly, err)
+		}
 	}
 	return nil
 }
@@ -706,8 +781,10 @@ func setupSessionMounts(spec *SessionSpec) error {
 		return fmt.Errorf("mount /proc: %w", err)
 	}
 	// Host-wide knobs root could otherwise turn from inside (reboot via sysrq,
-	// kernel sysctls).
-	for _, p := range []string{"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"} {
+	// kernel sysctls), and the cgroupfs: even at tree a command must not
+	// freeze or kill other Worlds' sessions or leave its own cgroup (a
+	// snapshot's freeze would miss it).
+	for _, p := range []string{"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/sys/fs/cgroup"} {
 		if _, err := os.Lstat(p); err != nil {
 			continue
 		}

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stratahq/strata/engine/boundary"
 )
 
 func requireRoot(t testing.TB) {
@@ -52,6 +54,9 @@ func (w testWorld) spec(argv ...string) SessionSpec {
 		SessionsDir: filepath.Join(w.worldDir(), "sessions"),
 		Argv:        argv,
 		Env:         []string{defaultPath, "SRC=" + w.source, "STATE=" + w.stateRoot, "HOME=/root"},
+		// Today's tests; the sandbox level has its own (its scrubbed
+		// environment drops SRC and STATE).
+		Isolation: IsolationTree,
 	}
 }
 
@@ -364,7 +369,7 @@ touch /usr/strata-probe 2>&1 | grep -q 'Read-only' && echo usr-ro
 touch "$HOME/strata-probe" 2>&1 | grep -q 'Read-only' && echo home-ro
 echo private > /tmp/strata-private && echo tmp-rw
 [ -e "` + hostTmp.Name() + `" ] || echo host-tmp-hidden
-echo w > "$SRC/w.txt" && echo world-rw
+echo w > "` + w.source + `/w.txt" && echo world-rw
 echo c > "` + cache + `/c.txt" && echo bind-rw
 echo x > /dev/null && echo dev-ok
 `)
@@ -675,8 +680,9 @@ func TestSessionRootless(t *testing.T) {
 	for _, d := range []string{w.source, w.stateRoot} {
 		filepath.Walk(d, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, uid, gid) })
 	}
-	for _, iso := range []Isolation{IsolationTree, IsolationStrict} {
-		spec := w.sh(`id -u; cat "$SRC/file.txt"; echo new > "$SRC/new-` + string(iso) + `"; cat "$STATE/worlds/other/upper/secret.txt" 2>/dev/null && echo ESCAPED; umount "$SRC" 2>/dev/null && echo ESCAPED; touch /usr/x 2>&1 | grep -q Read-only && echo usr-ro; true`)
+	for _, iso := range []Isolation{IsolationTree, IsolationStrict, IsolationSandbox} {
+		// Literal paths: the confined levels scrub SRC and STATE.
+		spec := w.sh(strings.NewReplacer("$SRC", w.source, "$STATE", w.stateRoot).Replace(`id -u; cat "$SRC/file.txt"; echo new > "$SRC/new-` + string(iso) + `"; cat "$STATE/worlds/other/upper/secret.txt" 2>/dev/null && echo ESCAPED; umount "$SRC" 2>/dev/null && echo ESCAPED; touch /usr/x 2>&1 | grep -q Read-only && echo usr-ro; true`))
 		spec.Isolation = iso
 		spec.Dir = filepath.Join(w.worldDir(), "sessions", NewSessionID())
 		spec.Exe = exe
@@ -704,7 +710,7 @@ func TestSessionRootless(t *testing.T) {
 			}
 		}
 		want := "0\nworld\n"
-		if iso == IsolationStrict {
+		if iso != IsolationTree {
 			want += "usr-ro\n"
 		}
 		if stdout.String() != want {
@@ -716,5 +722,122 @@ func TestSessionRootless(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(w.source); len(entries) != 1 {
 		t.Errorf("source changed: %v", entries)
+	}
+}
+
+// Row 7 of docs/security.md: a file descriptor the caller had open (a host
+// dir, not close-on-exec) is not inherited by the command, nor are the
+// init's own fds, at every level.
+func TestSessionInheritsNoFDs(t *testing.T) {
+	requireRoot(t)
+	hostDir := t.TempDir()
+	writeFile(t, filepath.Join(hostDir, "host-listing-marker"), "")
+	d, err := os.Open(hostDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	// An inheritable copy at the lowest free fd from 7 (the test's own fds
+	// below it belong to the runtime).
+	fd, err := unix.FcntlInt(d.Fd(), unix.F_DUPFD, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	for _, iso := range Isolations() {
+		t.Run(string(iso), func(t *testing.T) {
+			w := newTestWorld(t, "fds-"+string(iso))
+			spec := w.sh(fmt.Sprintf(`ls /proc/self/fd/%d/ 2>&1; echo pwned > /proc/self/fd/%d/written 2>&1; echo FDS; ls /proc/$$/fd`, fd, fd))
+			spec.Isolation = iso
+			r := runSession(t, spec)
+			if strings.Contains(r.stdout, "host-listing-marker") {
+				t.Errorf("the command listed the host dir through inherited fd %d:\n%s", fd, r.stdout)
+			}
+			if _, err := os.Stat(filepath.Join(hostDir, "written")); err == nil {
+				os.Remove(filepath.Join(hostDir, "written"))
+				t.Errorf("the command wrote the host dir through inherited fd %d", fd)
+			}
+			_, fds, _ := strings.Cut(r.stdout, "FDS\n")
+			if got := strings.Fields(fds); !slices.Equal(got, []string{"0", "1", "2"}) {
+				t.Errorf("the command's shell has fds %q, want only 0 1 2 (stdout %q, stderr %q)", got, r.stdout, r.stderr)
+			}
+		})
+	}
+}
+
+// The sandbox level through a real session (docs/security.md rows 2, 3, 5,
+// 6, 8, 15, 16): host writes refused, home writes in the World's layer,
+// a planted credential unreadable, secrets dropped from the environment,
+// host sockets under /tmp unreachable, no host pids, the cgroupfs read-only.
+func TestSessionSandbox(t *testing.T) {
+	requireRoot(t)
+	w := newTestWorld(t, "sbx")
+	host, err := os.MkdirTemp("/var/lib", "strata-sbx-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(host) })
+	home := filepath.Join(host, "home")
+	writeFile(t, filepath.Join(home, ".ssh", "id_ed25519"), "ssh-secret-marker\n")
+	writeFile(t, filepath.Join(home, ".bashrc"), "# real\n")
+	hostTmp, err := os.CreateTemp("", "strata-sbx-host-tmp-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostTmp.Close()
+	t.Cleanup(func() { os.Remove(hostTmp.Name()) })
+	upper, work := filepath.Join(w.worldDir(), "home", "upper"), filepath.Join(w.worldDir(), "home", "work")
+	env := []string{defaultPath, "HOME=" + home, "FOO_TOKEN=token-marker", "SSH_AUTH_SOCK=/tmp/agent.sock", "KEEP_ME=kept"}
+	b, err := boundary.Compute(&boundary.Config{}, boundary.World{
+		Name: w.name, Source: w.source, StateRoot: w.stateRoot, Home: home, HomeUpper: upper, HomeWork: work,
+	}, env, boundary.Request{Level: "sandbox", PassEnv: []string{"KEEP_ME"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := w.sh(`
+cat "$HOME/.ssh/id_ed25519" 2>/dev/null
+(echo evil > /usr/strata-sbx-probe) 2>&1 | grep -q Read-only && echo usr-ro
+echo layer >> "$HOME/.bashrc" && echo home-rw
+[ -e "` + hostTmp.Name() + `" ] || echo host-tmp-hidden
+echo private > /tmp/strata-sbx-private && echo tmp-rw
+echo w > "` + w.source + `/w.txt" && echo world-rw
+env
+ls /proc | grep -c '^[0-9]'
+(echo $$ > /sys/fs/cgroup/cgroup.procs) 2>&1 | grep -q Read-only && echo cgroup-ro
+`)
+	spec.Isolation, spec.Boundary, spec.Env = IsolationSandbox, b, b.Env
+	r := runSession(t, spec)
+	for _, bad := range []string{"ssh-secret-marker", "token-marker", "SSH_AUTH_SOCK"} {
+		if strings.Contains(r.stdout, bad) {
+			t.Errorf("the command saw %s:\n%s", bad, r.stdout)
+		}
+	}
+	for _, want := range []string{"usr-ro\n", "home-rw\n", "host-tmp-hidden\n", "tmp-rw\n", "world-rw\n", "KEEP_ME=kept\n", "cgroup-ro\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("missing %q in the sandboxed command's output:\n%s\nstderr %s", want, r.stdout, r.stderr)
+		}
+	}
+	if _, err := os.Stat("/usr/strata-sbx-probe"); err == nil {
+		os.Remove("/usr/strata-sbx-probe")
+		t.Error("/usr was writable")
+	}
+	if _, err := os.Stat("/tmp/strata-sbx-private"); err == nil {
+		os.Remove("/tmp/strata-sbx-private")
+		t.Error("the session's /tmp is the host's")
+	}
+	if got := readFile(t, filepath.Join(home, ".bashrc")); got != "# real\n" {
+		t.Errorf("the real ~/.bashrc changed: %q", got)
+	}
+	if got := readFile(t, filepath.Join(upper, ".bashrc")); got != "# real\nlayer\n" {
+		t.Errorf("the World's home layer holds %q, want the write", got)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	for i, l := range lines {
+		if l == "world-rw" || strings.HasPrefix(l, "KEEP_ME") {
+			continue
+		}
+		if n, err := strconv.Atoi(l); err == nil && i > 0 && n > 10 {
+			t.Errorf("the command sees %d processes: host pids visible", n)
+		}
 	}
 }

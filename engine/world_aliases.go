@@ -23,8 +23,9 @@ const (
 	StateStopped = world.StateStopped
 	StateBroken  = world.StateBroken
 
-	IsolationTree   = world.IsolationTree
-	IsolationStrict = world.IsolationStrict
+	IsolationTree    = world.IsolationTree
+	IsolationStrict  = world.IsolationStrict
+	IsolationSandbox = world.IsolationSandbox
 
 	RuntimeLocal   = world.RuntimeLocal
 	RuntimeCube    = world.RuntimeCube

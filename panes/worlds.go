@@ -2,6 +2,7 @@ package panes
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -15,11 +16,14 @@ import (
 
 // WorldRow is what the Worlds pane shows of one World.
 type WorldRow struct {
-	Name     string
-	Source   string
-	Status   string // running, waiting, failed, broken, done, idle, planned, stopped
-	Backend  string
-	Changes  int
+	Name    string
+	Source  string
+	Status  string // running, waiting, failed, broken, done, idle, planned, stopped
+	Backend string
+	Changes int
+	// Boundary is the World's isolation level and network mode in one
+	// glance ("sandbox/proxy", "tree/host"); "" when not local.
+	Boundary string
 	Sessions int
 	Running  int
 	Error    string
@@ -359,12 +363,13 @@ func (p Worlds) View(width, height int, focused bool) string {
 	showSpark := showRes
 	showMem := showRes && width >= 58+memWidth-6
 	showBackend, showSessions := width >= 46 && (!showRes || width >= 72), width >= 38
+	showBoundary := width >= 96 && slices.ContainsFunc(p.rows, func(r WorldRow) bool { return r.Boundary != "" })
 	nameRoom := func() int {
 		w := width - 2 - 9 - 6
 		for _, c := range []struct {
 			on bool
 			w  int
-		}{{showRes, 5}, {showSpark, 1 + SparkWidth}, {showMem, memWidth}, {showBackend, 7}, {showSessions, 6}} {
+		}{{showRes, 5}, {showSpark, 1 + SparkWidth}, {showMem, memWidth}, {showBackend, 7}, {showBoundary, 15}, {showSessions, 6}} {
 			if c.on {
 				w -= c.w
 			}
@@ -377,7 +382,7 @@ func (p Worlds) View(width, height int, focused bool) string {
 	for _, r := range p.rows {
 		need = max(need, ansi.StringWidth(r.Name))
 	}
-	for _, drop := range []*bool{&showSpark, &showMem, &showRes, &showBackend, &showSessions} {
+	for _, drop := range []*bool{&showBoundary, &showSpark, &showMem, &showRes, &showBackend, &showSessions} {
 		if nameRoom() >= need {
 			break
 		}
@@ -402,6 +407,13 @@ func (p Worlds) View(width, height int, focused bool) string {
 		b.WriteString(ss.Render(fit(" "+status, 9)))
 		if showBackend {
 			b.WriteString(st.Muted.Render(fit(" "+r.Backend, 7)))
+		}
+		if showBoundary {
+			bs := st.Muted
+			if strings.HasPrefix(r.Boundary, "tree") {
+				bs = st.Warning // tree protects only the source
+			}
+			b.WriteString(bs.Render(fit(" "+r.Boundary, 15)))
 		}
 		ch := fmt.Sprintf("%5d", r.Changes)
 		if r.Error != "" {

@@ -122,6 +122,7 @@ func loadWorlds(ctx context.Context, eng *engine.Engine, source string) tea.Cmd 
 			row := panes.WorldRow{
 				Name: w.Name, Source: w.Source, Status: info.Status, Backend: string(w.Backend),
 				Changes: info.Changes, Sessions: info.Sessions, Running: info.Running, Error: info.Error,
+				Boundary: boundaryGlance(eng, w.Name),
 			}
 			if a := info.Agent; a != nil {
 				row.Agent, row.AgentReason, row.AgentSince, row.NeedsYou = string(a.Status.State), a.Status.Reason, a.Status.Since, a.NeedsYou()
@@ -428,4 +429,13 @@ func snapshotChanges(ctx context.Context, eng *engine.Engine, world, parent, sna
 		}
 		return infoMsg{title: title, lines: lines}
 	}
+}
+
+// boundaryGlance is a World's level and network mode, "sandbox/proxy".
+func boundaryGlance(eng *engine.Engine, name string) string {
+	b, err := eng.Boundary(name, engine.ExecOptions{})
+	if err != nil || b == nil {
+		return ""
+	}
+	return string(b.Level) + "/" + string(b.Network)
 }

@@ -155,11 +155,12 @@ func init() {
 var groupOrder = []string{"Worlds", "Sessions", "Review and apply", "Snapshots", "Evidence", "CubeSandbox", "Machine"}
 
 func commandTable() []command {
-	isolation := strF("isolation", "", "", "session isolation: tree (default) or strict (the host read-only but the World)").oneOf(engine.IsolationNames()...)
+	isolation := strF("isolation", "", "", "session isolation: sandbox (default: the host read-only but the World, temp dirs and a private home layer; credentials hidden, environment scrubbed), strict (sandbox with the home read-only, no network) or tree (protects only the source)").oneOf(engine.IsolationNames()...)
 	agentF := strF("agent", "PRESET", "", "start this agent preset (claude, codex, gemini, aider, opencode, shell or one of [agents.NAME])")
 	promptF := strF("prompt", "TEXT", "", "the agent's first prompt")
 	promptFileF := strF("prompt-file", "F", "", "read the first prompt from a file")
 	network := strF("network", "", "", "network: none (loopback only), proxy (the World's egress proxy allows the hosts on its allow-list) or host (the host's network); default: config, else the level's (tree host, strict none, sandbox proxy)").oneOf(engine.NetworkNames()...)
+	passEnv := listF("pass-env", "NAME", "pass the variable NAME although the boundary's environment scrub drops it (repeatable)")
 	return []command{
 		{
 			name: "tui", group: "Machine", summary: "open the TUI (what strata alone does)",
@@ -179,6 +180,7 @@ func commandTable() []command {
 				isolation,
 				network,
 				listF("label", "K=V", "label the World (repeatable)"),
+				passEnv,
 				strF("template", "T", "", "cube: template id (or pick one with --cpu/--memory/--disk)"),
 				intF("cpu", "MILLI", 0, "cube: CPU in millicores; with --memory and --disk, picks the smallest configured template that fits"),
 				intF("memory", "MB", 0, "cube: memory in MB (see --cpu)"),
@@ -239,6 +241,7 @@ func commandTable() []command {
 				boolF("no-network", "run without network (a private network namespace with only lo); the same as --network none"),
 				isolation,
 				network,
+				passEnv,
 				boolF("snap", "take a snapshot before running (undo with strata rollback)"),
 				strF("worlds", "A,B,C", "", "run in several Worlds at once (fan-out; no NAME)"),
 				boolF("all", "run in every World of the current source at once (fan-out; no NAME)"),

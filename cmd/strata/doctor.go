@@ -75,6 +75,16 @@ func cmdDoctor(a *app, in *input) error {
 			fmt.Fprintln(a.stdout, "  "+line)
 		}
 	}
+	fmt.Fprintln(a.stdout, "\nsandbox boundary (what sessions at the default level get here):")
+	tw = tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	for _, c := range a.eng.BoundaryChecks() {
+		state := "ok"
+		if !c.OK {
+			state = "MISSING"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", c.Name, state, c.Detail)
+	}
+	_ = tw.Flush()
 	if len(r.Journals) > 0 {
 		fmt.Fprintln(a.stdout, "\nunfinished publications (strata doctor --repair resolves them; --repair --dry-run first shows how):")
 		for _, j := range r.Journals {

@@ -271,7 +271,7 @@ func TestE2ECompletion(t *testing.T) {
 		{[]string{"logs", "alpha", ""}, []string{id}},
 		{[]string{"rollback", "alpha", ""}, []string{snap.ID}},
 		{[]string{"fork", "alpha", "--snap", ""}, []string{snap.ID}},
-		{[]string{"exec", "--isolation", ""}, []string{"strict", "tree"}},
+		{[]string{"exec", "--isolation", ""}, []string{"sandbox", "strict", "tree"}},
 		{[]string{"events", "--world", "b"}, []string{"beta"}},
 		{[]string{"completion", ""}, []string{"bash", "fish", "zsh"}},
 	} {

@@ -25,18 +25,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// requireWired skips a test of a promise the session init does not keep yet
-// (the sandbox level, closing inherited fds, cgroup namespaces, the egress
-// proxy). Issue 14 wave 2 wires engine/boundary, engine/egress and
-// engine/sandbox into the session init and removes this gate; set
-// STRATA_SECURITY_WIRED=1 to run these tests before that.
-func requireWired(t *testing.T) {
-	t.Helper()
-	if os.Getenv("STRATA_SECURITY_WIRED") == "" {
-		t.Skip("the sandbox level is not wired yet: issue 14 wave 2 removes this gate")
-	}
-}
-
 // A level is how a test asks for an isolation level: "default" passes no
 // flag (the default must be sandbox), the others pass --isolation NAME.
 type level string
@@ -143,6 +131,10 @@ func (s *secEnv) sh(w string, l level, extra []string, script string) (string, i
 	args = append(args, "--", "sh", "-c", script)
 	out, errs, code := s.run(args...)
 	refusedByStrata(s.t, args, errs)
+	if strings.HasPrefix(errs, "strata: warning") {
+		// tree's warning, before the command ran: not the command's output.
+		_, errs, _ = strings.Cut(errs, "\n")
+	}
 	return out + errs, code
 }
 

@@ -30,13 +30,21 @@ func cmdExec(a *app, in *input) error {
 	worlds := in.String("worlds")
 	all := in.Bool("all")
 	envs := in.List("env")
+	passEnv := in.List("pass-env")
 	pos, rest := in.pos, in.rest
 	env := os.Environ()
 	for _, kv := range envs {
-		if !strings.Contains(kv, "=") {
+		name, _, ok := strings.Cut(kv, "=")
+		if !ok || name == "" {
 			return usagef("--env %q: want KEY=VALUE", kv)
 		}
 		env = append(env, kv)
+		passEnv = append(passEnv, name) // named by the person: passed
+	}
+	for _, n := range passEnv {
+		if n == "" || strings.ContainsAny(n, "= ") {
+			return usagef("--pass-env %q: want a variable name (NAME or a NAME_* prefix)", n)
+		}
 	}
 	if *asJSON && !*detach {
 		// Without --detach the command's own output is what exec prints.
@@ -54,7 +62,7 @@ func cmdExec(a *app, in *input) error {
 		if err != nil {
 			return err
 		}
-		return fanOut(a, names, rest, engine.ExecOptions{Env: env, Cwd: *cwd, NoNetwork: *noNet, Isolation: engine.Isolation(*iso), Snapshot: *snap, Network: network})
+		return fanOut(a, names, rest, engine.ExecOptions{Env: env, Cwd: *cwd, NoNetwork: *noNet, Isolation: engine.Isolation(*iso), Snapshot: *snap, Network: network, PassEnv: passEnv})
 	}
 	if len(pos) > 1 && len(rest) == 0 { // strata exec W cmd args (no --)
 		rest, pos = pos[1:], pos[:1]
@@ -79,11 +87,14 @@ func cmdExec(a *app, in *input) error {
 		// here would be left running behind the error.
 		return usagef("exec --tty: standard input is not a terminal; add --detach and attach later with strata attach %s", pos[0])
 	}
+	if eff := engine.Isolation(*iso); eff == engine.IsolationTree || eff == "" && w.Isolation == engine.IsolationTree {
+		a.warnTree(w.Name, engine.IsolationTree)
+	}
 	dir, err := engine.DefaultWorkDir(w, a.eng.Paths.Merged(w.Name), callerDir(), *cwd)
 	if err != nil {
 		return &usageError{msg: err.Error(), err: err}
 	}
-	meta, err := a.eng.Exec(a.ctx, w.Name, engine.ExecOptions{Argv: rest, Env: env, Cwd: dir, TTY: *tty, NoNetwork: *noNet, Isolation: engine.Isolation(*iso), Snapshot: *snap, Network: network})
+	meta, err := a.eng.Exec(a.ctx, w.Name, engine.ExecOptions{Argv: rest, Env: env, Cwd: dir, TTY: *tty, NoNetwork: *noNet, Isolation: engine.Isolation(*iso), Snapshot: *snap, Network: network, PassEnv: passEnv})
 	if errors.Is(err, engine.ErrStartFailed) && meta.ExitCode != 0 {
 		return &exitError{code: meta.ExitCode, err: err} // 127 not found, 126 not executable, like a shell
 	}

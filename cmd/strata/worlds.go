@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/engine"
+	"github.com/stratahq/strata/engine/boundary"
 	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/overlay"
 )
@@ -40,6 +41,12 @@ func cmdNew(a *app, in *input) error {
 		return err
 	}
 	o.Labels = lm
+	for _, n := range in.List("pass-env") {
+		if n == "" || strings.ContainsAny(n, "= ") {
+			return usagef("--pass-env %q: want a variable name (NAME or a NAME_* prefix)", n)
+		}
+	}
+	o.PassEnv = in.List("pass-env")
 	// A cube template built for the size asked for takes minutes: say how it goes.
 	o.Progress = func(line string) { fmt.Fprintln(a.stderr, line) }
 	if handled, err := newWithAgents(a, in, func(name string) error {
@@ -57,6 +64,7 @@ func cmdNew(a *app, in *input) error {
 	if err != nil {
 		return err
 	}
+	a.warnTree(w.Name, w.Isolation)
 	if *asJSON {
 		return a.printJSON(w)
 	}
@@ -152,9 +160,24 @@ func cmdShow(a *app, in *input) error {
 		return err
 	}
 	wi := a.eng.Info(a.ctx, w)
+	b, berr := a.eng.Boundary(w.Name, engine.ExecOptions{})
 	if *asJSON {
-		return a.printJSON(wi)
+		if b == nil {
+			return a.printJSON(wi)
+		}
+		return a.printJSON(struct {
+			engine.WorldInfo
+			Boundary *boundary.Boundary `json:"boundary"`
+		}{wi, b})
 	}
+	defer func() {
+		switch {
+		case berr != nil:
+			fmt.Fprintf(a.stdout, "\nboundary: %v\n", berr)
+		case b != nil:
+			fmt.Fprintf(a.stdout, "\nboundary (a new session, strata exec %s):\n%s", w.Name, indent(b.Describe(), "  "))
+		}
+	}()
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	row := func(k, v string) {
 		if v != "" {
@@ -454,4 +477,26 @@ func cmdRestoreWorld(a *app, in *input) error {
 	}
 	fmt.Fprintf(a.stdout, "restored world %s over %s\n", w.Name, w.Source)
 	return nil
+}
+
+// warnTree says, on stderr, what tree isolation lets a command do: it is an
+// opt-in, never a silent default.
+func (a *app) warnTree(world string, iso engine.Isolation) {
+	if iso != engine.IsolationTree {
+		return
+	}
+	fmt.Fprintf(a.stderr, "strata: warning: world %s runs at tree isolation, which protects only the source: "+
+		"a command can write the rest of the host, read your credentials (~/.ssh, tokens in the environment) "+
+		"and use the host's network and daemons; --isolation sandbox (the default) keeps it in\n", world)
+}
+
+func indent(s, pre string) string {
+	lines := strings.SplitAfter(s, "\n")
+	var b strings.Builder
+	for _, l := range lines {
+		if l != "" {
+			b.WriteString(pre + l)
+		}
+	}
+	return b.String()
 }

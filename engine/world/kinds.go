@@ -18,13 +18,18 @@ const (
 	// IsolationStrict makes the whole host read-only except the World, a private
 	// /tmp and the read-write binds of the spec.
 	IsolationStrict Isolation = "strict"
+	// IsolationSandbox is the default: the host read-only but the World,
+	// private temp dirs, a per-World layer over the home and declared shared
+	// caches; credentials hidden, the environment scrubbed, egress by policy
+	// (engine/boundary).
+	IsolationSandbox Isolation = "sandbox"
 )
 
 // DefaultIsolation is a World's level when neither it nor the config says.
-const DefaultIsolation = IsolationTree
+const DefaultIsolation = IsolationSandbox
 
 // isolations lists every isolation level, the default first.
-var isolations = []Isolation{IsolationTree, IsolationStrict}
+var isolations = []Isolation{IsolationSandbox, IsolationTree, IsolationStrict}
 
 // Isolations returns every isolation level, the default first.
 func Isolations() []Isolation { return append([]Isolation(nil), isolations...) }
@@ -32,7 +37,7 @@ func Isolations() []Isolation { return append([]Isolation(nil), isolations...) }
 // IsolationNames returns the levels' names, for usage text and completion.
 func IsolationNames() []string { return names(isolations) }
 
-// ParseIsolation returns the level named s; "" is the default (tree).
+// ParseIsolation returns the level named s; "" is the default (sandbox).
 func ParseIsolation(s string) (Isolation, error) {
 	if s == "" {
 		return isolations[0], nil

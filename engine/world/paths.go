@@ -21,6 +21,11 @@ func (p Paths) Upper(name string) string    { return filepath.Join(p.Layers(name
 func (p Paths) Work(name string) string     { return filepath.Join(p.Layers(name), "work") }
 func (p Paths) Merged(name string) string   { return filepath.Join(p.World(name), "merged") }
 func (p Paths) Sessions(name string) string { return filepath.Join(p.World(name), "sessions") }
+
+// Home is a local World's private writable layer over the user's home
+// (home/upper, home/work): kept with the World, never in its changes.
+func (p Paths) Home(name string) string { return filepath.Join(p.World(name), "home") }
+
 func (p Paths) WorldFile(name string) string {
 	return filepath.Join(p.World(name), "world.toml")
 }

@@ -50,6 +50,9 @@ type World struct {
 	// BuildState is what rollback does with this World's build state:
 	// "keep" or "discard"; "" follows config.toml's build_state (keep).
 	BuildState string `toml:"build_state,omitempty" json:"build_state,omitempty"`
+	// PassEnv names variables every session of the World gets although the
+	// boundary's environment scrub would drop them (`new --pass-env`).
+	PassEnv []string `toml:"pass_env,omitempty" json:"pass_env,omitempty"`
 }
 
 // CubeWorld is the cube runtime's part of world.toml.
