@@ -342,3 +342,57 @@ func TestE2EAgentCodexFlow(t *testing.T) {
 	e.ok("kill", "c1", "--force")
 	e.ok("wait", "c1", "--for", "exit", "--timeout", "30s")
 }
+
+// A plain command started with run: an idle shell waits on the terminal
+// (counts as needing you) until muted; kill escalates TERM to KILL after
+// kill_grace for a shell that ignores TERM, and the session reads
+// "killed by strata", the World not failed.
+func TestE2ERunMuteAndKillEscalation(t *testing.T) {
+	e := newEnv(t)
+	must(t, os.WriteFile(strings.TrimPrefix(e.vars[1], "STRATA_CONFIG="), []byte("kill_grace = \"1s\"\n"), 0o644))
+	e.ok("new", "s1", "--", "sh", "-c", "trap '' TERM; read x")
+	type lsRow struct {
+		Name      string `json:"name"`
+		Status    string `json:"status"`
+		Attention string `json:"attention"`
+		Agent     *struct {
+			Muted bool `json:"muted"`
+		} `json:"agent"`
+	}
+	row := func() lsRow {
+		var rows []lsRow
+		must(t, json.Unmarshal([]byte(e.ok("ls", "--all", "--json")), &rows))
+		for _, r := range rows {
+			if r.Name == "s1" {
+				return r
+			}
+		}
+		t.Fatal("s1 not listed")
+		return lsRow{}
+	}
+	e.eventually(20*time.Second, "the idle shell to count as waiting", func() bool { return row().Attention == "waiting" })
+	e.ok("mute", "s1")
+	if r := row(); r.Attention == "waiting" || r.Agent == nil || !r.Agent.Muted {
+		t.Fatalf("muted: %+v", r)
+	}
+	e.ok("mute", "s1", "--off")
+	e.eventually(20*time.Second, "unmuted to count again", func() bool { return row().Attention == "waiting" })
+
+	start := time.Now()
+	out := e.ok("kill", "s1")
+	took := time.Since(start)
+	if !strings.Contains(out, "killed by strata") || took < time.Second || took > 15*time.Second {
+		t.Fatalf("kill took %s: %s", took, out)
+	}
+	var ss []struct {
+		State, Signal, Attention string
+		Killed                   bool `json:"killed_by_strata"`
+	}
+	must(t, json.Unmarshal([]byte(e.ok("sessions", "s1", "--json")), &ss))
+	if len(ss) != 1 || ss[0].Signal != "SIGKILL" || !ss[0].Killed || ss[0].Attention != "done" {
+		t.Fatalf("session after the escalated kill: %+v", ss)
+	}
+	if r := row(); r.Status == "failed" || r.Attention == "failed" {
+		t.Fatalf("the World reads failed after strata killed its session: %+v", r)
+	}
+}
