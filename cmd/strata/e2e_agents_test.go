@@ -33,14 +33,19 @@ type agentJSON struct {
 		SessionID string `json:"session_id"`
 		Turn      int    `json:"turn"`
 	} `json:"status"`
-	Turns []struct {
-		N         int    `json:"n"`
-		Prompt    string `json:"prompt"`
-		SessionID string `json:"session_id"`
-	} `json:"turns"`
+	Turns      []turnJSON        `json:"turns"`
 	Snapshots  map[string]string `json:"snapshots"`
 	Supervised bool              `json:"supervised"`
 }
+
+type turnJSON struct {
+	N         int    `json:"n"`
+	Prompt    string `json:"prompt"`
+	SessionID string `json:"session_id"`
+	EndedAt   string `json:"ended"`
+}
+
+func (t turnJSON) Ended() bool { return t.EndedAt != "" }
 
 func (e *env) agentOf(world string) agentJSON {
 	e.t.Helper()
@@ -394,5 +399,62 @@ func TestE2ERunMuteAndKillEscalation(t *testing.T) {
 	}
 	if r := row(); r.Status == "failed" || r.Attention == "failed" {
 		t.Fatalf("the World reads failed after strata killed its session: %+v", r)
+	}
+}
+
+// TestE2EAgentFanOut: one prompt to two presets at once (one World each),
+// then a Claude turn snapshot forked into two Worlds, each continuing the
+// conversation as a new one with its own prompt.
+func TestE2EAgentFanOut(t *testing.T) {
+	e := newEnv(t)
+	claude, codex := buildFake(t, "fakeclaude"), buildFake(t, "fakecodex")
+	rec := filepath.Join(t.TempDir(), "claude.jsonl")
+	cfg := "[agents.claude]\ncommand = [\"" + claude + "\"]\nenv = [\"FAKECLAUDE_RECORD\"]\n\n[agents.codex]\ncommand = [\"" + codex + "\"]\n"
+	must(t, os.WriteFile(strings.TrimPrefix(e.vars[1], "STRATA_CONFIG="), []byte(cfg), 0o644))
+	e.vars = append(e.vars, "FAKECLAUDE_RECORD="+rec, "ANTHROPIC_API_KEY=sk-ant-test-0123456789abcdefghij", "OPENAI_API_KEY=sk-test", "HOME="+t.TempDir())
+
+	out := e.ok("new", "race", "--agent", "claude,codex", "--prompt", "say hello")
+	if !strings.Contains(out, "world race-claude") || !strings.Contains(out, "world race-codex") {
+		t.Fatalf("new --agent claude,codex: %s", out)
+	}
+	var ag agentJSON
+	for _, w := range []string{"race-claude", "race-codex"} {
+		e.eventually(30*time.Second, w+"'s turn 1", func() bool {
+			ag = e.agentOf(w)
+			return ag.Snapshots["1"] != ""
+		})
+		if ag.Preset != strings.TrimPrefix(w, "race-") || ag.Turns[0].Prompt != "say hello" {
+			t.Fatalf("%s: %+v", w, ag)
+		}
+	}
+	ag = e.agentOf("race-claude")
+	conv, turn1 := ag.Status.SessionID, ag.Snapshots["1"]
+
+	out = e.ok("fork", "race-claude", "--snap", turn1, "-n", "2", "--prompt", "try A", "--prompt", "try B")
+	for i, p := range []string{"try A", "try B"} {
+		w := "race-claude-" + string(rune('1'+i))
+		if !strings.Contains(out, "world "+w+": claude continues conversation "+conv) {
+			t.Fatalf("fork: %s", out)
+		}
+		e.eventually(30*time.Second, w+"'s first turn", func() bool {
+			ag = e.agentOf(w)
+			return len(ag.Turns) > 0 && ag.Turns[0].Ended() && ag.Status.State == "waiting"
+		})
+		if ag.Turns[0].Prompt != p || ag.Status.SessionID == "" || ag.Status.SessionID == conv {
+			t.Fatalf("%s: want prompt %q in a new conversation forked from %s: %+v %+v", w, p, conv, ag.Status, ag.Turns)
+		}
+	}
+	forks := 0
+	for _, argv := range argvRecords(t, rec) {
+		if i := slices.Index(argv, "--resume"); i >= 0 && argv[i+1] == conv && slices.Contains(argv, "--fork-session") {
+			forks++
+		}
+	}
+	if forks != 2 {
+		t.Fatalf("%d agents forked conversation %s, want 2: %q", forks, conv, argvRecords(t, rec))
+	}
+	for _, w := range []string{"race-claude", "race-codex", "race-claude-1", "race-claude-2"} {
+		e.ok("kill", w, "--force")
+		e.ok("wait", w, "--for", "exit", "--timeout", "30s")
 	}
 }
