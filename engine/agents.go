@@ -103,10 +103,35 @@ type AgentRecord struct {
 	// Supervised: a supervisor is running (false once it recorded the end).
 	Supervised bool      `json:"supervised"`
 	Updated    time.Time `json:"updated"`
+	// Usage is what the agent reported it spent (hook events, and Claude's
+	// transcript), for the session.
+	Usage agent.Usage `json:"usage"`
 }
 
 // NeedsYou says whether the agent waits on the person (a muted one never does).
 func (r AgentRecord) NeedsYou() bool { return !r.Muted && r.Status.State.NeedsYou() }
+
+// AgentUsage is what the World's agents spent, all its agent sessions
+// together.
+func (e *Engine) AgentUsage(name string) agent.Usage {
+	var u agent.Usage
+	entries, _ := os.ReadDir(filepath.Join(e.Paths.World(name), "agents"))
+	for _, d := range entries {
+		if r, ok := e.ReadAgentRecord(name, d.Name()); ok {
+			u = u.Add(r.Usage)
+		}
+	}
+	return u
+}
+
+// UsageText says a usage in a line: tokens in and out, cost when known.
+func UsageText(u agent.Usage) string {
+	s := fmt.Sprintf("%d tokens in (%d cached), %d out", u.InputTokens+u.CacheRead+u.CacheWrite, u.CacheRead, u.OutputTokens)
+	if u.CostUSD > 0 {
+		s += fmt.Sprintf(", $%.2f", u.CostUSD)
+	}
+	return s
+}
 
 // AgentTurnSnap is a turn snapshot: which conversation it continues.
 type AgentTurnSnap struct {

@@ -154,6 +154,24 @@ func TestE2EAgentClaudeFlow(t *testing.T) {
 		t.Fatalf("timeline lacks the turn snapshots:\n%s", tl)
 	}
 	turn1 := ag.Snapshots["1"]
+	// Usage from Claude's transcript in the World's agent home.
+	var usage []struct {
+		Name  string `json:"name"`
+		Usage *struct {
+			In  int64 `json:"input_tokens"`
+			Out int64 `json:"output_tokens"`
+		} `json:"agent_usage"`
+	}
+	must(t, json.Unmarshal([]byte(e.ok("ls", "--all", "--json")), &usage))
+	if len(usage) != 1 || usage[0].Usage == nil || usage[0].Usage.Out == 0 {
+		t.Fatalf("ls --json usage after turn 1: %+v", usage)
+	}
+	if show := e.ok("show", "w1"); !strings.Contains(show, "usage:") || !strings.Contains(show, "needs-permission") && !strings.Contains(show, "waiting") {
+		t.Fatalf("show lacks the agent:\n%s", show)
+	}
+	if ls := e.ok("ls", "--all"); !strings.Contains(ls, "agents: ") {
+		t.Fatalf("ls lacks the usage total:\n%s", ls)
+	}
 
 	// A second prompt, then another sent while it works is queued.
 	e.ok("send", "w1", "[bash: echo two > t2.txt]")
