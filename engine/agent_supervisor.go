@@ -88,14 +88,14 @@ func (e *Engine) superviseAgent(ctx context.Context, world, session string) erro
 		return err
 	}
 	s.tracker = agent.NewTracker(rec.Integration, meta.StartedAt)
-	s.reader = agent.NewReader(filepath.Join(s.adir, "events"))
+	s.reader = agent.NewReader(agentEventsDir(s.adir))
 	s.last = s.tracker.Status()
 
 	w, err := fsnotify.NewWatcher()
 	var wake <-chan fsnotify.Event
 	if err == nil {
 		defer w.Close()
-		if w.Add(filepath.Join(s.adir, "events")) == nil {
+		if w.Add(agentEventsDir(s.adir)) == nil {
 			wake = w.Events
 		}
 	}

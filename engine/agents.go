@@ -20,8 +20,8 @@ import (
 
 // Agents are sessions whose command is a coding agent (a preset of
 // engine/agent). An agent session has, beside its session dir, an agent dir
-// worlds/<name>/agents/<session>/ holding its hook channel (events/), its
-// status as its supervisor
+// worlds/<name>/agents/<session>/ holding its hook channel (world/events/,
+// the only part bound into the World), its status as its supervisor
 // last recorded it (agent.json) and the input waiting for its turn to end
 // (queue/). The supervisor is `strata __agent-supervise`, a host process of
 // its own started with the session: it reads the channel, runs the status
@@ -38,6 +38,9 @@ const (
 	agentWorldHome    = "/run/strata/home"
 
 	agentRecordFile = "agent.json"
+	// agentInWorldDir, in the agent dir, is what the World sees at
+	// agentWorldSession: the channel (events/) and nothing else.
+	agentInWorldDir = "world"
 	agentQueueDir   = "queue"
 	// killedMarker, in a session dir, says strata ended the session on
 	// purpose (K, kill, rollback --kill, rm --kill): not a failure.
@@ -164,6 +167,9 @@ func agentAttention(att Attention, r AgentRecord) Attention {
 	return att
 }
 
+// agentEventsDir is the hook channel of an agent dir, on the host.
+func agentEventsDir(adir string) string { return filepath.Join(adir, agentInWorldDir, "events") }
+
 // Registry is the agent presets in effect (built-ins with config applied).
 func (e *Engine) Registry() (*agent.Registry, error) {
 	return agent.NewRegistry(e.Config.Agents)
@@ -208,7 +214,7 @@ func (e *Engine) StartAgent(ctx context.Context, name string, o AgentOptions) (S
 	id := NewSessionID()
 	adir := e.agentDir(w.Name, id)
 	home := filepath.Join(e.Paths.World(w.Name), agentHomeDir)
-	for _, d := range []string{filepath.Join(adir, "events"), filepath.Join(adir, agentQueueDir), filepath.Join(home, agentConfigDir)} {
+	for _, d := range []string{agentEventsDir(adir), filepath.Join(adir, agentQueueDir), filepath.Join(home, agentConfigDir)} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return SessionMeta{}, fmt.Errorf("start agent in world %q: %w", name, err)
 		}
@@ -276,7 +282,9 @@ func (e *Engine) StartAgent(ctx context.Context, name string, o AgentOptions) (S
 		Argv: inv.Argv, Env: env, TTY: true, NoNetwork: o.NoNetwork, Isolation: o.Isolation,
 		ID: id,
 		Binds: []Bind{
-			{Source: adir, Target: agentWorldSession},
+			// Only the channel: the record, the queue and the mute mark
+			// stay out of the agent's reach.
+			{Source: filepath.Join(adir, agentInWorldDir), Target: agentWorldSession},
 			{Source: strata, Target: agentWorldStrata, ReadOnly: true},
 			{Source: home, Target: agentWorldHome},
 		},
@@ -435,11 +443,15 @@ func (e *Engine) ReadAgentRecord(world, session string) (AgentRecord, bool) {
 	if err != nil || json.Unmarshal(data, &r) != nil {
 		return r, false
 	}
-	if r.Supervised && !r.Status.State.NeedsYou() {
-		// A supervisor that died leaves a record that claims to be live.
-		if m, err := ReadSessionMeta(e.SessionDir(world, session)); err == nil && m.State.Ended() && time.Since(m.EndedAt) > 5*time.Second {
-			r.Supervised = false
+	if r.Supervised {
+		// The session's end is the status at once (its supervisor records it
+		// within a tick); a supervisor that died leaves a record that claims
+		// to be live: after a grace, it is not.
+		if m, err := ReadSessionMeta(e.SessionDir(world, session)); err == nil && m.State.Ended() {
 			r.Status = endStatus(r.Status, m)
+			if time.Since(m.EndedAt) > 5*time.Second {
+				r.Supervised = false
+			}
 		}
 	}
 	return r, true

@@ -476,3 +476,22 @@ func TestE2EAgentFanOut(t *testing.T) {
 		e.ok("wait", w, "--for", "exit", "--timeout", "30s")
 	}
 }
+
+// The agent sees its channel and nothing else of strata's records: it cannot
+// rewrite its status record, its queue or its mute mark, nor reach the
+// strata binary other than read-only.
+func TestE2EAgentSeesOnlyItsChannel(t *testing.T) {
+	e := newEnv(t)
+	e.ok("new", "p", "--", "sh", "-c", "ls -A /run/strata/session; echo x > /run/strata/bin/strata && echo WROTE-STRATA; echo $STRATA_HOOK_DIR; sleep 30")
+	var out string
+	e.eventually(20*time.Second, "the listing", func() bool {
+		out = e.ok("logs", "p")
+		return strings.Contains(out, "/run/strata/session/events")
+	})
+	lines := strings.Fields(out)
+	if len(lines) == 0 || lines[0] != "events" || strings.Contains(out, "agent.json") || strings.Contains(out, "queue") || strings.Contains(out, "WROTE-STRATA") {
+		t.Fatalf("inside the World:\n%s", out)
+	}
+	e.ok("kill", "p", "--force")
+	e.ok("wait", "p", "--for", "exit", "--timeout", "30s")
+}
