@@ -133,6 +133,18 @@ func TestE2EAgentClaudeFlow(t *testing.T) {
 		t.Fatalf("after launch: %+v (wait said %q)", ag.Status, out)
 	}
 	conv := ag.Status.SessionID
+	// Claude's folder trust is seeded in the World's agent home, not the real one.
+	var trust struct {
+		Projects map[string]struct {
+			Trusted bool `json:"hasTrustDialogAccepted"`
+		} `json:"projects"`
+	}
+	data, err := os.ReadFile(filepath.Join(e.home, "worlds", "w1", "agent-home", ".claude.json"))
+	must(t, err)
+	must(t, json.Unmarshal(data, &trust))
+	if !trust.Projects[e.source].Trusted {
+		t.Fatalf("no trust entry for %s: %s", e.source, data)
+	}
 	if conv == "" {
 		t.Fatalf("no conversation id: %+v", ag)
 	}
@@ -431,9 +443,15 @@ func TestE2EAgentFanOut(t *testing.T) {
 	must(t, os.WriteFile(strings.TrimPrefix(e.vars[1], "STRATA_CONFIG="), []byte(cfg), 0o644))
 	e.vars = append(e.vars, "FAKECLAUDE_RECORD="+rec, "ANTHROPIC_API_KEY=sk-ant-test-0123456789abcdefghij", "OPENAI_API_KEY=sk-test", "HOME="+t.TempDir())
 
-	out := e.ok("new", "race", "--agent", "claude,codex", "--prompt", "say hello")
-	if !strings.Contains(out, "world race-claude") || !strings.Contains(out, "world race-codex") {
-		t.Fatalf("new --agent claude,codex: %s", out)
+	var started []struct {
+		World   string `json:"world"`
+		Session struct {
+			ID string `json:"id"`
+		} `json:"session"`
+	}
+	out := e.ok("new", "race", "--agent", "claude,codex", "--prompt", "say hello", "--json")
+	if err := json.Unmarshal([]byte(out), &started); err != nil || len(started) != 2 || started[0].World != "race-claude" || started[1].World != "race-codex" || started[1].Session.ID == "" {
+		t.Fatalf("new --agent claude,codex --json: %v %s", err, out)
 	}
 	var ag agentJSON
 	for _, w := range []string{"race-claude", "race-codex"} {

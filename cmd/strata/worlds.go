@@ -43,7 +43,7 @@ func cmdNew(a *app, in *input) error {
 		o := o
 		o.Name = name
 		w, err := a.eng.Create(a.ctx, o)
-		if err == nil {
+		if err == nil && !*asJSON {
 			fmt.Fprintf(a.stdout, "created world %s over %s\n", w.Name, w.Source)
 		}
 		return err
