@@ -252,8 +252,15 @@ func (e *Engine) StartAgent(ctx context.Context, name string, o AgentOptions) (S
 	if err != nil {
 		return SessionMeta{}, fmt.Errorf("start agent %s in world %q: %w", preset.Name, name, err)
 	}
-	env := agentBaseEnv(environ)
-	env = append(env, "HOME="+agentWorldHome)
+	var env []string
+	if o.Preset == "" {
+		// A plain command gets what strata exec gives one: the whole
+		// environment and the real home.
+		env = slices.Clone(environ)
+	} else {
+		env = agentBaseEnv(environ)
+		env = append(env, "HOME="+agentWorldHome)
+	}
 	env = append(env, installed.Env...)
 	env = append(env, creds...)
 
