@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -65,6 +66,11 @@ type supervisor struct {
 	tracker *agent.Tracker
 	reader  *agent.Reader
 	last    agent.Status
+	// transcriptUsage is the usage in Claude's transcript, last read.
+	transcriptUsage agent.Usage
+	// transcript is the agent's transcript as the World names it (Claude's
+	// transcript_path), read for usage.
+	transcript string
 	// typed: the first queued item (a PTY prompt) waits for the program
 	// to first wait for input.
 	sawWaiting bool
@@ -82,14 +88,14 @@ func (e *Engine) superviseAgent(ctx context.Context, world, session string) erro
 		return err
 	}
 	s.tracker = agent.NewTracker(rec.Integration, meta.StartedAt)
-	s.reader = agent.NewReader(filepath.Join(s.adir, "events"))
+	s.reader = agent.NewReader(agentEventsDir(s.adir))
 	s.last = s.tracker.Status()
 
 	w, err := fsnotify.NewWatcher()
 	var wake <-chan fsnotify.Event
 	if err == nil {
 		defer w.Close()
-		if w.Add(filepath.Join(s.adir, "events")) == nil {
+		if w.Add(agentEventsDir(s.adir)) == nil {
 			wake = w.Events
 		}
 	}
@@ -111,6 +117,7 @@ func (e *Engine) superviseAgent(ctx context.Context, world, session string) erro
 		if meta.State.Ended() {
 			s.drain(ctx)
 			s.tracker.Exit(meta.ExitCode, meta.Signal, meta.KilledByStrata, meta.EndedAt)
+			s.readUsage()
 			s.rec.Supervised = false
 			s.publish(ctx)
 			return nil
@@ -135,7 +142,11 @@ func (s *supervisor) drain(ctx context.Context) {
 			return
 		}
 		for _, ev := range evs {
+			if ev.TranscriptPath != "" {
+				s.transcript = ev.TranscriptPath
+			}
 			if ended := s.tracker.Apply(ev); ended != nil {
+				s.readUsage()
 				s.publish(ctx)
 				s.turnSnapshot(ctx, ended)
 			}
@@ -212,6 +223,7 @@ func (s *supervisor) publish(ctx context.Context) {
 	s.rec.Muted = err == nil
 	changed := st.State != s.last.State || st.Reason != s.last.Reason
 	s.rec.Status, s.rec.Turns, s.rec.Updated = st, s.tracker.Turns(), time.Now()
+	s.rec.Usage = st.Usage.Add(s.transcriptUsage)
 	if err := writeJSONAtomic(filepath.Join(s.adir, agentRecordFile), s.rec); err != nil {
 		s.e.Log.Warn("agent record", "world", s.world, "err", err)
 	}
@@ -221,4 +233,30 @@ func (s *supervisor) publish(ctx context.Context) {
 		}})
 	}
 	s.last = st
+}
+
+// readUsage adds up the usage in the agent's transcript. The path comes
+// from the agent (it may be forged): it is read only inside the World's agent
+// home, through an os.Root, so it cannot name a host file.
+func (s *supervisor) readUsage() {
+	rel, ok := strings.CutPrefix(s.transcript, agentWorldHome+"/")
+	if !ok || s.rec.Integration != agent.IntegrationClaude {
+		return
+	}
+	root, err := os.OpenRoot(filepath.Join(s.e.Paths.World(s.world), agentHomeDir))
+	if err != nil {
+		return
+	}
+	defer root.Close()
+	f, err := root.Open(rel)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return
+	}
+	if u, err := agent.ClaudeTranscriptUsage(f); err == nil {
+		s.transcriptUsage = u
+	}
 }

@@ -20,8 +20,8 @@ import (
 
 // Agents are sessions whose command is a coding agent (a preset of
 // engine/agent). An agent session has, beside its session dir, an agent dir
-// worlds/<name>/agents/<session>/ holding its hook channel (events/), its
-// status as its supervisor
+// worlds/<name>/agents/<session>/ holding its hook channel (world/events/,
+// the only part bound into the World), its status as its supervisor
 // last recorded it (agent.json) and the input waiting for its turn to end
 // (queue/). The supervisor is `strata __agent-supervise`, a host process of
 // its own started with the session: it reads the channel, runs the status
@@ -38,6 +38,9 @@ const (
 	agentWorldHome    = "/run/strata/home"
 
 	agentRecordFile = "agent.json"
+	// agentInWorldDir, in the agent dir, is what the World sees at
+	// agentWorldSession: the channel (events/) and nothing else.
+	agentInWorldDir = "world"
 	agentQueueDir   = "queue"
 	// killedMarker, in a session dir, says strata ended the session on
 	// purpose (K, kill, rollback --kill, rm --kill): not a failure.
@@ -103,10 +106,35 @@ type AgentRecord struct {
 	// Supervised: a supervisor is running (false once it recorded the end).
 	Supervised bool      `json:"supervised"`
 	Updated    time.Time `json:"updated"`
+	// Usage is what the agent reported it spent (hook events, and Claude's
+	// transcript), for the session.
+	Usage agent.Usage `json:"usage"`
 }
 
 // NeedsYou says whether the agent waits on the person (a muted one never does).
 func (r AgentRecord) NeedsYou() bool { return !r.Muted && r.Status.State.NeedsYou() }
+
+// AgentUsage is what the World's agents spent, all its agent sessions
+// together.
+func (e *Engine) AgentUsage(name string) agent.Usage {
+	var u agent.Usage
+	entries, _ := os.ReadDir(filepath.Join(e.Paths.World(name), "agents"))
+	for _, d := range entries {
+		if r, ok := e.ReadAgentRecord(name, d.Name()); ok {
+			u = u.Add(r.Usage)
+		}
+	}
+	return u
+}
+
+// UsageText says a usage in a line: tokens in and out, cost when known.
+func UsageText(u agent.Usage) string {
+	s := fmt.Sprintf("%d tokens in (%d cached), %d out", u.InputTokens+u.CacheRead+u.CacheWrite, u.CacheRead, u.OutputTokens)
+	if u.CostUSD > 0 {
+		s += fmt.Sprintf(", $%.2f", u.CostUSD)
+	}
+	return s
+}
 
 // AgentTurnSnap is a turn snapshot: which conversation it continues.
 type AgentTurnSnap struct {
@@ -138,6 +166,9 @@ func agentAttention(att Attention, r AgentRecord) Attention {
 	}
 	return att
 }
+
+// agentEventsDir is the hook channel of an agent dir, on the host.
+func agentEventsDir(adir string) string { return filepath.Join(adir, agentInWorldDir, "events") }
 
 // Registry is the agent presets in effect (built-ins with config applied).
 func (e *Engine) Registry() (*agent.Registry, error) {
@@ -183,7 +214,7 @@ func (e *Engine) StartAgent(ctx context.Context, name string, o AgentOptions) (S
 	id := NewSessionID()
 	adir := e.agentDir(w.Name, id)
 	home := filepath.Join(e.Paths.World(w.Name), agentHomeDir)
-	for _, d := range []string{filepath.Join(adir, "events"), filepath.Join(adir, agentQueueDir), filepath.Join(home, agentConfigDir)} {
+	for _, d := range []string{agentEventsDir(adir), filepath.Join(adir, agentQueueDir), filepath.Join(home, agentConfigDir)} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return SessionMeta{}, fmt.Errorf("start agent in world %q: %w", name, err)
 		}
@@ -221,8 +252,15 @@ func (e *Engine) StartAgent(ctx context.Context, name string, o AgentOptions) (S
 	if err != nil {
 		return SessionMeta{}, fmt.Errorf("start agent %s in world %q: %w", preset.Name, name, err)
 	}
-	env := agentBaseEnv(environ)
-	env = append(env, "HOME="+agentWorldHome)
+	var env []string
+	if o.Preset == "" {
+		// A plain command gets what strata exec gives one: the whole
+		// environment and the real home.
+		env = slices.Clone(environ)
+	} else {
+		env = agentBaseEnv(environ)
+		env = append(env, "HOME="+agentWorldHome)
+	}
 	env = append(env, installed.Env...)
 	env = append(env, creds...)
 
@@ -247,11 +285,21 @@ func (e *Engine) StartAgent(ctx context.Context, name string, o AgentOptions) (S
 		// Typed on the terminal once the program first waits for input.
 		_ = queueInput(adir, inv.Type, true)
 	}
+	// What strata itself hands the agent (its hook channel, config home and
+	// the one credential it needs) passes the boundary's environment scrub.
+	var pass []string
+	for _, kv := range append(slices.Clone(installed.Env), creds...) {
+		if k, _, ok := strings.Cut(kv, "="); ok {
+			pass = append(pass, k)
+		}
+	}
 	meta, err := e.runtimeFor(w).startSession(ctx, w, ExecOptions{
 		Argv: inv.Argv, Env: env, TTY: true, NoNetwork: o.NoNetwork, Isolation: o.Isolation,
-		ID: id,
+		ID: id, PassEnv: pass,
 		Binds: []Bind{
-			{Source: adir, Target: agentWorldSession},
+			// Only the channel: the record, the queue and the mute mark
+			// stay out of the agent's reach.
+			{Source: filepath.Join(adir, agentInWorldDir), Target: agentWorldSession},
 			{Source: strata, Target: agentWorldStrata, ReadOnly: true},
 			{Source: home, Target: agentWorldHome},
 		},
@@ -410,11 +458,15 @@ func (e *Engine) ReadAgentRecord(world, session string) (AgentRecord, bool) {
 	if err != nil || json.Unmarshal(data, &r) != nil {
 		return r, false
 	}
-	if r.Supervised && !r.Status.State.NeedsYou() {
-		// A supervisor that died leaves a record that claims to be live.
-		if m, err := ReadSessionMeta(e.SessionDir(world, session)); err == nil && m.State.Ended() && time.Since(m.EndedAt) > 5*time.Second {
-			r.Supervised = false
+	if r.Supervised {
+		// The session's end is the status at once (its supervisor records it
+		// within a tick); a supervisor that died leaves a record that claims
+		// to be live: after a grace, it is not.
+		if m, err := ReadSessionMeta(e.SessionDir(world, session)); err == nil && m.State.Ended() {
 			r.Status = endStatus(r.Status, m)
+			if time.Since(m.EndedAt) > 5*time.Second {
+				r.Supervised = false
+			}
 		}
 	}
 	return r, true

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+
+	"github.com/stratahq/strata/engine/agent"
 )
 
 // WorldInfo is a World with what a person wants to see at a glance.
@@ -21,6 +23,8 @@ type WorldInfo struct {
 	Details []Detail `json:"-"`
 	// Agent is the state of the World's agent session (usage included).
 	Agent *AgentRecord `json:"agent,omitempty"`
+	// AgentUsage is what all the World's agent sessions spent.
+	AgentUsage *agent.Usage `json:"agent_usage,omitempty"`
 }
 
 // Info gathers a World's derived state: its status, change count and sessions.
@@ -46,6 +50,8 @@ func (e *Engine) Info(ctx context.Context, w *World) WorldInfo {
 	}
 	if r, err := e.AgentStatus(w.Name); err == nil {
 		wi.Agent = &r
+		u := e.AgentUsage(w.Name)
+		wi.AgentUsage = &u
 		if att := agentAttention(wi.Attention, r); att != wi.Attention && wi.Status != "source missing" {
 			wi.Attention, wi.Status = att, worldStatus(w, ss, att)
 		}

@@ -620,8 +620,11 @@ func readMetaFile(dir string) (SessionMeta, error) {
 		return meta, fmt.Errorf("read session meta %s: %w", dir, err)
 	}
 	meta.upgrade()
-	if meta.State.Ended() && !meta.KilledByStrata {
-		meta.KilledByStrata = killedByStrata(dir)
+	if meta.State.Ended() {
+		if !meta.KilledByStrata {
+			meta.KilledByStrata = killedByStrata(dir)
+		}
+		meta.Attention = SessionAttention(meta)
 	}
 	return meta, nil
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
-	"syscall"
 
 	tea "github.com/stratahq/strata/third_party/bubbletea"
 
@@ -92,8 +91,11 @@ type (
 		name  string
 		force bool
 	}
-	runReq      struct{ world, command string }
-	killReq     struct{ world, session string }
+	runReq  struct{ world, command string }
+	killReq struct {
+		world, session string
+		force          bool // SIGKILL at once
+	}
 	snapshotReq struct{ world, message string }
 	rollbackReq struct{ world, snap string }
 	forkReq     struct {
@@ -356,10 +358,11 @@ func runCommand(ctx context.Context, eng *engine.Engine, r runReq) tea.Cmd {
 
 func killSession(ctx context.Context, eng *engine.Engine, r killReq) tea.Cmd {
 	return func() tea.Msg {
-		if _, err := eng.Kill(ctx, r.world, r.session, syscall.SIGTERM); err != nil {
+		// TERM, then KILL after the grace period; force: KILL now.
+		if _, err := eng.KillAgent(ctx, r.world, r.session, r.force, 0); err != nil {
 			return doneMsg{err: fmt.Errorf("kill %s: %w", shortRef(r.session), err)}
 		}
-		return doneMsg{info: "sent SIGTERM to " + shortRef(r.session)}
+		return doneMsg{info: "stopped " + shortRef(r.session) + " (killed by strata)", reload: true}
 	}
 }
 

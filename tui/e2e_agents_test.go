@@ -34,7 +34,7 @@ func TestE2ETmuxAgents(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := filepath.Join(cfgDir, "config.toml")
-	if err := os.WriteFile(cfg, []byte("[agents.claude]\ncommand = [\""+fake+"\"]\nenv = [\"FAKECLAUDE_RECORD\"]\n"), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte("isolation = \"tree\" # the fake and its record live in /tmp, private to a sandbox\n[agents.claude]\ncommand = [\""+fake+"\"]\nenv = [\"FAKECLAUDE_RECORD\"]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	rec := filepath.Join(cfgDir, "record.jsonl")

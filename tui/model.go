@@ -118,6 +118,8 @@ type Model struct {
 
 	world    string
 	statuses map[string]string // last seen status per World, for notifications
+	// terming are the sessions K sent TERM to: K again sends KILL.
+	terming  map[string]bool
 	picks    map[string]*pick
 	diffPath string
 	// srcWatch follows the source file of diffPath (nil: not followed).
@@ -732,6 +734,10 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.history = appendHistory(m.history, msg.command)
 		return m, runCommand(m.ctx, m.eng, msg)
 	case killReq:
+		if m.terming == nil {
+			m.terming = map[string]bool{}
+		}
+		m.terming[msg.session] = true
 		return m, killSession(m.ctx, m.eng, msg)
 	case snapshotReq:
 		return m, takeSnapshot(m.ctx, m.eng, msg)
@@ -1037,7 +1043,13 @@ func (m Model) paneAction(a panes.ActionMsg) (tea.Model, tea.Cmd) {
 			return execDoneMsg{err: err}
 		})
 	case keymap.TranscriptKill:
-		d := panes.NewConfirm(m.env, "Kill session "+shortRef(a.Session)+"?", []string{"Sends SIGTERM to the session's command."}, true,
+		if m.terming[a.Session] {
+			d := panes.NewConfirm(m.env, "Force-kill session "+shortRef(a.Session)+"?", []string{"It was sent SIGTERM already: this sends SIGKILL now."}, true,
+				killReq{world: a.World, session: a.Session, force: true})
+			m.push(dialogModal{d})
+			break
+		}
+		d := panes.NewConfirm(m.env, "Kill session "+shortRef(a.Session)+"?", []string{"Sends SIGTERM, then SIGKILL after the grace period (kill_grace, 5s); K again sends SIGKILL at once."}, true,
 			killReq{world: a.World, session: a.Session})
 		m.push(dialogModal{d})
 	case keymap.ChangesOpen:

@@ -56,11 +56,14 @@ func agentOptions(in *input) (presets []string, o engine.AgentOptions, err error
 
 // startAgents starts o (with preset, or the plain command) in world and
 // prints what started.
-func (a *app) startAgent(world, preset string, o engine.AgentOptions) (engine.SessionMeta, error) {
+func (a *app) startAgent(world, preset string, o engine.AgentOptions, quiet bool) (engine.SessionMeta, error) {
 	o.Preset = preset
 	meta, err := a.eng.StartAgent(a.ctx, world, o)
 	if err != nil {
 		return meta, err
+	}
+	if quiet {
+		return meta, nil
 	}
 	what := preset
 	if what == "" {
@@ -86,7 +89,7 @@ func cmdRun(a *app, in *input) error {
 	if len(presets) == 1 {
 		preset = presets[0]
 	}
-	meta, err := a.startAgent(in.pos[0], preset, o)
+	meta, err := a.startAgent(in.pos[0], preset, o, *in.Bool("json"))
 	if err != nil {
 		return err
 	}
@@ -106,25 +109,38 @@ func newWithAgents(a *app, in *input, create func(name string) error) (bool, err
 		return false, nil
 	}
 	name := in.pos[0]
-	if len(presets) <= 1 {
-		if err := create(name); err != nil {
-			return true, err
-		}
-		preset := ""
-		if len(presets) == 1 {
-			preset = presets[0]
-		}
-		_, err := a.startAgent(name, preset, o)
-		return true, err
+	quiet := *in.Bool("json")
+	type started struct {
+		World   string             `json:"world"`
+		Session engine.SessionMeta `json:"session"`
 	}
+	var out []started
 	var errs []error
-	for _, p := range presets {
-		n := name + "-" + p
+	worlds := []string{name}
+	if len(presets) > 1 {
+		worlds = worlds[:0]
+		for _, p := range presets {
+			worlds = append(worlds, name+"-"+p)
+		}
+	}
+	for i, n := range worlds {
+		preset := ""
+		if len(presets) > 0 {
+			preset = presets[i]
+		}
 		if err := create(n); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if _, err := a.startAgent(n, p, o); err != nil {
+		meta, err := a.startAgent(n, preset, o, quiet)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, started{n, meta})
+	}
+	if quiet && len(out) > 0 {
+		if err := a.printJSON(out); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -269,6 +285,7 @@ func checkForkAgents(a *app, in *input, from, snap string, n int) error {
 // snapshot's conversation (as a new one each) or a fresh --agent.
 func agentsAfterFork(a *app, in *input, from, snap string, ws []*engine.World) error {
 	prompts := in.List("prompt")
+	quiet := *in.Bool("json")
 	preset := *in.String("agent")
 	t, turn := engine.AgentTurnSnap{}, false
 	if snap != "" {
@@ -301,10 +318,12 @@ func agentsAfterFork(a *app, in *input, from, snap string, ws []*engine.World) e
 				errs = append(errs, err)
 				continue
 			}
-			fmt.Fprintf(a.stdout, "world %s: %s continues conversation %s (turn %d) as a new one: session %s\n", w.Name, t.Preset, t.Conversation, t.Turn, meta.ID)
+			if !quiet {
+				fmt.Fprintf(a.stdout, "world %s: %s continues conversation %s (turn %d) as a new one: session %s\n", w.Name, t.Preset, t.Conversation, t.Turn, meta.ID)
+			}
 			continue
 		}
-		if _, err := a.startAgent(w.Name, preset, engine.AgentOptions{Prompt: p}); err != nil {
+		if _, err := a.startAgent(w.Name, preset, engine.AgentOptions{Prompt: p}, quiet); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -81,6 +81,7 @@ func waitRecord(t *testing.T, path string, ok func([]fakeRecord) bool) []fakeRec
 // the round is kept and the next one is round 2.
 func TestE2EReviewRoundReachesTheAgentAsOnePrompt(t *testing.T) {
 	e := newEnv(t)
+	must(t, os.WriteFile(strings.TrimPrefix(e.vars[1], "STRATA_CONFIG="), []byte(treeLevel), 0o644))
 	fake := buildAgent(t, "fakeclaude")
 	e.ok("new", "w")
 	e.ok("exec", "w", "--", "sh", "-c", "printf 'one\\ntwo\\nthree\\n' > a.txt; printf 'x\\ny\\nz\\n' > sub/b.txt")
@@ -174,7 +175,7 @@ func TestE2EReviewRoundQueuedForAWorkingAgent(t *testing.T) {
 	e := newEnv(t)
 	fake := buildAgent(t, "fakeclaude")
 	rec := filepath.Join(t.TempDir(), "record.jsonl")
-	cfg := "[agents.claude]\ncommand = [\"" + fake + "\"]\nenv = [\"FAKECLAUDE_RECORD\"]\n"
+	cfg := treeLevel + "[agents.claude]\ncommand = [\"" + fake + "\"]\nenv = [\"FAKECLAUDE_RECORD\"]\n"
 	must(t, os.WriteFile(strings.TrimPrefix(e.vars[1], "STRATA_CONFIG="), []byte(cfg), 0o644))
 	e.vars = append(e.vars, "FAKECLAUDE_RECORD="+rec, "ANTHROPIC_API_KEY=sk-ant-test-0123456789abcdefghij")
 	e.ok("new", "w", "--agent", "claude", "--prompt", "[bash: printf 'x\\ny\\n' > n.txt] [think: 4s]", "--", "--permission-mode", "bypassPermissions")

@@ -23,6 +23,11 @@ func buildFake(t *testing.T, name string) string {
 	return bin
 }
 
+// treeLevel pins a test's config to the tree level: its fakes and records
+// live in /tmp, which a sandboxed World does not share (and under load the
+// sandboxed fake flow still races: see the issue 15 note).
+const treeLevel = "isolation = \"tree\"\n"
+
 // agentJSON is what ls --json says of a World's agent.
 type agentJSON struct {
 	Session string `json:"session"`
@@ -33,14 +38,19 @@ type agentJSON struct {
 		SessionID string `json:"session_id"`
 		Turn      int    `json:"turn"`
 	} `json:"status"`
-	Turns []struct {
-		N         int    `json:"n"`
-		Prompt    string `json:"prompt"`
-		SessionID string `json:"session_id"`
-	} `json:"turns"`
+	Turns      []turnJSON        `json:"turns"`
 	Snapshots  map[string]string `json:"snapshots"`
 	Supervised bool              `json:"supervised"`
 }
+
+type turnJSON struct {
+	N         int    `json:"n"`
+	Prompt    string `json:"prompt"`
+	SessionID string `json:"session_id"`
+	EndedAt   string `json:"ended"`
+}
+
+func (t turnJSON) Ended() bool { return t.EndedAt != "" }
 
 func (e *env) agentOf(world string) agentJSON {
 	e.t.Helper()
@@ -113,7 +123,7 @@ func TestE2EAgentClaudeFlow(t *testing.T) {
 	e := newEnv(t)
 	fake := buildFake(t, "fakeclaude")
 	rec := filepath.Join(t.TempDir(), "record.jsonl")
-	cfg := "[agents.claude]\ncommand = [\"" + fake + "\"]\nenv = [\"FAKECLAUDE_RECORD\"]\n"
+	cfg := treeLevel + "[agents.claude]\ncommand = [\"" + fake + "\"]\nenv = [\"FAKECLAUDE_RECORD\"]\n"
 	must(t, os.WriteFile(strings.TrimPrefix(e.vars[1], "STRATA_CONFIG="), []byte(cfg), 0o644))
 	e.vars = append(e.vars, "FAKECLAUDE_RECORD="+rec, "ANTHROPIC_API_KEY=sk-ant-test-0123456789abcdefghij")
 
@@ -128,6 +138,18 @@ func TestE2EAgentClaudeFlow(t *testing.T) {
 		t.Fatalf("after launch: %+v (wait said %q)", ag.Status, out)
 	}
 	conv := ag.Status.SessionID
+	// Claude's folder trust is seeded in the World's agent home, not the real one.
+	var trust struct {
+		Projects map[string]struct {
+			Trusted bool `json:"hasTrustDialogAccepted"`
+		} `json:"projects"`
+	}
+	data, err := os.ReadFile(filepath.Join(e.home, "worlds", "w1", "agent-home", ".claude.json"))
+	must(t, err)
+	must(t, json.Unmarshal(data, &trust))
+	if !trust.Projects[e.source].Trusted {
+		t.Fatalf("no trust entry for %s: %s", e.source, data)
+	}
 	if conv == "" {
 		t.Fatalf("no conversation id: %+v", ag)
 	}
@@ -149,6 +171,24 @@ func TestE2EAgentClaudeFlow(t *testing.T) {
 		t.Fatalf("timeline lacks the turn snapshots:\n%s", tl)
 	}
 	turn1 := ag.Snapshots["1"]
+	// Usage from Claude's transcript in the World's agent home.
+	var usage []struct {
+		Name  string `json:"name"`
+		Usage *struct {
+			In  int64 `json:"input_tokens"`
+			Out int64 `json:"output_tokens"`
+		} `json:"agent_usage"`
+	}
+	must(t, json.Unmarshal([]byte(e.ok("ls", "--all", "--json")), &usage))
+	if len(usage) != 1 || usage[0].Usage == nil || usage[0].Usage.Out == 0 {
+		t.Fatalf("ls --json usage after turn 1: %+v", usage)
+	}
+	if show := e.ok("show", "w1"); !strings.Contains(show, "usage:") || !strings.Contains(show, "needs-permission") && !strings.Contains(show, "waiting") {
+		t.Fatalf("show lacks the agent:\n%s", show)
+	}
+	if ls := e.ok("ls", "--all"); !strings.Contains(ls, "agents: ") {
+		t.Fatalf("ls lacks the usage total:\n%s", ls)
+	}
 
 	// A second prompt, then another sent while it works is queued.
 	e.ok("send", "w1", "[bash: echo two > t2.txt]")
@@ -298,7 +338,7 @@ func TestE2EAgentCodexFlow(t *testing.T) {
 	must(t, os.MkdirAll(filepath.Join(userHome, ".codex"), 0o755))
 	userCfg := "model = \"o4-mini\"\n"
 	must(t, os.WriteFile(filepath.Join(userHome, ".codex", "config.toml"), []byte(userCfg), 0o644))
-	cfg := "[agents.codex]\ncommand = [\"" + fake + "\"]\nenv = [\"FAKECODEX_RECORD\"]\n"
+	cfg := treeLevel + "[agents.codex]\ncommand = [\"" + fake + "\"]\nenv = [\"FAKECODEX_RECORD\"]\n"
 	must(t, os.WriteFile(strings.TrimPrefix(e.vars[1], "STRATA_CONFIG="), []byte(cfg), 0o644))
 	e.vars = append(e.vars, "FAKECODEX_RECORD="+rec, "OPENAI_API_KEY=sk-test-codex", "HOME="+userHome)
 
@@ -341,4 +381,140 @@ func TestE2EAgentCodexFlow(t *testing.T) {
 	}
 	e.ok("kill", "c1", "--force")
 	e.ok("wait", "c1", "--for", "exit", "--timeout", "30s")
+}
+
+// A plain command started with run: an idle shell waits on the terminal
+// (counts as needing you) until muted; kill escalates TERM to KILL after
+// kill_grace for a shell that ignores TERM, and the session reads
+// "killed by strata", the World not failed.
+func TestE2ERunMuteAndKillEscalation(t *testing.T) {
+	e := newEnv(t)
+	must(t, os.WriteFile(strings.TrimPrefix(e.vars[1], "STRATA_CONFIG="), []byte(treeLevel+"kill_grace = \"1s\"\n"), 0o644))
+	e.ok("new", "s1", "--", "sh", "-c", "trap '' TERM; read x")
+	type lsRow struct {
+		Name      string `json:"name"`
+		Status    string `json:"status"`
+		Attention string `json:"attention"`
+		Agent     *struct {
+			Muted bool `json:"muted"`
+		} `json:"agent"`
+	}
+	row := func() lsRow {
+		var rows []lsRow
+		must(t, json.Unmarshal([]byte(e.ok("ls", "--all", "--json")), &rows))
+		for _, r := range rows {
+			if r.Name == "s1" {
+				return r
+			}
+		}
+		t.Fatal("s1 not listed")
+		return lsRow{}
+	}
+	e.eventually(20*time.Second, "the idle shell to count as waiting", func() bool { return row().Attention == "waiting" })
+	e.ok("mute", "s1")
+	if r := row(); r.Attention == "waiting" || r.Agent == nil || !r.Agent.Muted {
+		t.Fatalf("muted: %+v", r)
+	}
+	e.ok("mute", "s1", "--off")
+	e.eventually(20*time.Second, "unmuted to count again", func() bool { return row().Attention == "waiting" })
+
+	start := time.Now()
+	out := e.ok("kill", "s1")
+	took := time.Since(start)
+	if !strings.Contains(out, "killed by strata") || took < time.Second || took > 15*time.Second {
+		t.Fatalf("kill took %s: %s", took, out)
+	}
+	var ss []struct {
+		State, Signal, Attention string
+		Killed                   bool `json:"killed_by_strata"`
+	}
+	must(t, json.Unmarshal([]byte(e.ok("sessions", "s1", "--json")), &ss))
+	if len(ss) != 1 || ss[0].Signal != "SIGKILL" || !ss[0].Killed || ss[0].Attention != "done" {
+		t.Fatalf("session after the escalated kill: %+v", ss)
+	}
+	if r := row(); r.Status == "failed" || r.Attention == "failed" {
+		t.Fatalf("the World reads failed after strata killed its session: %+v", r)
+	}
+}
+
+// TestE2EAgentFanOut: one prompt to two presets at once (one World each),
+// then a Claude turn snapshot forked into two Worlds, each continuing the
+// conversation as a new one with its own prompt.
+func TestE2EAgentFanOut(t *testing.T) {
+	e := newEnv(t)
+	claude, codex := buildFake(t, "fakeclaude"), buildFake(t, "fakecodex")
+	rec := filepath.Join(t.TempDir(), "claude.jsonl")
+	cfg := treeLevel + "[agents.claude]\ncommand = [\"" + claude + "\"]\nenv = [\"FAKECLAUDE_RECORD\"]\n\n[agents.codex]\ncommand = [\"" + codex + "\"]\n"
+	must(t, os.WriteFile(strings.TrimPrefix(e.vars[1], "STRATA_CONFIG="), []byte(cfg), 0o644))
+	e.vars = append(e.vars, "FAKECLAUDE_RECORD="+rec, "ANTHROPIC_API_KEY=sk-ant-test-0123456789abcdefghij", "OPENAI_API_KEY=sk-test", "HOME="+t.TempDir())
+
+	var started []struct {
+		World   string `json:"world"`
+		Session struct {
+			ID string `json:"id"`
+		} `json:"session"`
+	}
+	out := e.ok("new", "race", "--agent", "claude,codex", "--prompt", "say hello", "--json")
+	if err := json.Unmarshal([]byte(out), &started); err != nil || len(started) != 2 || started[0].World != "race-claude" || started[1].World != "race-codex" || started[1].Session.ID == "" {
+		t.Fatalf("new --agent claude,codex --json: %v %s", err, out)
+	}
+	var ag agentJSON
+	for _, w := range []string{"race-claude", "race-codex"} {
+		e.eventually(30*time.Second, w+"'s turn 1", func() bool {
+			ag = e.agentOf(w)
+			return ag.Snapshots["1"] != ""
+		})
+		if ag.Preset != strings.TrimPrefix(w, "race-") || ag.Turns[0].Prompt != "say hello" {
+			t.Fatalf("%s: %+v", w, ag)
+		}
+	}
+	ag = e.agentOf("race-claude")
+	conv, turn1 := ag.Status.SessionID, ag.Snapshots["1"]
+
+	out = e.ok("fork", "race-claude", "--snap", turn1, "-n", "2", "--prompt", "try A", "--prompt", "try B")
+	for i, p := range []string{"try A", "try B"} {
+		w := "race-claude-" + string(rune('1'+i))
+		if !strings.Contains(out, "world "+w+": claude continues conversation "+conv) {
+			t.Fatalf("fork: %s", out)
+		}
+		e.eventually(30*time.Second, w+"'s first turn", func() bool {
+			ag = e.agentOf(w)
+			return len(ag.Turns) > 0 && ag.Turns[0].Ended() && ag.Status.State == "waiting"
+		})
+		if ag.Turns[0].Prompt != p || ag.Status.SessionID == "" || ag.Status.SessionID == conv {
+			t.Fatalf("%s: want prompt %q in a new conversation forked from %s: %+v %+v", w, p, conv, ag.Status, ag.Turns)
+		}
+	}
+	forks := 0
+	for _, argv := range argvRecords(t, rec) {
+		if i := slices.Index(argv, "--resume"); i >= 0 && argv[i+1] == conv && slices.Contains(argv, "--fork-session") {
+			forks++
+		}
+	}
+	if forks != 2 {
+		t.Fatalf("%d agents forked conversation %s, want 2: %q", forks, conv, argvRecords(t, rec))
+	}
+	for _, w := range []string{"race-claude", "race-codex", "race-claude-1", "race-claude-2"} {
+		e.ok("kill", w, "--force")
+		e.ok("wait", w, "--for", "exit", "--timeout", "30s")
+	}
+}
+
+// The agent sees its channel and nothing else of strata's records: it cannot
+// rewrite its status record, its queue or its mute mark, nor reach the
+// strata binary other than read-only.
+func TestE2EAgentSeesOnlyItsChannel(t *testing.T) {
+	e := newEnv(t)
+	e.ok("new", "p", "--", "sh", "-c", "ls -A /run/strata/session; echo x > /run/strata/bin/strata && echo WROTE-STRATA; echo $STRATA_HOOK_DIR; sleep 30")
+	var out string
+	e.eventually(20*time.Second, "the listing", func() bool {
+		out = e.ok("logs", "p")
+		return strings.Contains(out, "/run/strata/session/events")
+	})
+	lines := strings.Fields(out)
+	if len(lines) == 0 || lines[0] != "events" || strings.Contains(out, "agent.json") || strings.Contains(out, "queue") || strings.Contains(out, "WROTE-STRATA") {
+		t.Fatalf("inside the World:\n%s", out)
+	}
+	e.ok("kill", "p", "--force")
+	e.ok("wait", "p", "--for", "exit", "--timeout", "30s")
 }

@@ -74,7 +74,20 @@ func cmdRollback(a *app, in *input) error {
 		return err
 	}
 	if *asJSON {
-		return a.printJSON(res)
+		out := struct {
+			*engine.RollbackResult
+			Resumed *engine.SessionMeta `json:"resumed,omitempty"`
+		}{RollbackResult: res}
+		if !*in.Bool("no-resume") {
+			if t, ok := a.eng.TurnSnapshot(res.World, res.To); ok && t.Conversation != "" {
+				meta, err := a.eng.ResumeAgent(a.ctx, res.World, t, "", false, engine.AgentOptions{})
+				if err != nil {
+					return fmt.Errorf("rolled back, but the agent did not resume conversation %s: %w", t.Conversation, err)
+				}
+				out.Resumed = &meta
+			}
+		}
+		return a.printJSON(out)
 	}
 	fmt.Fprintf(a.stdout, "rolled world %s back to %s in %s; the state before is snapshot %s (strata rollback %s %s undoes this)\n",
 		res.World, res.To, res.Duration, res.Saved.ID, res.World, res.Saved.ID)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/engine"
+	"github.com/stratahq/strata/engine/agent"
 	"github.com/stratahq/strata/engine/boundary"
 	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/overlay"
@@ -53,7 +54,7 @@ func cmdNew(a *app, in *input) error {
 		o := o
 		o.Name = name
 		w, err := a.eng.Create(a.ctx, o)
-		if err == nil {
+		if err == nil && !*asJSON {
 			fmt.Fprintf(a.stdout, "created world %s over %s\n", w.Name, w.Source)
 		}
 		return err
@@ -142,6 +143,17 @@ func cmdLs(a *app, in *input) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	var total agent.Usage
+	agents := 0
+	for _, wi := range infos {
+		if wi.Agent != nil {
+			agents++
+			total = total.Add(*wi.AgentUsage)
+		}
+	}
+	if agents > 0 {
+		fmt.Fprintf(a.stdout, "agents: %s in total\n", engine.UsageText(total))
+	}
 	if len(broken) > 0 {
 		fmt.Fprintf(a.stderr, "%s: strata show NAME says why; strata rm --purge NAME removes one\n", count(len(broken), "broken World", "broken Worlds"))
 	}
@@ -206,6 +218,15 @@ func cmdShow(a *app, in *input) error {
 	}
 	for _, d := range wi.Details {
 		row(d.Label, d.Value)
+	}
+	if wi.Agent != nil {
+		st := string(wi.Agent.Status.State)
+		if wi.Agent.Status.Reason != "" {
+			st += ": " + wi.Agent.Status.Reason
+		}
+		row("agent", fmt.Sprintf("%s, %s (since %s)", wi.Agent.Preset, st, wi.Agent.Status.Since.Local().Format(time.TimeOnly)))
+		row("turns", fmt.Sprint(len(wi.Agent.Turns)))
+		row("usage", engine.UsageText(*wi.AgentUsage))
 	}
 	row("error", wi.Error)
 	return tw.Flush()
