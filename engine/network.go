@@ -308,7 +308,7 @@ func pushAllow(ctx context.Context, dir string, list boundary.Allowlist) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return fmt.Errorf("egress proxy: %s: %s", resp.Status, bytes.TrimSpace(msg))
@@ -393,8 +393,8 @@ func (e *Engine) startEgress(ctx context.Context, name, dir string) error {
 		if strings.TrimSpace(s) == "ready" {
 			return nil
 		}
-		<-exited
-		return fmt.Errorf("the proxy ended before it listened: %s", egressLogTail(dir))
+		err := <-exited
+		return fmt.Errorf("the proxy ended (%v) before it listened: %s", err, egressLogTail(dir))
 	case <-time.After(10 * time.Second):
 		_ = cmd.Process.Kill()
 		return fmt.Errorf("the proxy did not listen within 10s: %s", egressLogTail(dir))
@@ -484,8 +484,8 @@ func (e *Engine) serveEgress(ctx context.Context, name string, ready io.WriteClo
 		fmt.Fprintf(w, "%d hosts\n", len(list))
 	})
 	ctl := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go p.Serve(pl)
-	go ctl.Serve(cl)
+	go func() { _ = p.Serve(pl) }()
+	go func() { _ = ctl.Serve(cl) }()
 	defer func() {
 		_ = p.Close()
 		_ = ctl.Close()
@@ -494,7 +494,7 @@ func (e *Engine) serveEgress(ctx context.Context, name string, ready io.WriteClo
 	e.Log.Info("egress proxy listening", "world", name, "pid", os.Getpid())
 	if ready != nil {
 		_, _ = io.WriteString(ready, "ready\n")
-		ready.Close()
+		_ = ready.Close()
 	}
 	tick := time.NewTicker(egressIdle / 4)
 	defer tick.Stop()

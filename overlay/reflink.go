@@ -163,7 +163,7 @@ func fsTypeName(dir string) string {
 	if err := unix.Statfs(filepath.Clean(dir), &st); err != nil {
 		return "unknown"
 	}
-	switch int64(st.Type) {
+	switch int64(st.Type) { //nolint:unconvert // Statfs_t.Type is not int64 on every arch
 	case unix.XFS_SUPER_MAGIC:
 		return "xfs"
 	case unix.BTRFS_SUPER_MAGIC:

@@ -126,7 +126,7 @@ func benchCcache(b *bench, _ []int) error {
 		return err
 	}
 	if bb.hits < units {
-		return fmt.Errorf("World B hit the cache %d times of %d (misses %d): Worlds do not share compiler caches", bb.hits, units, bb.misses)
+		return fmt.Errorf("world B hit the cache %d times of %d (misses %d): Worlds do not share compiler caches", bb.hits, units, bb.misses)
 	}
 	if err := run(src, "git", "worktree", "add", "-q", "--detach", wt); err != nil {
 		return err

@@ -114,7 +114,7 @@ func TestE2EReviewRoundReachesTheAgentAsOnePrompt(t *testing.T) {
 	if !strings.Contains(out, "review round 1 (2 comments) sent to w") {
 		t.Fatalf("send said %q", out)
 	}
-	rs := waitRecord(t, rec, func(rs []fakeRecord) bool {
+	waitRecord(t, rec, func(rs []fakeRecord) bool {
 		for _, r := range rs {
 			if r.What == "prompt" {
 				return true
@@ -123,7 +123,7 @@ func TestE2EReviewRoundReachesTheAgentAsOnePrompt(t *testing.T) {
 		return false
 	})
 	time.Sleep(300 * time.Millisecond) // a second prompt, if the round were split, would be here by now
-	rs = readRecord(t, rec)
+	rs := readRecord(t, rec)
 	var prompts []string
 	for _, r := range rs {
 		if r.What == "prompt" {

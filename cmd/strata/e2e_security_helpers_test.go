@@ -43,9 +43,6 @@ func (l level) flags() []string {
 	return []string{"--isolation", string(l)}
 }
 
-// confined says whether the level promises the sandbox boundary (or more).
-func (l level) confined() bool { return l != lvTree }
-
 // secEnv is an env whose caller has a home of its own (outside /tmp, which
 // the sandbox makes private) with planted credentials, and a host dir
 // outside the source for the test's probes and servers.

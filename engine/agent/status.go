@@ -141,8 +141,8 @@ func (t *Tracker) Apply(e Event) (ended *Turn) {
 }
 
 func (t *Tracker) notification(e Event) {
-	switch {
-	case e.Notification == "permission_prompt" || e.Notification == "ToolPermission":
+	switch e.Notification {
+	case "permission_prompt", "ToolPermission":
 		reason := t.pendingTool
 		if reason == "" {
 			reason = firstOf(e.Message, "a tool")
@@ -151,9 +151,9 @@ func (t *Tracker) notification(e Event) {
 			return // PermissionRequest already said which
 		}
 		t.set(StatePermission, "allow "+reason+"?", e.Time)
-	case e.Notification == "elicitation_dialog":
+	case "elicitation_dialog":
 		t.set(StateQuestion, firstOf(e.Message, "asks a question"), e.Time)
-	case e.Notification == "idle_prompt":
+	case "idle_prompt":
 		// Claude repeats this after a minute idle: the turn was already done.
 		if t.st.State != StateWaiting {
 			t.set(StateWaiting, firstOf(e.Message, "waiting for a prompt"), e.Time)

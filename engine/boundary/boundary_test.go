@@ -125,7 +125,7 @@ func TestComputeRefusesCacheOverlappingSource(t *testing.T) {
 }
 
 func TestParseRefusesUnknownKey(t *testing.T) {
-	_, err := Parse("[boundary]\nnetwrok = \"none\"\n")
+	_, err := Parse("[boundary]\nnetwrok = \"none\"\n") //nolint:misspell // the misspelt key is the test
 	var ke *KeyError
 	if !errors.As(err, &ke) || ke.Key != "boundary.netwrok" || !strings.Contains(err.Error(), "the keys are level, network") {
 		t.Fatalf("Parse = %v, want an unknown-key error naming the keys", err)

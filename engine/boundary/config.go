@@ -91,7 +91,7 @@ type Host struct {
 // Check validates every layer of c against host: levels, network modes,
 // allow-list entries, and the paths a World would write or be granted.
 func (c *Config) Check(h Host) error {
-	if err := c.Policy.check("boundary", h, ""); err != nil {
+	if err := c.check("boundary", h, ""); err != nil {
 		return err
 	}
 	for _, name := range sortedKeys(c.Worlds) {

@@ -245,7 +245,7 @@ func privateDev(target string) error {
 		}
 		// The host's /dev may have been made read-only by now; device
 		// nodes work on a read-only mount, but say writable for clarity.
-		unix.MountSetattr(unix.AT_FDCWD, p, 0, &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY})
+		_ = unix.MountSetattr(unix.AT_FDCWD, p, 0, &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY})
 	}
 	for _, d := range []string{"pts", "shm"} {
 		if err := os.Mkdir(filepath.Join(target, d), 0o755); err != nil {
