@@ -417,20 +417,9 @@ func (c *Client) unary(ctx context.Context, sb *Sandbox, op, method string, clas
 // (envd's process.Process/SendInput, input.pty). Input is not idempotent:
 // it is sent again only when it provably never reached envd.
 func (c *Client) SendInput(ctx context.Context, sb *Sandbox, pid int, data []byte) error {
-	if err := checkSandbox(sb); err != nil {
-		return err
-	}
-	if len(data) == 0 {
-		return nil
-	}
-	type input struct {
+	return c.sendInput(ctx, sb, pid, "input", struct {
 		PTY []byte `json:"pty"`
-	}
-	return c.unary(ctx, sb, fmt.Sprintf("send input to process %d in sandbox %s", pid, sb.SandboxID), "SendInput", retryUnsent,
-		struct {
-			Process processSelector `json:"process"`
-			Input   input           `json:"input"`
-		}{processSelector{pid}, input{data}})
+	}{data}, len(data))
 }
 
 // ResizePTY sets the terminal size of a process started with a PTY
@@ -488,20 +477,25 @@ func (c *Client) WriteFile(ctx context.Context, sb *Sandbox, path string, data [
 // (envd's SendInput, input.stdin). Like SendInput it is sent again only when
 // it provably never reached envd.
 func (c *Client) SendStdin(ctx context.Context, sb *Sandbox, pid int, data []byte) error {
+	return c.sendInput(ctx, sb, pid, "stdin", struct {
+		Stdin []byte `json:"stdin"`
+	}{data}, len(data))
+}
+
+// sendInput is envd's process.Process/SendInput for one kind of input (the
+// PTY's or stdin's); n bytes of it, nothing sent when n is 0.
+func (c *Client) sendInput(ctx context.Context, sb *Sandbox, pid int, what string, input any, n int) error {
 	if err := checkSandbox(sb); err != nil {
 		return err
 	}
-	if len(data) == 0 {
+	if n == 0 {
 		return nil
 	}
-	type input struct {
-		Stdin []byte `json:"stdin"`
-	}
-	return c.unary(ctx, sb, fmt.Sprintf("send stdin to process %d in sandbox %s", pid, sb.SandboxID), "SendInput", retryUnsent,
+	return c.unary(ctx, sb, fmt.Sprintf("send %s to process %d in sandbox %s", what, pid, sb.SandboxID), "SendInput", retryUnsent,
 		struct {
 			Process processSelector `json:"process"`
-			Input   input           `json:"input"`
-		}{processSelector{pid}, input{data}})
+			Input   any             `json:"input"`
+		}{processSelector{pid}, input})
 }
 
 // CloseStdin closes the stdin of a process started with Stdin: it reads
