@@ -96,6 +96,7 @@ func (t *Tracker) Apply(e Event) (ended *Turn) {
 	if t.ended {
 		return nil // a straggler from a hook still running at exit
 	}
+	first := !t.hooked
 	t.hooked = true
 	if e.SessionID != "" {
 		t.st.SessionID = e.SessionID
@@ -112,7 +113,10 @@ func (t *Tracker) Apply(e Event) (ended *Turn) {
 	switch e.Kind {
 	case "SessionStart":
 		// Also sent on /clear and after a compaction, which can be mid-turn.
-		if t.st.State == StateStarting || e.Source == "clear" {
+		// Before the first hook the state is only the PTY guess (output
+		// while the program starts reads as working): the agent's own word
+		// replaces it, so a resumed session does not stay "working".
+		if e.Source == "clear" || (first || t.st.State == StateStarting) && t.openTurn() == nil {
 			t.set(StateWaiting, "ready for a prompt", e.Time)
 		}
 	case "UserPromptSubmit", "BeforeAgent":

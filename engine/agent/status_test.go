@@ -75,6 +75,20 @@ func TestTrackerClaudeTurn(t *testing.T) {
 	}
 }
 
+// The PTY guess runs before the first hook: a program that draws while it
+// starts reads as working. Its SessionStart must still say ready, or a
+// resumed agent stays "working" forever (the CI flake of TestE2EAgentClaudeFlow).
+func TestTrackerSessionStartAfterTerminalGuess(t *testing.T) {
+	tr := NewTracker(IntegrationClaude, t0)
+	tr.Terminal(false, at(1))
+	want(t, tr, StateWorking, "", at(1))
+	tr.Apply(claude("SessionStart", 2, func(e *Event) { e.Source = "resume" }))
+	want(t, tr, StateWaiting, "ready for a prompt", at(2))
+	// Once hooks speak, the guess no longer moves a hook-capable agent.
+	tr.Terminal(false, at(3))
+	want(t, tr, StateWaiting, "ready for a prompt", at(2))
+}
+
 func TestTrackerExit(t *testing.T) {
 	for _, c := range []struct {
 		code   int
