@@ -88,6 +88,9 @@ func (e *Engine) superviseAgent(ctx context.Context, world, session string) erro
 		return err
 	}
 	s.tracker = agent.NewTracker(rec.Integration, meta.StartedAt)
+	if rec.PromptOnLaunch {
+		s.tracker.ExpectPrompt()
+	}
 	s.reader = agent.NewReader(agentEventsDir(s.adir))
 	s.last = s.tracker.Status()
 

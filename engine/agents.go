@@ -95,8 +95,11 @@ type AgentRecord struct {
 	Preset      string            `json:"preset,omitempty"`
 	Integration agent.Integration `json:"integration"`
 	Prompt      string            `json:"prompt,omitempty"`
-	Status      agent.Status      `json:"status"`
-	Turns       []agent.Turn      `json:"turns,omitempty"`
+	// PromptOnLaunch: Prompt went on the command line (not typed), so the
+	// agent submits it itself after its SessionStart.
+	PromptOnLaunch bool         `json:"prompt_on_launch,omitempty"`
+	Status         agent.Status `json:"status"`
+	Turns          []agent.Turn `json:"turns,omitempty"`
 	// Snapshots are the turn snapshots: turn N -> snapshot id (0: before
 	// the first turn).
 	Snapshots map[int]string `json:"snapshots,omitempty"`
@@ -268,7 +271,8 @@ func (e *Engine) StartAgent(ctx context.Context, name string, o AgentOptions) (S
 	snap := !o.NoSnapshots && preset.Status != agent.IntegrationNone
 	rec := AgentRecord{
 		Session: id, World: w.Name, Preset: preset.Name, Integration: preset.Status, Prompt: o.Prompt,
-		Status: agent.Status{State: agent.StateStarting, Since: time.Now()}, Muted: o.Muted, Snap: snap, Supervised: true, Updated: time.Now(),
+		PromptOnLaunch: o.Prompt != "" && inv.Type == "",
+		Status:         agent.Status{State: agent.StateStarting, Since: time.Now()}, Muted: o.Muted, Snap: snap, Supervised: true, Updated: time.Now(),
 	}
 	if snap && o.Resume == "" {
 		s, err := e.Snapshot(ctx, w.Name, SnapshotOptions{Message: "before turn 1: " + shortPrompt(o.Prompt), Auto: true})
