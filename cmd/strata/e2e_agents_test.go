@@ -12,10 +12,21 @@ import (
 	"time"
 )
 
-// buildFake builds testdata/agents/NAME next to the test's temp files.
+// fakeBinDir is where the fakes are built: outside /tmp, which a sandboxed
+// World replaces with a private one, on a path the World sees read-only
+// (the host's /var/cache), the way a user's installed agent is seen.
+const fakeBinDir = "/var/cache/strata-test/fakes"
+
+// buildFake builds testdata/agents/NAME for this test alone, in a dir of
+// its own under fakeBinDir that the test removes.
 func buildFake(t *testing.T, name string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), name)
+	must(t, os.MkdirAll(fakeBinDir, 0o755))
+	dir, err := os.MkdirTemp(fakeBinDir, name+"-")
+	must(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	must(t, os.Chmod(dir, 0o755))
+	bin := filepath.Join(dir, name)
 	out, err := exec.Command("go", "build", "-o", bin, "../../testdata/agents/"+name).CombinedOutput()
 	if err != nil {
 		t.Fatalf("build %s: %v\n%s", name, err, out)
@@ -23,9 +34,24 @@ func buildFake(t *testing.T, name string) string {
 	return bin
 }
 
-// treeLevel pins a test's config to the tree level: its fakes and records
-// live in /tmp, which a sandboxed World does not share (and under load the
-// sandboxed fake flow still races: see the issue 15 note).
+// recordDir is where the fakes write their records: a dir the host reads
+// and every World writes in place, declared as a shared cache (a sandboxed
+// World's /tmp is its own).
+func recordDir(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "records")
+	must(t, os.MkdirAll(dir, 0o777))
+	return dir
+}
+
+// sharedCache is the [boundary] table declaring dir a shared cache.
+func sharedCache(dir string) string {
+	return "[boundary]\nshared_caches = [\"" + dir + "\"]\n\n"
+}
+
+// treeLevel pins a config to the tree level (the review tests of
+// e2e_agentreview_test.go still use it; the agent flows here run in the
+// default sandbox level).
 const treeLevel = "isolation = \"tree\"\n"
 
 // agentJSON is what ls --json says of a World's agent.
@@ -122,8 +148,9 @@ func argvRecords(t *testing.T, path string) [][]string {
 func TestE2EAgentClaudeFlow(t *testing.T) {
 	e := newEnv(t)
 	fake := buildFake(t, "fakeclaude")
-	rec := filepath.Join(t.TempDir(), "record.jsonl")
-	cfg := treeLevel + "[agents.claude]\ncommand = [\"" + fake + "\"]\nenv = [\"FAKECLAUDE_RECORD\"]\n"
+	recs := recordDir(t)
+	rec := filepath.Join(recs, "record.jsonl")
+	cfg := sharedCache(recs) + "[agents.claude]\ncommand = [\"" + fake + "\"]\nenv = [\"FAKECLAUDE_RECORD\"]\n"
 	must(t, os.WriteFile(strings.TrimPrefix(e.vars[1], "STRATA_CONFIG="), []byte(cfg), 0o644))
 	e.vars = append(e.vars, "FAKECLAUDE_RECORD="+rec, "ANTHROPIC_API_KEY=sk-ant-test-0123456789abcdefghij")
 
@@ -333,12 +360,13 @@ func TestE2EHookCommand(t *testing.T) {
 func TestE2EAgentCodexFlow(t *testing.T) {
 	e := newEnv(t)
 	fake := buildFake(t, "fakecodex")
-	rec := filepath.Join(t.TempDir(), "record.jsonl")
+	recs := recordDir(t)
+	rec := filepath.Join(recs, "record.jsonl")
 	userHome := t.TempDir()
 	must(t, os.MkdirAll(filepath.Join(userHome, ".codex"), 0o755))
 	userCfg := "model = \"o4-mini\"\n"
 	must(t, os.WriteFile(filepath.Join(userHome, ".codex", "config.toml"), []byte(userCfg), 0o644))
-	cfg := treeLevel + "[agents.codex]\ncommand = [\"" + fake + "\"]\nenv = [\"FAKECODEX_RECORD\"]\n"
+	cfg := sharedCache(recs) + "[agents.codex]\ncommand = [\"" + fake + "\"]\nenv = [\"FAKECODEX_RECORD\"]\n"
 	must(t, os.WriteFile(strings.TrimPrefix(e.vars[1], "STRATA_CONFIG="), []byte(cfg), 0o644))
 	e.vars = append(e.vars, "FAKECODEX_RECORD="+rec, "OPENAI_API_KEY=sk-test-codex", "HOME="+userHome)
 
@@ -389,7 +417,7 @@ func TestE2EAgentCodexFlow(t *testing.T) {
 // "killed by strata", the World not failed.
 func TestE2ERunMuteAndKillEscalation(t *testing.T) {
 	e := newEnv(t)
-	must(t, os.WriteFile(strings.TrimPrefix(e.vars[1], "STRATA_CONFIG="), []byte(treeLevel+"kill_grace = \"1s\"\n"), 0o644))
+	must(t, os.WriteFile(strings.TrimPrefix(e.vars[1], "STRATA_CONFIG="), []byte("kill_grace = \"1s\"\n"), 0o644))
 	e.ok("new", "s1", "--", "sh", "-c", "trap '' TERM; read x")
 	type lsRow struct {
 		Name      string `json:"name"`
@@ -443,8 +471,9 @@ func TestE2ERunMuteAndKillEscalation(t *testing.T) {
 func TestE2EAgentFanOut(t *testing.T) {
 	e := newEnv(t)
 	claude, codex := buildFake(t, "fakeclaude"), buildFake(t, "fakecodex")
-	rec := filepath.Join(t.TempDir(), "claude.jsonl")
-	cfg := treeLevel + "[agents.claude]\ncommand = [\"" + claude + "\"]\nenv = [\"FAKECLAUDE_RECORD\"]\n\n[agents.codex]\ncommand = [\"" + codex + "\"]\n"
+	recs := recordDir(t)
+	rec := filepath.Join(recs, "claude.jsonl")
+	cfg := sharedCache(recs) + "[agents.claude]\ncommand = [\"" + claude + "\"]\nenv = [\"FAKECLAUDE_RECORD\"]\n\n[agents.codex]\ncommand = [\"" + codex + "\"]\n"
 	must(t, os.WriteFile(strings.TrimPrefix(e.vars[1], "STRATA_CONFIG="), []byte(cfg), 0o644))
 	e.vars = append(e.vars, "FAKECLAUDE_RECORD="+rec, "ANTHROPIC_API_KEY=sk-ant-test-0123456789abcdefghij", "OPENAI_API_KEY=sk-test", "HOME="+t.TempDir())
 
