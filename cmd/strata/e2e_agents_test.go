@@ -7,7 +7,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -17,20 +20,38 @@ import (
 // (the host's /var/cache), the way a user's installed agent is seen.
 const fakeBinDir = "/var/cache/strata-test/fakes"
 
-// buildFake builds testdata/agents/NAME for this test alone, in a dir of
-// its own under fakeBinDir that the test removes.
+var (
+	fakeMu   sync.Mutex
+	fakeBins = map[string]string{}
+)
+
+// buildFake builds testdata/agents/NAME once per test process, into
+// fakeBinDir/run-PID (left by a process that has ended, such a dir is
+// removed by the next).
 func buildFake(t *testing.T, name string) string {
 	t.Helper()
-	must(t, os.MkdirAll(fakeBinDir, 0o755))
-	dir, err := os.MkdirTemp(fakeBinDir, name+"-")
-	must(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	must(t, os.Chmod(dir, 0o755))
+	fakeMu.Lock()
+	defer fakeMu.Unlock()
+	if bin, ok := fakeBins[name]; ok {
+		return bin
+	}
+	dir := filepath.Join(fakeBinDir, "run-"+strconv.Itoa(os.Getpid()))
+	if len(fakeBins) == 0 {
+		old, _ := filepath.Glob(filepath.Join(fakeBinDir, "run-*"))
+		for _, d := range old {
+			pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(d), "run-"))
+			if err == nil && pid != os.Getpid() && syscall.Kill(pid, 0) != nil {
+				_ = os.RemoveAll(d)
+			}
+		}
+	}
+	must(t, os.MkdirAll(dir, 0o755))
 	bin := filepath.Join(dir, name)
 	out, err := exec.Command("go", "build", "-o", bin, "../../testdata/agents/"+name).CombinedOutput()
 	if err != nil {
 		t.Fatalf("build %s: %v\n%s", name, err, out)
 	}
+	fakeBins[name] = bin
 	return bin
 }
 
@@ -146,6 +167,7 @@ func argvRecords(t *testing.T, path string) [][]string {
 // terminal, turn done, a snapshot per turn, a queued second prompt, and a
 // rollback to turn 1 that resumes turn 1's conversation.
 func TestE2EAgentClaudeFlow(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	fake := buildFake(t, "fakeclaude")
 	recs := recordDir(t)
@@ -254,6 +276,13 @@ func TestE2EAgentClaudeFlow(t *testing.T) {
 	if i := slices.Index(last, "--resume"); i < 0 || last[i+1] != conv {
 		t.Fatalf("the restarted agent got %q, want --resume %s", last, conv)
 	}
+	// The conversation went back with the files: the transcript it resumes
+	// is turn 1's, without turns 2 and 3.
+	transcript, err := os.ReadFile(filepath.Join(e.home, "worlds", "w1", "agent-home", ".claude", "projects", strings.ReplaceAll(e.source, "/", "-"), conv+".jsonl"))
+	must(t, err)
+	if !strings.Contains(string(transcript), "echo one") || strings.Contains(string(transcript), "echo two") || strings.Contains(string(transcript), "third prompt") {
+		t.Fatalf("the resumed conversation is not turn 1's:\n%s", transcript)
+	}
 	e.ok("wait", "w1", "--for", "done", "--timeout", "30s")
 	// The killed session is reported as stopped by strata, not failed.
 	var ss []struct {
@@ -312,6 +341,7 @@ func (e *env) readWorld(world, rel string) string {
 // strata __hook records the event and prints nothing; every failure is exit
 // 1, never 2 (Claude blocks the action on 2), config mistakes included.
 func TestE2EHookCommand(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	run := func(env []string, stdin string, args ...string) (string, string, int) {
 		c := exec.Command(strataBin, append([]string{"__hook"}, args...)...)
@@ -358,6 +388,7 @@ func TestE2EHookCommand(t *testing.T) {
 // event), the turn's end by notify with the prompt and thread id; rollback
 // to turn 1 resumes that thread.
 func TestE2EAgentCodexFlow(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	fake := buildFake(t, "fakecodex")
 	recs := recordDir(t)
@@ -416,6 +447,7 @@ func TestE2EAgentCodexFlow(t *testing.T) {
 // kill_grace for a shell that ignores TERM, and the session reads
 // "killed by strata", the World not failed.
 func TestE2ERunMuteAndKillEscalation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	must(t, os.WriteFile(strings.TrimPrefix(e.vars[1], "STRATA_CONFIG="), []byte("kill_grace = \"1s\"\n"), 0o644))
 	e.ok("new", "s1", "--", "sh", "-c", "trap '' TERM; read x")
@@ -469,6 +501,7 @@ func TestE2ERunMuteAndKillEscalation(t *testing.T) {
 // then a Claude turn snapshot forked into two Worlds, each continuing the
 // conversation as a new one with its own prompt.
 func TestE2EAgentFanOut(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	claude, codex := buildFake(t, "fakeclaude"), buildFake(t, "fakecodex")
 	recs := recordDir(t)
@@ -533,6 +566,7 @@ func TestE2EAgentFanOut(t *testing.T) {
 // rewrite its status record, its queue or its mute mark, nor reach the
 // strata binary other than read-only.
 func TestE2EAgentSeesOnlyItsChannel(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.ok("new", "p", "--", "sh", "-c", "ls -A /run/strata/session; echo x > /run/strata/bin/strata && echo WROTE-STRATA; echo $STRATA_HOOK_DIR; sleep 30")
 	var out string
