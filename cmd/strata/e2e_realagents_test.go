@@ -152,6 +152,7 @@ var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4
 // strata through the hook channel; the API call that follows is denied by
 // the egress proxy (no service here), and the test stops there.
 func TestE2ERealClaudeCode(t *testing.T) {
+	t.Parallel()
 	bin := npmAgent(t, claudePkg, "claude")
 	cfg := "[agents.claude]\ncommand = [\"" + bin + "\"]\n" +
 		"env = [\"DISABLE_AUTOUPDATER\", \"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC\"]\n"
@@ -198,6 +199,7 @@ func TestE2ERealClaudeCode(t *testing.T) {
 // the World's GEMINI_CLI_HOME (with the folder trusted there: Gemini runs no
 // hook in an untrusted folder). Its SessionStart reaches strata.
 func TestE2ERealGeminiCLI(t *testing.T) {
+	t.Parallel()
 	bin := npmAgent(t, geminiPkg, "gemini")
 	e, home := realAgentEnv(t, "[agents.gemini]\ncommand = [\""+bin+"\"]\n")
 	e.vars = append(e.vars, "GEMINI_API_KEY=strata-test-dummy-key")
@@ -230,6 +232,7 @@ func TestE2ERealGeminiCLI(t *testing.T) {
 // strata's CODEX_HOME, where it reads config.toml (strata's notify is there)
 // and keeps its state, and that the real home gets nothing.
 func TestE2ERealCodexCLI(t *testing.T) {
+	t.Parallel()
 	bin := npmAgent(t, codexPkg, "codex")
 	e, home := realAgentEnv(t, "[agents.codex]\ncommand = [\""+bin+"\"]\n")
 	e.vars = append(e.vars, "OPENAI_API_KEY=sk-strata-test-dummy")
