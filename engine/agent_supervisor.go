@@ -88,6 +88,9 @@ func (e *Engine) superviseAgent(ctx context.Context, world, session string) erro
 		return err
 	}
 	s.tracker = agent.NewTracker(rec.Integration, meta.StartedAt)
+	if rec.PromptOnLaunch {
+		s.tracker.ExpectPrompt()
+	}
 	s.reader = agent.NewReader(agentEventsDir(s.adir))
 	s.last = s.tracker.Status()
 
@@ -174,7 +177,15 @@ func (s *supervisor) turnSnapshot(ctx context.Context, t *agent.Turn) {
 		s.rec.Snapshots = map[int]string{}
 	}
 	s.rec.Snapshots[t.N] = snap.ID
-	_ = s.e.recordTurnSnap(s.world, AgentTurnSnap{Snapshot: snap.ID, Preset: s.rec.Preset, Turn: t.N, Conversation: conv, Prompt: t.Prompt, Session: s.session})
+	ts := AgentTurnSnap{Snapshot: snap.ID, Preset: s.rec.Preset, Turn: t.N, Conversation: conv, Prompt: t.Prompt, Session: s.session}
+	if s.transcript != "" {
+		rel, err := s.e.saveTurnConversation(s.world, snap.ID, s.transcript)
+		if err != nil {
+			s.e.Log.Warn("turn snapshot: keep the conversation", "world", s.world, "turn", t.N, "err", err)
+		}
+		ts.Transcript = rel
+	}
+	_ = s.e.recordTurnSnap(s.world, ts)
 	s.publish(ctx)
 }
 

@@ -1,11 +1,13 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -45,8 +47,10 @@ const (
 	// killedMarker, in a session dir, says strata ended the session on
 	// purpose (K, kill, rollback --kill, rm --kill): not a failure.
 	killedMarker = "killed-by-strata"
-	// agentTurnsFile, in a World dir, maps turn snapshots to conversations.
-	agentTurnsFile = "agent-turns.json"
+	// agentTurnsFile, in a World dir, maps turn snapshots to conversations;
+	// agentTurnConvDir keeps each turn snapshot's conversation file.
+	agentTurnsFile   = "agent-turns.json"
+	agentTurnConvDir = "agent-turns"
 	// agentHomeDir, in a World dir, is the agent's home as the World sees it
 	// (until Worlds have a home layer of their own): Claude's trust entry,
 	// its transcripts, what --resume reads.
@@ -95,8 +99,11 @@ type AgentRecord struct {
 	Preset      string            `json:"preset,omitempty"`
 	Integration agent.Integration `json:"integration"`
 	Prompt      string            `json:"prompt,omitempty"`
-	Status      agent.Status      `json:"status"`
-	Turns       []agent.Turn      `json:"turns,omitempty"`
+	// PromptOnLaunch: Prompt went on the command line (not typed), so the
+	// agent submits it itself after its SessionStart.
+	PromptOnLaunch bool         `json:"prompt_on_launch,omitempty"`
+	Status         agent.Status `json:"status"`
+	Turns          []agent.Turn `json:"turns,omitempty"`
 	// Snapshots are the turn snapshots: turn N -> snapshot id (0: before
 	// the first turn).
 	Snapshots map[int]string `json:"snapshots,omitempty"`
@@ -145,6 +152,13 @@ type AgentTurnSnap struct {
 	Conversation string `json:"conversation,omitempty"`
 	Prompt       string `json:"prompt,omitempty"`
 	Session      string `json:"session"`
+	// Transcript is the conversation file as it stood at the end of the
+	// turn (Claude's transcript, relative to the agent home), kept in the
+	// World's agent-turns/ dir: a resume from the snapshot puts it back, so
+	// files and conversation go back together.
+	Transcript string `json:"transcript,omitempty"`
+	// world is the World whose agent-turns/ holds the copy (TurnSnapshot's).
+	world string
 }
 
 // agentAttention is a World's attention with its agent's own word on it:
@@ -268,7 +282,8 @@ func (e *Engine) StartAgent(ctx context.Context, name string, o AgentOptions) (S
 	snap := !o.NoSnapshots && preset.Status != agent.IntegrationNone
 	rec := AgentRecord{
 		Session: id, World: w.Name, Preset: preset.Name, Integration: preset.Status, Prompt: o.Prompt,
-		Status: agent.Status{State: agent.StateStarting, Since: time.Now()}, Muted: o.Muted, Snap: snap, Supervised: true, Updated: time.Now(),
+		PromptOnLaunch: o.Prompt != "" && inv.Type == "",
+		Status:         agent.Status{State: agent.StateStarting, Since: time.Now()}, Muted: o.Muted, Snap: snap, Supervised: true, Updated: time.Now(),
 	}
 	if snap && o.Resume == "" {
 		s, err := e.Snapshot(ctx, w.Name, SnapshotOptions{Message: "before turn 1: " + shortPrompt(o.Prompt), Auto: true})
@@ -654,10 +669,98 @@ func (e *Engine) TurnSnapshot(world, ref string) (AgentTurnSnap, bool) {
 	}
 	for _, t := range list {
 		if t.Snapshot == s.ID {
+			t.world = world
 			return t, true
 		}
 	}
 	return AgentTurnSnap{}, false
+}
+
+// saveTurnConversation copies the conversation file the agent names (a path
+// in the World, under its agent home) into the World's agent-turns/ as the
+// one of snapshot snap, and returns its path relative to the agent home ("":
+// nothing kept). The path comes from the agent: it is read through an
+// os.Root of the agent home, so it cannot name a host file.
+func (e *Engine) saveTurnConversation(world, snap, inWorld string) (string, error) {
+	rel, ok := strings.CutPrefix(inWorld, agentWorldHome+"/")
+	if !ok || snap == "" {
+		return "", nil
+	}
+	root, err := os.OpenRoot(filepath.Join(e.Paths.World(world), agentHomeDir))
+	if err != nil {
+		return "", err
+	}
+	defer root.Close()
+	src, err := root.Open(rel)
+	if err != nil {
+		return "", err
+	}
+	defer src.Close()
+	if fi, err := src.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("conversation file %s is not a regular file", inWorld)
+	}
+	dir := filepath.Join(e.Paths.World(world), agentTurnConvDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	if err := copyToFile(filepath.Join(dir, snap+".conv"), src); err != nil {
+		return "", err
+	}
+	return rel, nil
+}
+
+// restoreTurnConversation puts the conversation file of turn snapshot t back
+// into the agent home of World name, as it stood at the end of the turn.
+func (e *Engine) restoreTurnConversation(name string, t AgentTurnSnap) error {
+	if t.Transcript == "" {
+		return nil
+	}
+	from := cmp.Or(t.world, name)
+	src, err := os.Open(filepath.Join(e.Paths.World(from), agentTurnConvDir, t.Snapshot+".conv"))
+	if err != nil {
+		return fmt.Errorf("the conversation of turn %d is not kept: %w", t.Turn, err)
+	}
+	defer src.Close()
+	home := filepath.Join(e.Paths.World(name), agentHomeDir)
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(home)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if err := root.MkdirAll(filepath.Dir(t.Transcript), 0o755); err != nil {
+		return err
+	}
+	tmp := t.Transcript + ".strata-restore"
+	dst, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, cerr := io.Copy(dst, src)
+	if err := errors.Join(cerr, dst.Close()); err != nil {
+		_ = root.Remove(tmp)
+		return err
+	}
+	return root.Rename(tmp, t.Transcript)
+}
+
+func copyToFile(path string, src io.Reader) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return err
+	}
+	_, cerr := io.Copy(tmp, src)
+	if err := errors.Join(cerr, tmp.Close()); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return nil
 }
 
 // ResumeAgent restarts the agent of a turn snapshot in the World (after a
@@ -667,6 +770,13 @@ func (e *Engine) TurnSnapshot(world, ref string) (AgentTurnSnap, bool) {
 // turn's prompt (or prompt when given).
 func (e *Engine) ResumeAgent(ctx context.Context, name string, t AgentTurnSnap, prompt string, fork bool, o AgentOptions) (SessionMeta, error) {
 	o.Preset, o.Prompt, o.Resume, o.Fork = t.Preset, prompt, t.Conversation, fork && t.Conversation != ""
+	if t.Conversation != "" {
+		// The conversation as it was at the end of the turn: what the agent
+		// said after it is rolled back with the files.
+		if err := e.restoreTurnConversation(name, t); err != nil {
+			return SessionMeta{}, fmt.Errorf("resume %s conversation %s in world %q: %w", t.Preset, t.Conversation, name, err)
+		}
+	}
 	if t.Conversation == "" && prompt == "" {
 		o.Prompt = t.Prompt
 	}

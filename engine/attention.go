@@ -72,22 +72,31 @@ const (
 	attentionInterval  = 500 * time.Millisecond
 )
 
-// readSyscalls and pollSyscalls are syscall numbers (per architecture) that block
-// reading a terminal: a read on the pty's fd, or a poll family call by a process
-// whose stdin is the pty (readline and most line editors poll first).
+// readSyscalls, pollSyscalls and epollSyscalls are syscall numbers (per
+// architecture) that block reading a terminal: a read on the pty's fd, a poll
+// family call by a process whose stdin is the pty (readline and most line
+// editors poll first), or an epoll wait whose set holds the pty (libuv: node,
+// and so Gemini CLI and Codex's launcher).
 var (
 	readSyscalls = map[string][]int{
 		"amd64": {0, 17, 19, 295}, // read, pread64, readv, preadv
 		"arm64": {63, 65, 67, 69}, // read, readv, pread64, preadv
 	}
 	pollSyscalls = map[string][]int{
-		"amd64": {7, 23, 232, 270, 271, 281, 441}, // poll, select, epoll_wait, pselect6, ppoll, epoll_pwait, epoll_pwait2
-		"arm64": {72, 73, 22, 441},                // pselect6, ppoll, epoll_pwait, epoll_pwait2
+		"amd64": {7, 23, 270, 271}, // poll, select, pselect6, ppoll
+		"arm64": {72, 73},          // pselect6, ppoll
+	}
+	epollSyscalls = map[string][]int{
+		"amd64": {232, 281, 441}, // epoll_wait, epoll_pwait, epoll_pwait2
+		"arm64": {22, 441},       // epoll_pwait, epoll_pwait2
 	}
 )
 
 // terminalReader reports whether a process of the foreground process group fg is
 // blocked reading the terminal whose slave is ttyPath. procRoot is normally "/proc".
+// Every thread counts, not only a process's first: a Go program reads its
+// terminal on whichever thread the reading goroutine runs, while its main
+// thread sleeps in a futex or waits in the runtime's netpoller.
 func terminalReader(procRoot string, fg int, ttyPath string) bool {
 	entries, err := os.ReadDir(procRoot)
 	if err != nil {
@@ -99,16 +108,32 @@ func terminalReader(procRoot string, fg int, ttyPath string) bool {
 		}
 		dir := filepath.Join(procRoot, e.Name())
 		st, err := readProcStatFile(filepath.Join(dir, "stat"))
-		if err != nil || st.pgrp != fg || st.state != 'S' {
+		if err != nil || st.pgrp != fg {
 			continue
 		}
-		if blockedOnTerminal(dir, ttyPath) {
-			return true
+		tasks, err := os.ReadDir(filepath.Join(dir, "task"))
+		if err != nil {
+			// No task list (a fake /proc): the process's first thread.
+			if st.state == 'S' && blockedOnTerminal(dir, ttyPath) {
+				return true
+			}
+			continue
+		}
+		for _, t := range tasks {
+			tdir := filepath.Join(dir, "task", t.Name())
+			if ts, err := readProcStatFile(filepath.Join(tdir, "stat")); err != nil || ts.state != 'S' {
+				continue
+			}
+			if blockedOnTerminal(tdir, ttyPath) {
+				return true
+			}
 		}
 	}
 	return false
 }
 
+// blockedOnTerminal says whether the thread (or process) at procDir sits in
+// a syscall reading the terminal ttyPath.
 func blockedOnTerminal(procDir, ttyPath string) bool {
 	data, err := os.ReadFile(filepath.Join(procDir, "syscall"))
 	if err != nil {
@@ -126,11 +151,36 @@ func blockedOnTerminal(procDir, ttyPath string) bool {
 		target, err := os.Readlink(filepath.Join(procDir, "fd", strconv.FormatInt(fd, 10)))
 		return err == nil && target == ttyPath
 	}
-	if slices.Contains(readSyscalls[runtime.GOARCH], nr) {
+	arg0 := func() (int64, bool) {
 		fd, err := strconv.ParseInt(strings.TrimPrefix(fields[1], "0x"), 16, 64)
-		return err == nil && isTTY(fd)
+		return fd, err == nil
 	}
-	if slices.Contains(pollSyscalls[runtime.GOARCH], nr) {
+	switch {
+	case slices.Contains(readSyscalls[runtime.GOARCH], nr):
+		fd, ok := arg0()
+		return ok && isTTY(fd)
+	case slices.Contains(epollSyscalls[runtime.GOARCH], nr):
+		// The set is in the epoll fd's fdinfo ("tfd: N events: ..."): a
+		// Go runtime's netpoller waits on its own set, without the
+		// terminal, and is not reading it.
+		epfd, ok := arg0()
+		if !ok {
+			return false
+		}
+		info, err := os.ReadFile(filepath.Join(procDir, "fdinfo", strconv.FormatInt(epfd, 10)))
+		if err != nil {
+			return false
+		}
+		for _, line := range strings.Split(string(info), "\n") {
+			f := strings.Fields(line)
+			if len(f) >= 2 && f[0] == "tfd:" {
+				if tfd, err := strconv.ParseInt(f[1], 10, 64); err == nil && isTTY(tfd) {
+					return true
+				}
+			}
+		}
+		return false
+	case slices.Contains(pollSyscalls[runtime.GOARCH], nr):
 		return isTTY(0)
 	}
 	return false

@@ -7,25 +7,72 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
 
-// buildFake builds testdata/agents/NAME next to the test's temp files.
+// fakeBinDir is where the fakes are built: outside /tmp, which a sandboxed
+// World replaces with a private one, on a path the World sees read-only
+// (the host's /var/cache), the way a user's installed agent is seen.
+const fakeBinDir = "/var/cache/strata-test/fakes"
+
+var (
+	fakeMu   sync.Mutex
+	fakeBins = map[string]string{}
+)
+
+// buildFake builds testdata/agents/NAME once per test process, into
+// fakeBinDir/run-PID (left by a process that has ended, such a dir is
+// removed by the next).
 func buildFake(t *testing.T, name string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), name)
+	fakeMu.Lock()
+	defer fakeMu.Unlock()
+	if bin, ok := fakeBins[name]; ok {
+		return bin
+	}
+	dir := filepath.Join(fakeBinDir, "run-"+strconv.Itoa(os.Getpid()))
+	if len(fakeBins) == 0 {
+		old, _ := filepath.Glob(filepath.Join(fakeBinDir, "run-*"))
+		for _, d := range old {
+			pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(d), "run-"))
+			if err == nil && pid != os.Getpid() && syscall.Kill(pid, 0) != nil {
+				_ = os.RemoveAll(d)
+			}
+		}
+	}
+	must(t, os.MkdirAll(dir, 0o755))
+	bin := filepath.Join(dir, name)
 	out, err := exec.Command("go", "build", "-o", bin, "../../testdata/agents/"+name).CombinedOutput()
 	if err != nil {
 		t.Fatalf("build %s: %v\n%s", name, err, out)
 	}
+	fakeBins[name] = bin
 	return bin
 }
 
-// treeLevel pins a test's config to the tree level: its fakes and records
-// live in /tmp, which a sandboxed World does not share (and under load the
-// sandboxed fake flow still races: see the issue 15 note).
+// recordDir is where the fakes write their records: a dir the host reads
+// and every World writes in place, declared as a shared cache (a sandboxed
+// World's /tmp is its own).
+func recordDir(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "records")
+	must(t, os.MkdirAll(dir, 0o777))
+	return dir
+}
+
+// sharedCache is the [boundary] table declaring dir a shared cache.
+func sharedCache(dir string) string {
+	return "[boundary]\nshared_caches = [\"" + dir + "\"]\n\n"
+}
+
+// treeLevel pins a config to the tree level (the review tests of
+// e2e_agentreview_test.go still use it; the agent flows here run in the
+// default sandbox level).
 const treeLevel = "isolation = \"tree\"\n"
 
 // agentJSON is what ls --json says of a World's agent.
@@ -120,10 +167,12 @@ func argvRecords(t *testing.T, path string) [][]string {
 // terminal, turn done, a snapshot per turn, a queued second prompt, and a
 // rollback to turn 1 that resumes turn 1's conversation.
 func TestE2EAgentClaudeFlow(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	fake := buildFake(t, "fakeclaude")
-	rec := filepath.Join(t.TempDir(), "record.jsonl")
-	cfg := treeLevel + "[agents.claude]\ncommand = [\"" + fake + "\"]\nenv = [\"FAKECLAUDE_RECORD\"]\n"
+	recs := recordDir(t)
+	rec := filepath.Join(recs, "record.jsonl")
+	cfg := sharedCache(recs) + "[agents.claude]\ncommand = [\"" + fake + "\"]\nenv = [\"FAKECLAUDE_RECORD\"]\n"
 	must(t, os.WriteFile(strings.TrimPrefix(e.vars[1], "STRATA_CONFIG="), []byte(cfg), 0o644))
 	e.vars = append(e.vars, "FAKECLAUDE_RECORD="+rec, "ANTHROPIC_API_KEY=sk-ant-test-0123456789abcdefghij")
 
@@ -227,6 +276,13 @@ func TestE2EAgentClaudeFlow(t *testing.T) {
 	if i := slices.Index(last, "--resume"); i < 0 || last[i+1] != conv {
 		t.Fatalf("the restarted agent got %q, want --resume %s", last, conv)
 	}
+	// The conversation went back with the files: the transcript it resumes
+	// is turn 1's, without turns 2 and 3.
+	transcript, err := os.ReadFile(filepath.Join(e.home, "worlds", "w1", "agent-home", ".claude", "projects", strings.ReplaceAll(e.source, "/", "-"), conv+".jsonl"))
+	must(t, err)
+	if !strings.Contains(string(transcript), "echo one") || strings.Contains(string(transcript), "echo two") || strings.Contains(string(transcript), "third prompt") {
+		t.Fatalf("the resumed conversation is not turn 1's:\n%s", transcript)
+	}
 	e.ok("wait", "w1", "--for", "done", "--timeout", "30s")
 	// The killed session is reported as stopped by strata, not failed.
 	var ss []struct {
@@ -285,6 +341,7 @@ func (e *env) readWorld(world, rel string) string {
 // strata __hook records the event and prints nothing; every failure is exit
 // 1, never 2 (Claude blocks the action on 2), config mistakes included.
 func TestE2EHookCommand(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	run := func(env []string, stdin string, args ...string) (string, string, int) {
 		c := exec.Command(strataBin, append([]string{"__hook"}, args...)...)
@@ -331,14 +388,16 @@ func TestE2EHookCommand(t *testing.T) {
 // event), the turn's end by notify with the prompt and thread id; rollback
 // to turn 1 resumes that thread.
 func TestE2EAgentCodexFlow(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	fake := buildFake(t, "fakecodex")
-	rec := filepath.Join(t.TempDir(), "record.jsonl")
+	recs := recordDir(t)
+	rec := filepath.Join(recs, "record.jsonl")
 	userHome := t.TempDir()
 	must(t, os.MkdirAll(filepath.Join(userHome, ".codex"), 0o755))
 	userCfg := "model = \"o4-mini\"\n"
 	must(t, os.WriteFile(filepath.Join(userHome, ".codex", "config.toml"), []byte(userCfg), 0o644))
-	cfg := treeLevel + "[agents.codex]\ncommand = [\"" + fake + "\"]\nenv = [\"FAKECODEX_RECORD\"]\n"
+	cfg := sharedCache(recs) + "[agents.codex]\ncommand = [\"" + fake + "\"]\nenv = [\"FAKECODEX_RECORD\"]\n"
 	must(t, os.WriteFile(strings.TrimPrefix(e.vars[1], "STRATA_CONFIG="), []byte(cfg), 0o644))
 	e.vars = append(e.vars, "FAKECODEX_RECORD="+rec, "OPENAI_API_KEY=sk-test-codex", "HOME="+userHome)
 
@@ -388,8 +447,9 @@ func TestE2EAgentCodexFlow(t *testing.T) {
 // kill_grace for a shell that ignores TERM, and the session reads
 // "killed by strata", the World not failed.
 func TestE2ERunMuteAndKillEscalation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
-	must(t, os.WriteFile(strings.TrimPrefix(e.vars[1], "STRATA_CONFIG="), []byte(treeLevel+"kill_grace = \"1s\"\n"), 0o644))
+	must(t, os.WriteFile(strings.TrimPrefix(e.vars[1], "STRATA_CONFIG="), []byte("kill_grace = \"1s\"\n"), 0o644))
 	e.ok("new", "s1", "--", "sh", "-c", "trap '' TERM; read x")
 	type lsRow struct {
 		Name      string `json:"name"`
@@ -441,10 +501,12 @@ func TestE2ERunMuteAndKillEscalation(t *testing.T) {
 // then a Claude turn snapshot forked into two Worlds, each continuing the
 // conversation as a new one with its own prompt.
 func TestE2EAgentFanOut(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	claude, codex := buildFake(t, "fakeclaude"), buildFake(t, "fakecodex")
-	rec := filepath.Join(t.TempDir(), "claude.jsonl")
-	cfg := treeLevel + "[agents.claude]\ncommand = [\"" + claude + "\"]\nenv = [\"FAKECLAUDE_RECORD\"]\n\n[agents.codex]\ncommand = [\"" + codex + "\"]\n"
+	recs := recordDir(t)
+	rec := filepath.Join(recs, "claude.jsonl")
+	cfg := sharedCache(recs) + "[agents.claude]\ncommand = [\"" + claude + "\"]\nenv = [\"FAKECLAUDE_RECORD\"]\n\n[agents.codex]\ncommand = [\"" + codex + "\"]\n"
 	must(t, os.WriteFile(strings.TrimPrefix(e.vars[1], "STRATA_CONFIG="), []byte(cfg), 0o644))
 	e.vars = append(e.vars, "FAKECLAUDE_RECORD="+rec, "ANTHROPIC_API_KEY=sk-ant-test-0123456789abcdefghij", "OPENAI_API_KEY=sk-test", "HOME="+t.TempDir())
 
@@ -504,6 +566,7 @@ func TestE2EAgentFanOut(t *testing.T) {
 // rewrite its status record, its queue or its mute mark, nor reach the
 // strata binary other than read-only.
 func TestE2EAgentSeesOnlyItsChannel(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.ok("new", "p", "--", "sh", "-c", "ls -A /run/strata/session; echo x > /run/strata/bin/strata && echo WROTE-STRATA; echo $STRATA_HOOK_DIR; sleep 30")
 	var out string

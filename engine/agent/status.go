@@ -65,12 +65,21 @@ type Tracker struct {
 	hooked      bool   // a hook event has arrived
 	pendingTool string // "Bash: rm -rf x" between PreToolUse and PostToolUse
 	ended       bool   // the program exited: nothing changes the status now
+	// promptPending: launched with a first prompt the program submits
+	// itself (an argument or a flag), not yet seen submitted.
+	promptPending bool
 }
 
 // NewTracker starts tracking an agent launched at start with the given integration.
 func NewTracker(integration Integration, start time.Time) *Tracker {
 	return &Tracker{integration: integration, st: Status{State: StateStarting, Since: start}}
 }
+
+// ExpectPrompt says the program was launched with a first prompt it submits
+// itself (Claude's prompt argument, Gemini's --prompt-interactive): its
+// SessionStart starts that turn, it does not wait for a prompt, so a script
+// waiting for needs-input does not stop between the two hooks.
+func (t *Tracker) ExpectPrompt() { t.promptPending = true }
 
 // Status is the current status.
 func (t *Tracker) Status() Status { return t.st }
@@ -117,7 +126,11 @@ func (t *Tracker) Apply(e Event) (ended *Turn) {
 		// while the program starts reads as working): the agent's own word
 		// replaces it, so a resumed session does not stay "working".
 		if e.Source == "clear" || (first || t.st.State == StateStarting) && t.openTurn() == nil {
-			t.set(StateWaiting, "ready for a prompt", e.Time)
+			if t.promptPending && e.Source != "clear" {
+				t.set(StateWorking, "starting the first turn", e.Time)
+			} else {
+				t.set(StateWaiting, "ready for a prompt", e.Time)
+			}
 		}
 	case "UserPromptSubmit", "BeforeAgent":
 		t.startTurn(e.Prompt, e.Time)
@@ -193,6 +206,7 @@ func (t *Tracker) openTurn() *Turn {
 }
 
 func (t *Tracker) startTurn(prompt string, at time.Time) {
+	t.promptPending = false
 	if open := t.openTurn(); open != nil {
 		open.Ended = at // a prompt typed mid-turn (or a lost Stop) ends the last
 	}

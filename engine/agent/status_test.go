@@ -89,6 +89,31 @@ func TestTrackerSessionStartAfterTerminalGuess(t *testing.T) {
 	want(t, tr, StateWaiting, "ready for a prompt", at(2))
 }
 
+// Launched with a prompt on its command line, the agent's SessionStart
+// starts that turn: between it and UserPromptSubmit nothing waits on the
+// person (wait --for needs-input returned there, at "ready for a prompt",
+// and found the agent working: the sandboxed flow's flake). /clear later
+// is ready for a prompt again.
+func TestTrackerSessionStartWithLaunchPrompt(t *testing.T) {
+	tr := NewTracker(IntegrationClaude, t0)
+	tr.ExpectPrompt()
+	tr.Apply(claude("SessionStart", 1, func(e *Event) { e.Source = "startup" }))
+	want(t, tr, StateWorking, "starting the first turn", at(1))
+	if tr.Status().State.NeedsYou() {
+		t.Fatal("between SessionStart and the launch prompt the agent needs the person")
+	}
+	tr.Apply(claude("UserPromptSubmit", 2, func(e *Event) { e.Prompt = "fix it" }))
+	want(t, tr, StateWorking, "", at(2))
+	tr.Apply(claude("Stop", 3))
+	want(t, tr, StateWaiting, "turn 1 done", at(3))
+	tr.Apply(claude("SessionStart", 4, func(e *Event) { e.Source = "clear" }))
+	want(t, tr, StateWaiting, "ready for a prompt", at(4))
+	// A resumed session (no launch prompt) is ready at once.
+	tr = NewTracker(IntegrationClaude, t0)
+	tr.Apply(claude("SessionStart", 1, func(e *Event) { e.Source = "resume" }))
+	want(t, tr, StateWaiting, "ready for a prompt", at(1))
+}
+
 func TestTrackerExit(t *testing.T) {
 	for _, c := range []struct {
 		code   int
