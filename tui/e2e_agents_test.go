@@ -23,7 +23,14 @@ func TestE2ETmuxAgents(t *testing.T) {
 		t.Skip("agent Worlds mount overlays: run as root")
 	}
 	dir := t.TempDir()
-	bin, fake := filepath.Join(dir, "strata"), filepath.Join(dir, "fakeclaude")
+	// The fake goes outside /tmp (a sandboxed World has its own) on a path
+	// the World sees read-only, as a user's installed agent is seen.
+	fakeDir := filepath.Join("/var/cache/strata-test/fakes", fmt.Sprintf("tui-%d", os.Getpid()))
+	if err := os.MkdirAll(fakeDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(fakeDir) })
+	bin, fake := filepath.Join(dir, "strata"), filepath.Join(fakeDir, "fakeclaude")
 	for out, pkg := range map[string]string{bin: "../cmd/strata", fake: "../testdata/agents/fakeclaude"} {
 		if b, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
 			t.Fatalf("build %s: %v\n%s", pkg, err, b)
@@ -34,10 +41,15 @@ func TestE2ETmuxAgents(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := filepath.Join(cfgDir, "config.toml")
-	if err := os.WriteFile(cfg, []byte("isolation = \"tree\" # the fake and its record live in /tmp, private to a sandbox\n[agents.claude]\ncommand = [\""+fake+"\"]\nenv = [\"FAKECLAUDE_RECORD\"]\n"), 0o644); err != nil {
+	// The record is written from inside the Worlds into a declared shared cache.
+	recDir := filepath.Join(cfgDir, "records")
+	if err := os.MkdirAll(recDir, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	rec := filepath.Join(cfgDir, "record.jsonl")
+	if err := os.WriteFile(cfg, []byte("[boundary]\nshared_caches = [\""+recDir+"\"]\n\n[agents.claude]\ncommand = [\""+fake+"\"]\nenv = [\"FAKECLAUDE_RECORD\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec := filepath.Join(recDir, "record.jsonl")
 	env := []string{
 		"STRATA_HOME=" + home, "STRATA_CONFIG=" + cfg, "XDG_CONFIG_HOME=" + cfgDir, "XDG_STATE_HOME=" + cfgDir,
 		"TERM=xterm-256color", "FAKECLAUDE_RECORD=" + rec, "ANTHROPIC_API_KEY=sk-ant-test-0123456789abcdefghij",

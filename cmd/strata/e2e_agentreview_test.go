@@ -4,37 +4,11 @@ import (
 	"bufio"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
-
-var (
-	agentBuildMu sync.Mutex
-	agentBins    = map[string]string{}
-)
-
-// buildAgent builds a fake agent of testdata/agents next to the strata
-// binary (removed with it).
-func buildAgent(t *testing.T, name string) string {
-	t.Helper()
-	agentBuildMu.Lock()
-	defer agentBuildMu.Unlock()
-	if p, ok := agentBins[name]; ok {
-		return p
-	}
-	out := filepath.Join(filepath.Dir(strataBin), name)
-	c := exec.Command("go", "build", "-o", out, "./testdata/agents/"+name)
-	c.Dir = "../.."
-	if b, err := c.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", name, err, b)
-	}
-	agentBins[name] = out
-	return out
-}
 
 type fakeRecord struct {
 	What string `json:"what"`
@@ -81,8 +55,9 @@ func waitRecord(t *testing.T, path string, ok func([]fakeRecord) bool) []fakeRec
 // the round is kept and the next one is round 2.
 func TestE2EReviewRoundReachesTheAgentAsOnePrompt(t *testing.T) {
 	e := newEnv(t)
-	must(t, os.WriteFile(strings.TrimPrefix(e.vars[1], "STRATA_CONFIG="), []byte(treeLevel), 0o644))
-	fake := buildAgent(t, "fakeclaude")
+	dir := recordDir(t)
+	must(t, os.WriteFile(strings.TrimPrefix(e.vars[1], "STRATA_CONFIG="), []byte(sharedCache(dir)), 0o644))
+	fake := buildFake(t, "fakeclaude")
 	e.ok("new", "w")
 	e.ok("exec", "w", "--", "sh", "-c", "printf 'one\\ntwo\\nthree\\n' > a.txt; printf 'x\\ny\\nz\\n' > sub/b.txt")
 
@@ -99,9 +74,9 @@ func TestE2EReviewRoundReachesTheAgentAsOnePrompt(t *testing.T) {
 	// No agent yet: the round stays open.
 	e.fails(1, "no agent running on a terminal", "review", "w", "send")
 
-	dir := t.TempDir()
 	rec := filepath.Join(dir, "rec.jsonl")
-	e.ok("exec", "w", "--tty", "--detach", "--env", "FAKECLAUDE_RECORD="+rec, "--env", "HOME="+dir, "--", fake)
+	// HOME in the World's private /tmp: the fake's ~/.claude stays there.
+	e.ok("exec", "w", "--tty", "--detach", "--env", "FAKECLAUDE_RECORD="+rec, "--env", "HOME=/tmp/fake-home", "--", fake)
 	waitRecord(t, rec, func(rs []fakeRecord) bool {
 		for _, r := range rs {
 			if r.What == "session" {
@@ -173,9 +148,9 @@ func TestE2EReviewRoundReachesTheAgentAsOnePrompt(t *testing.T) {
 // the turn ends; the round records that it was queued.
 func TestE2EReviewRoundQueuedForAWorkingAgent(t *testing.T) {
 	e := newEnv(t)
-	fake := buildAgent(t, "fakeclaude")
-	rec := filepath.Join(t.TempDir(), "record.jsonl")
-	cfg := treeLevel + "[agents.claude]\ncommand = [\"" + fake + "\"]\nenv = [\"FAKECLAUDE_RECORD\"]\n"
+	fake := buildFake(t, "fakeclaude")
+	rec := filepath.Join(recordDir(t), "record.jsonl")
+	cfg := sharedCache(filepath.Dir(rec)) + "[agents.claude]\ncommand = [\"" + fake + "\"]\nenv = [\"FAKECLAUDE_RECORD\"]\n"
 	must(t, os.WriteFile(strings.TrimPrefix(e.vars[1], "STRATA_CONFIG="), []byte(cfg), 0o644))
 	e.vars = append(e.vars, "FAKECLAUDE_RECORD="+rec, "ANTHROPIC_API_KEY=sk-ant-test-0123456789abcdefghij")
 	e.ok("new", "w", "--agent", "claude", "--prompt", "[bash: printf 'x\\ny\\n' > n.txt] [think: 4s]", "--", "--permission-mode", "bypassPermissions")

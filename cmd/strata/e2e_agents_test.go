@@ -70,11 +70,6 @@ func sharedCache(dir string) string {
 	return "[boundary]\nshared_caches = [\"" + dir + "\"]\n\n"
 }
 
-// treeLevel pins a config to the tree level (the review tests of
-// e2e_agentreview_test.go still use it; the agent flows here run in the
-// default sandbox level).
-const treeLevel = "isolation = \"tree\"\n"
-
 // agentJSON is what ls --json says of a World's agent.
 type agentJSON struct {
 	Session string `json:"session"`

@@ -73,6 +73,28 @@ func (e *env) cleanup() {
 		}
 		_ = overlay.ForceUnmount(filepath.Join(e.home, "worlds", d.Name(), "merged"))
 	}
+	e.waitSupervisors(10 * time.Second)
+}
+
+// waitSupervisors waits until every agent supervisor has recorded its
+// session's end (agent.json "supervised": false): one still folding in the
+// last events or taking a turn's snapshot would write into the state root
+// while the test's temp dir is removed.
+func (e *env) waitSupervisors(d time.Duration) {
+	recs, _ := filepath.Glob(filepath.Join(e.home, "worlds", "*", "agents", "*", "agent.json"))
+	deadline := time.Now().Add(d)
+	for _, r := range recs {
+		for time.Now().Before(deadline) {
+			var rec struct {
+				Supervised bool `json:"supervised"`
+			}
+			data, err := os.ReadFile(r)
+			if err != nil || json.Unmarshal(data, &rec) != nil || !rec.Supervised {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 }
 
 func must(t *testing.T, err error) {

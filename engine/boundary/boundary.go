@@ -167,8 +167,16 @@ func Compute(c *Config, w World, env []string, r Request) (*Boundary, error) {
 		b.Writable = append(b.Writable, Path{Path: d, Kind: KindPrivate, Exists: true, Dir: true})
 	}
 	if level == LevelSandbox && w.Home != "" && w.HomeUpper != "" {
-		b.HomeUpper, b.HomeWork = w.HomeUpper, w.HomeWork
-		b.Writable = append(b.Writable, statPath(w.Home, KindHomeLayer))
+		switch hp := statPath(w.Home, KindHomeLayer); {
+		case !hp.Exists && privateDir(w.Home):
+			// A home the host does not have, in the World's private /tmp: it
+			// is already the World's own and writable; no layer goes over it.
+		case !hp.Dir:
+			return nil, fmt.Errorf("sandbox isolation for world %q: the home %q is not a directory on this host, and the World's private home layer goes over an existing one; create it, set HOME to an existing directory, or to a path under /tmp (private to the World)", w.Name, w.Home)
+		default:
+			b.HomeUpper, b.HomeWork = w.HomeUpper, w.HomeWork
+			b.Writable = append(b.Writable, hp)
+		}
 	}
 	for _, s := range p.SharedCaches {
 		abs, _ := expandHome(s, w.Home) // checked above
@@ -207,6 +215,18 @@ func merge(base, over Policy) Policy {
 	base.PassEnv = add(base.PassEnv, over.PassEnv)
 	base.PassPaths = add(base.PassPaths, over.PassPaths)
 	return base
+}
+
+// privateDir says p is in one of the directories every sandboxed World gets
+// private (/tmp, /var/tmp, /dev/shm).
+func privateDir(p string) bool {
+	p = filepath.Clean(p)
+	for _, d := range []string{"/tmp", "/var/tmp", "/dev/shm"} {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 func statPath(p string, k PathKind) Path {

@@ -327,3 +327,28 @@ func TestComputeRefusesUnknownHome(t *testing.T) {
 		}
 	}
 }
+
+// A HOME that is not a directory on the host cannot carry the home layer:
+// a clear refusal before any mount (it was the kernel's "failed to resolve"
+// from deep in the session init); a HOME in the World's private /tmp needs
+// no layer and works.
+func TestComputeHomeLayerNeedsAHome(t *testing.T) {
+	f := newFixture(t)
+	w := f.world("w")
+	w.Home = "/nonexistent-strata-test-home"
+	if _, err := Compute(nil, w, nil, Request{}); err == nil || !strings.Contains(err.Error(), "not a directory on this host") {
+		t.Fatalf("missing home: Compute = %v, want a refusal naming it", err)
+	}
+	w.Home = "/tmp/agent-home-that-does-not-exist"
+	b, err := Compute(nil, w, nil, Request{})
+	if err != nil {
+		t.Fatalf("home under /tmp: %v", err)
+	}
+	if b.HomeUpper != "" {
+		t.Fatalf("home under the private /tmp got a layer: %+v", b)
+	}
+	w.Home = f.home
+	if b, err = Compute(nil, w, nil, Request{}); err != nil || b.HomeUpper == "" {
+		t.Fatalf("a real home: layer %q, err %v", b.HomeUpper, err)
+	}
+}
