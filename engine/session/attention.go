@@ -1,4 +1,4 @@
-package engine
+package session
 
 import (
 	"os"
@@ -31,18 +31,18 @@ var attentionOrder = []Attention{
 
 // SessionAttention is a session's attention as its state implies it; a running
 // session reports what its init last recorded (running or waiting).
-func SessionAttention(m SessionMeta) Attention {
+func AttentionOf(m Meta) Attention {
 	switch {
-	case m.State.Ended() && m.State != SessionLost && m.KilledByStrata:
+	case m.State.Ended() && m.State != Lost && m.KilledByStrata:
 		// Stopped on purpose (K, kill, rollback --kill): not the World failing.
 		return AttentionDone
 	}
 	switch m.State {
-	case SessionExited:
+	case Exited:
 		return AttentionDone
-	case SessionFailed, SessionKilled:
+	case Failed, Killed:
 		return AttentionFailed
-	case SessionLost:
+	case Lost:
 		return AttentionLost
 	}
 	if m.Attention == AttentionWaiting {
@@ -53,10 +53,10 @@ func SessionAttention(m SessionMeta) Attention {
 
 // WorldAttention is the most urgent attention among a World's sessions, in the
 // order waiting > failed > running > lost > done > idle; idle when there are none.
-func WorldAttention(sessions []SessionMeta) Attention {
+func WorldAttention(sessions []Meta) Attention {
 	best := len(attentionOrder) - 1
 	for _, s := range sessions {
-		if i := slices.Index(attentionOrder, SessionAttention(s)); i >= 0 && i < best {
+		if i := slices.Index(attentionOrder, AttentionOf(s)); i >= 0 && i < best {
 			best = i
 		}
 	}
@@ -66,21 +66,21 @@ func WorldAttention(sessions []SessionMeta) Attention {
 // Waiting-for-input detection, run by a PTY session's init (so pids are in the
 // session's pid namespace and /proc is its own).
 const (
-	// quietBeforeWaiting: a process blocked on the terminal but still printing is
+	// QuietBeforeWaiting: a process blocked on the terminal but still printing is
 	// working, not waiting.
-	quietBeforeWaiting = 2 * time.Second
-	attentionInterval  = 500 * time.Millisecond
+	QuietBeforeWaiting = 2 * time.Second
+	AttentionInterval  = 500 * time.Millisecond
 )
 
-// readSyscalls and pollSyscalls are syscall numbers (per architecture) that block
+// ReadSyscalls and PollSyscalls are syscall numbers (per architecture) that block
 // reading a terminal: a read on the pty's fd, or a poll family call by a process
 // whose stdin is the pty (readline and most line editors poll first).
 var (
-	readSyscalls = map[string][]int{
+	ReadSyscalls = map[string][]int{
 		"amd64": {0, 17, 19, 295}, // read, pread64, readv, preadv
 		"arm64": {63, 65, 67, 69}, // read, readv, pread64, preadv
 	}
-	pollSyscalls = map[string][]int{
+	PollSyscalls = map[string][]int{
 		"amd64": {7, 23, 232, 270, 271, 281, 441}, // poll, select, epoll_wait, pselect6, ppoll, epoll_pwait, epoll_pwait2
 		"arm64": {72, 73, 22, 441},                // pselect6, ppoll, epoll_pwait, epoll_pwait2
 	}
@@ -98,8 +98,8 @@ func terminalReader(procRoot string, fg int, ttyPath string) bool {
 			continue
 		}
 		dir := filepath.Join(procRoot, e.Name())
-		st, err := readProcStatFile(filepath.Join(dir, "stat"))
-		if err != nil || st.pgrp != fg || st.state != 'S' {
+		st, err := ReadProcStatFile(filepath.Join(dir, "stat"))
+		if err != nil || st.Pgrp != fg || st.State != 'S' {
 			continue
 		}
 		if blockedOnTerminal(dir, ttyPath) {
@@ -126,11 +126,11 @@ func blockedOnTerminal(procDir, ttyPath string) bool {
 		target, err := os.Readlink(filepath.Join(procDir, "fd", strconv.FormatInt(fd, 10)))
 		return err == nil && target == ttyPath
 	}
-	if slices.Contains(readSyscalls[runtime.GOARCH], nr) {
+	if slices.Contains(ReadSyscalls[runtime.GOARCH], nr) {
 		fd, err := strconv.ParseInt(strings.TrimPrefix(fields[1], "0x"), 16, 64)
 		return err == nil && isTTY(fd)
 	}
-	if slices.Contains(pollSyscalls[runtime.GOARCH], nr) {
+	if slices.Contains(PollSyscalls[runtime.GOARCH], nr) {
 		return isTTY(0)
 	}
 	return false
