@@ -291,7 +291,7 @@ func (e *Engine) StartAgent(ctx context.Context, name string, o AgentOptions) (S
 			pass = append(pass, k)
 		}
 	}
-	meta, err := e.runtimeFor(w).startSession(ctx, w, ExecOptions{
+	meta, err := e.runtimeFor(w).StartSession(ctx, w, ExecOptions{
 		Argv: inv.Argv, Env: env, TTY: true, NoNetwork: o.NoNetwork, Isolation: o.Isolation,
 		ID: id, PassEnv: pass,
 		Binds: []Bind{

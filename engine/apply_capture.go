@@ -42,12 +42,6 @@ type WritingError struct {
 	Paths []WritingPath
 }
 
-// WritingPath is one picked path and the sessions writing it.
-type WritingPath struct {
-	Path     string   `json:"path"`
-	Sessions []string `json:"sessions"`
-}
-
 func (e *WritingError) Error() string {
 	parts := make([]string, 0, len(e.Paths))
 	for _, p := range e.Paths {
@@ -117,7 +111,7 @@ func (e *Engine) captureOursOnce(ctx context.Context, w *World, changes []overla
 			release()
 		}
 	}()
-	busy := e.runtimeFor(w).writers(ctx, w, changes)
+	busy := e.runtimeFor(w).Writers(ctx, w, changes)
 	if len(busy) > 0 {
 		return nil, noop, &WritingError{World: w.Name, Paths: busy}
 	}
@@ -147,7 +141,7 @@ func (e *Engine) captureOursOnce(ctx context.Context, w *World, changes []overla
 // in-sandbox stop of its command groups for a cube World.
 func (e *Engine) pauseWorld(ctx context.Context, w *World) func() {
 	e.thawStale(w)
-	return e.runtimeFor(w).freeze(ctx, w)
+	return e.runtimeFor(w).Freeze(ctx, w)
 }
 
 // worldVersion reads rel of the World's view; a large file (with stream) is

@@ -1,10 +1,10 @@
 package engine
 
-func (cubeRuntime) sized() bool { return true }
+func (cubeRuntime) Sized() bool { return true }
 
-func (cubeRuntime) details(w *World) []Detail {
+func (cubeRuntime) Details(w *World) []Detail {
 	if w.Cube == nil {
 		return nil
 	}
-	return []Detail{{"sandbox", w.Cube.SandboxID}, {"template", w.Cube.Template}}
+	return []Detail{{Label: "sandbox", Value: w.Cube.SandboxID}, {Label: "template", Value: w.Cube.Template}}
 }

@@ -409,23 +409,27 @@ func (e *Engine) cubeSandbox(w *World) *cube.Sandbox {
 	return &cube.Sandbox{SandboxID: w.Cube.SandboxID, TemplateID: w.Cube.Template, Domain: w.Cube.Domain}
 }
 
-// Up brings a cube World to ready: a planned World gets its sandbox, a
-// stopped one is resumed (or recreated from its template when its sandbox
-// is gone: the layers are on the host, only memory is lost), and the
-// overlay in the guest is checked and set up again where needed.
+// Up brings a World to ready (strata up): for a cube World, a planned
+// World gets its sandbox, a stopped one is resumed (or recreated from its
+// template when its sandbox is gone: the layers are on the host, only
+// memory is lost), and the overlay in the guest is checked and set up again
+// where needed.
 func (e *Engine) Up(ctx context.Context, name string) (*World, error) {
 	w, unlock, err := e.lockedWorld(ctx, name)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	if w.Backend != RuntimeCube {
-		return nil, fmt.Errorf("up world %q: it runs on the %s backend, which needs no bringing up", name, w.Backend)
-	}
-	if _, err := e.readyLocked(ctx, w); err != nil {
+	if err := e.runtimeFor(w).Up(ctx, w); err != nil {
 		return w, fmt.Errorf("up world %q: %w", name, err)
 	}
 	return w, nil
+}
+
+// Up: readyLocked.
+func (r cubeRuntime) Up(ctx context.Context, w *World) error {
+	_, err := r.e.readyLocked(ctx, w)
+	return err
 }
 
 // readyLocked makes the World's sandbox run with its overlay mounted.
@@ -516,41 +520,48 @@ type StopOptions struct {
 	Kill bool // stop running sessions instead of refusing
 }
 
-// Stop pauses a cube World's sandbox (memory kept; strata up resumes it).
+// Stop pauses a World's runtime (strata stop): a cube World's sandbox
+// (memory kept; strata up resumes it).
 func (e *Engine) Stop(ctx context.Context, name string, o StopOptions) (*World, error) {
 	w, unlock, err := e.lockedWorld(ctx, name)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	if w.Backend != RuntimeCube {
-		return nil, fmt.Errorf("stop world %q: it runs on the %s backend; stop its sessions with strata kill", name, w.Backend)
+	if err := e.runtimeFor(w).Stop(ctx, w, o.Kill); err != nil {
+		return nil, fmt.Errorf("stop world %q: %w", name, err)
 	}
+	return w, nil
+}
+
+// Stop pauses the sandbox, ending running sessions first when kill is set.
+func (r cubeRuntime) Stop(ctx context.Context, w *World, kill bool) error {
+	e := r.e
 	switch {
 	case w.State == StateStopped:
-		return w, nil
+		return nil
 	case w.State == StatePlanned || w.Cube == nil || w.Cube.SandboxID == "":
-		return nil, fmt.Errorf("stop world %q: it is %s, with no sandbox to stop", name, w.State)
+		return fmt.Errorf("it is %s, with no sandbox to stop", w.State)
 	}
 	running := e.runningSessions(w)
-	if len(running) > 0 && !o.Kill {
-		return nil, fmt.Errorf("stop world %q: %w (%s); stop them first or pass --kill", name, ErrSessionsRunning, strings.Join(running, ", "))
+	if len(running) > 0 && !kill {
+		return fmt.Errorf("%w (%s); stop them first or pass --kill", ErrSessionsRunning, strings.Join(running, ", "))
 	}
 	if _, err := e.stopSessions(ctx, w, running); err != nil {
-		return nil, fmt.Errorf("stop world %q: %w", name, err)
+		return err
 	}
 	c, err := e.cubeClient()
 	if err != nil {
-		return nil, fmt.Errorf("stop world %q: %w", name, err)
+		return err
 	}
 	cctx, cancel := context.WithTimeout(ctx, cubeCallTimeout)
 	err = c.Pause(cctx, w.Cube.SandboxID)
 	cancel()
 	if err != nil && !errors.Is(err, cube.ErrNotFound) {
-		return nil, fmt.Errorf("stop world %q: pause sandbox %s: %w", name, w.Cube.SandboxID, err)
+		return fmt.Errorf("pause sandbox %s: %w", w.Cube.SandboxID, err)
 	}
 	w.State = StateStopped
-	return w, writeWorld(e.Paths, w)
+	return writeWorld(e.Paths, w)
 }
 
 // cubeSnapshot takes the Cube half of a snapshot (memory and rootfs; the
@@ -583,7 +594,7 @@ func (e *Engine) cubeSnapshot(ctx context.Context, w *World, snapID string) (str
 // be rolled back in place (gone, or the snapshot is not its own) is replaced
 // by one created from the snapshot, or from the template when the snapshot
 // is gone too.
-func (e *Engine) cubeRollback(ctx context.Context, w *World, target *Snapshot) error {
+func (e *Engine) cubeRollback(ctx context.Context, w *World, targetCube string) error {
 	if w.Cube == nil || w.State == StatePlanned {
 		return nil
 	}
@@ -591,7 +602,7 @@ func (e *Engine) cubeRollback(ctx context.Context, w *World, target *Snapshot) e
 	if err != nil {
 		return err
 	}
-	if target.Cube == "" || w.Cube.SandboxID == "" {
+	if targetCube == "" || w.Cube.SandboxID == "" {
 		// No VM state to restore; a running guest only needs a fresh overlay.
 		if w.State == StateReady && w.Cube.SandboxID != "" {
 			return e.ensureOverlayAndRecord(ctx, c, w, e.cubeSandbox(w), true)
@@ -600,7 +611,7 @@ func (e *Engine) cubeRollback(ctx context.Context, w *World, target *Snapshot) e
 	}
 	// A stopped (paused) sandbox is rolled back too: the restored VM runs.
 	cctx, cancel := context.WithTimeout(ctx, cubeLongTimeout)
-	err = c.Rollback(cctx, w.Cube.SandboxID, target.Cube)
+	err = c.Rollback(cctx, w.Cube.SandboxID, targetCube)
 	cancel()
 	switch {
 	case err == nil:
@@ -610,16 +621,16 @@ func (e *Engine) cubeRollback(ctx context.Context, w *World, target *Snapshot) e
 		}
 		return writeWorld(e.Paths, w)
 	case cubeUnreachable(err) || errors.Is(err, cube.ErrTimeout):
-		return fmt.Errorf("cube rollback of sandbox %s to %s: %w", w.Cube.SandboxID, target.Cube, err)
+		return fmt.Errorf("cube rollback of sandbox %s to %s: %w", w.Cube.SandboxID, targetCube, err)
 	}
 	e.Log.Warn("cube rollback in place failed: replacing the sandbox", "world", w.Name, "err", err)
 	old := w.Cube.SandboxID
-	rerr := e.realizeLocked(ctx, c, w, target.Cube, true)
+	rerr := e.realizeLocked(ctx, c, w, targetCube, true)
 	if errors.Is(rerr, cube.ErrNotFound) {
 		rerr = e.realizeLocked(ctx, c, w, "", true)
 	}
 	if rerr != nil {
-		return fmt.Errorf("cube rollback of sandbox %s to %s: %w; replacing the sandbox: %w", old, target.Cube, err, rerr)
+		return fmt.Errorf("cube rollback of sandbox %s to %s: %w; replacing the sandbox: %w", old, targetCube, err, rerr)
 	}
 	if old != w.Cube.SandboxID {
 		e.deleteSandbox(ctx, c, old)
@@ -791,35 +802,35 @@ func cubeTemplateOf(w *World) string {
 // process per session on this host (cube_session.go).
 type cubeRuntime struct{ e *Engine }
 
-func (cubeRuntime) kind() Runtime  { return RuntimeCube }
-func (cubeRuntime) hostView() bool { return false }
+func (cubeRuntime) Kind() Runtime  { return RuntimeCube }
+func (cubeRuntime) HostView() bool { return false }
 
-func (cubeRuntime) layerDirs() []string {
+func (cubeRuntime) LayerDirs() []string {
 	return []string{LayersDir, LayersDir + "/upper", LayersDir + "/work", "merged", "sessions"}
 }
 
-func (cubeRuntime) upperIn(worldDir string) string {
+func (cubeRuntime) UpperIn(worldDir string) string {
 	return filepath.Join(worldDir, LayersDir, "upper")
 }
 
 // sendSignal: the recorded pid is the host runner, which relays signals to
 // the command in the sandbox; it cannot catch KILL or STOP, so those travel
 // as stand-ins it turns back into the real signal there.
-func (cubeRuntime) sendSignal(sig syscall.Signal) syscall.Signal { return cubeRelaySignal(sig) }
+func (cubeRuntime) SendSignal(sig syscall.Signal) syscall.Signal { return cubeRelaySignal(sig) }
 
-func (r cubeRuntime) prepare(ctx context.Context, w *World, o CreateOptions, _ overlay.Backend) error {
+func (r cubeRuntime) Prepare(ctx context.Context, w *World, o CreateOptions, _ overlay.Backend) error {
 	return r.e.planCube(ctx, w, o)
 }
 
 // realize creates the sandbox; an unreachable Cube leaves the World
 // planned, any other failure is returned.
-func (r cubeRuntime) realize(ctx context.Context, w *World, o CreateOptions) error {
+func (r cubeRuntime) Realize(ctx context.Context, w *World, o CreateOptions) error {
 	return r.e.realizeCubeOnCreate(ctx, w, o)
 }
 
-func (cubeRuntime) precheck(*World) error { return nil }
+func (cubeRuntime) Precheck(*World) error { return nil }
 
-func (r cubeRuntime) startSession(ctx context.Context, w *World, o ExecOptions) (SessionMeta, error) {
+func (r cubeRuntime) StartSession(ctx context.Context, w *World, o ExecOptions) (SessionMeta, error) {
 	return r.e.execCube(ctx, w, o)
 }
 
@@ -830,7 +841,7 @@ const (
 
 // shellArgv: a sandbox has its own root file system, where the host's
 // $SHELL may not be: its bash, else sh.
-func (cubeRuntime) shellArgv(command string) []string {
+func (cubeRuntime) ShellArgv(command string) []string {
 	if command == "" {
 		return []string{"/bin/sh", "-c", cubeInteractiveShell}
 	}
@@ -839,26 +850,26 @@ func (cubeRuntime) shellArgv(command string) []string {
 
 // freeze: the commands run in the sandbox; on this host there is only each
 // session's runner, which must keep relaying.
-func (r cubeRuntime) freeze(ctx context.Context, w *World) func() { return r.e.cubeFreeze(ctx, w) }
+func (r cubeRuntime) Freeze(ctx context.Context, w *World) func() { return r.e.cubeFreeze(ctx, w) }
 
-func (r cubeRuntime) writers(ctx context.Context, w *World, changes []overlay.Change) []WritingPath {
+func (r cubeRuntime) Writers(ctx context.Context, w *World, changes []overlay.Change) []WritingPath {
 	return r.e.cubeWritersOf(ctx, w, changes)
 }
 
 // snapshot: the VM snapshot (memory and rootfs) does not hold the
 // host-mounted upper: both are taken together and linked in one timeline
 // entry.
-func (r cubeRuntime) snapshot(ctx context.Context, w *World, snapID string) (string, error) {
+func (r cubeRuntime) Snapshot(ctx context.Context, w *World, snapID string) (string, error) {
 	return r.e.cubeSnapshot(ctx, w, snapID)
 }
 
-func (r cubeRuntime) rollback(ctx context.Context, w *World, target *Snapshot) error {
-	return r.e.cubeRollback(ctx, w, target)
+func (r cubeRuntime) Rollback(ctx context.Context, w *World, runtimeSnap string) error {
+	return r.e.cubeRollback(ctx, w, runtimeSnap)
 }
 
 // quiesce unmounts the overlay inside the sandbox before the host changes
 // the upper under it.
-func (r cubeRuntime) quiesce(ctx context.Context, w *World) error {
+func (r cubeRuntime) Quiesce(ctx context.Context, w *World) error {
 	if w.State != StateReady {
 		return nil
 	}
@@ -866,7 +877,7 @@ func (r cubeRuntime) quiesce(ctx context.Context, w *World) error {
 }
 
 // resume mounts the overlay in the sandbox again.
-func (r cubeRuntime) resume(ctx context.Context, w *World) {
+func (r cubeRuntime) Resume(ctx context.Context, w *World) {
 	if w.State != StateReady {
 		return
 	}
@@ -877,17 +888,17 @@ func (r cubeRuntime) resume(ctx context.Context, w *World) {
 
 // usage: the commands run in the sandbox; on this host there are only
 // their runners.
-func (r cubeRuntime) usage(ctx context.Context, w *World, ss []SessionMeta, _ map[int]bool, res *Resources) {
+func (r cubeRuntime) Usage(ctx context.Context, w *World, ss []SessionMeta, _ map[int]bool, res *Resources) {
 	res.Accounting = "cube"
 	r.e.cubeUsage(ctx, w, ss, res)
 }
 
-func (r cubeRuntime) destroy(ctx context.Context, w *World) error {
+func (r cubeRuntime) Destroy(ctx context.Context, w *World) error {
 	return r.e.stopWorldRuntime(ctx, w)
 }
 
-func (r cubeRuntime) reviveSession(ctx context.Context, name string, s SessionMeta) SessionMeta {
+func (r cubeRuntime) ReviveSession(ctx context.Context, name string, s SessionMeta) SessionMeta {
 	return r.e.reviveCubeSession(ctx, name, s)
 }
 
-func (r cubeRuntime) placement(w *World) Placement { return r.e.cubePlacement(w) }
+func (r cubeRuntime) Placement(w *World) Placement { return r.e.cubePlacement(w) }

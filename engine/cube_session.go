@@ -182,7 +182,7 @@ func (e *Engine) execCube(ctx context.Context, w *World, o ExecOptions) (Session
 	if err != nil {
 		return SessionMeta{}, fmt.Errorf("exec in world %q: %w", w.Name, err)
 	}
-	env, cwd := o.envAndCwd(w)
+	env, cwd := o.EnvAndCwd(w)
 	if o.TTY && !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "TERM=") }) {
 		env = append(slices.Clip(env), "TERM=xterm-256color")
 	}

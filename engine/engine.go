@@ -90,36 +90,6 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	return e, nil
 }
 
-// CreateOptions are the parameters of `strata new`.
-type CreateOptions struct {
-	Name         string
-	Source       string // "" = current directory
-	Backend      Runtime
-	MountBackend overlay.Backend // "" or auto = probe cheaply
-	Isolation    Isolation       // "" = the configured default
-	Labels       map[string]string
-	// PassEnv names variables every session gets although the boundary
-	// would drop them.
-	PassEnv  []string
-	Template string // cube: template id ("" = from config)
-	// FromCubeSnapshot creates a cube World's sandbox from this Cube
-	// snapshot id (fork).
-	FromCubeSnapshot string
-	// CPU (millicores), MemoryMB and DiskMB pick the smallest configured
-	// cube template that fits, when Template is empty.
-	CPU      int
-	MemoryMB int
-	DiskMB   int
-	// Progress, when set, gets a line for each step of a long preparation
-	// (a cube template built for the World's size).
-	Progress func(line string)
-	// Network is the World's network mode; "" = config, then the level's.
-	Network Network
-	// BuildState is what rollback does with the World's build state: keep,
-	// discard, or "" for config.toml's build_state.
-	BuildState BuildStateMode
-}
-
 // Create makes a new World over a source tree. Its cost does not depend on
 // the size of the tree: three empty directories and a world.toml.
 func (e *Engine) Create(ctx context.Context, o CreateOptions) (*World, error) {
@@ -136,7 +106,7 @@ func (e *Engine) Create(ctx context.Context, o CreateOptions) (*World, error) {
 	}
 	// A cube World gets its sandbox; an unreachable Cube leaves the World
 	// planned, any other failure removes it (and any sandbox it got).
-	if err := e.runtimeFor(w).realize(ctx, w, o); err != nil {
+	if err := e.runtimeFor(w).Realize(ctx, w, o); err != nil {
 		_ = removeAllForce(e.Paths.World(o.Name))
 		return nil, fmt.Errorf("new world %q: %w", o.Name, err)
 	}
@@ -204,7 +174,7 @@ func (e *Engine) stageWorld(ctx context.Context, o CreateOptions) (*World, *stag
 		mb = overlay.Backend(e.Config.MountBackend)
 	}
 	rt := e.runtimeFor(w)
-	if err := rt.prepare(ctx, w, o, mb); err != nil {
+	if err := rt.Prepare(ctx, w, o, mb); err != nil {
 		return nil, nil, fmt.Errorf("new world %q: %w", o.Name, err)
 	}
 
@@ -215,7 +185,7 @@ func (e *Engine) stageWorld(ctx context.Context, o CreateOptions) (*World, *stag
 	if err != nil {
 		return nil, nil, fmt.Errorf("new world %q: %w", o.Name, err)
 	}
-	for _, d := range rt.layerDirs() {
+	for _, d := range rt.LayerDirs() {
 		if err := os.Mkdir(filepath.Join(sw.dir, d), 0o755); err != nil {
 			sw.discard()
 			return nil, nil, fmt.Errorf("new world %q: %w", o.Name, err)

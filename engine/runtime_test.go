@@ -34,7 +34,7 @@ func TestCubeClientOption(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = e.runtimeFor(w).destroy(context.Background(), w) })
+	t.Cleanup(func() { _ = e.runtimeFor(w).Destroy(context.Background(), w) })
 	if w.State != StateReady || w.Cube == nil || w.Cube.SandboxID == "" {
 		t.Fatalf("created with an injected client: state %s, cube %+v; want a ready World with a sandbox", w.State, w.Cube)
 	}
@@ -62,22 +62,22 @@ func TestCubeClientOption(t *testing.T) {
 func TestRuntimeSeamStatic(t *testing.T) {
 	for _, k := range Runtimes() {
 		rt := runtimeOf(nil, k)
-		if rt.kind() != k {
-			t.Errorf("runtimeOf(%s).kind() = %s", k, rt.kind())
+		if rt.Kind() != k {
+			t.Errorf("runtimeOf(%s).Kind() = %s", k, rt.Kind())
 		}
-		up, _ := filepath.Rel("/w", rt.upperIn("/w"))
+		up, _ := filepath.Rel("/w", rt.UpperIn("/w"))
 		found := false
-		for _, d := range rt.layerDirs() {
+		for _, d := range rt.LayerDirs() {
 			found = found || d == filepath.ToSlash(up)
 		}
 		if !found {
-			t.Errorf("%s: upper %s is not among the dirs a new World gets, %v", k, up, rt.layerDirs())
+			t.Errorf("%s: upper %s is not among the dirs a new World gets, %v", k, up, rt.LayerDirs())
 		}
 	}
-	if rt := runtimeOf(nil, "bogus"); rt == nil || rt.kind() != RuntimeLocal {
+	if rt := runtimeOf(nil, "bogus"); rt == nil || rt.Kind() != RuntimeLocal {
 		t.Errorf("runtimeOf(bogus): %v", rt)
 	}
-	if runtimeOf(nil, RuntimeLocal).hostView() == runtimeOf(nil, RuntimeCube).hostView() {
+	if runtimeOf(nil, RuntimeLocal).HostView() == runtimeOf(nil, RuntimeCube).HostView() {
 		t.Error("local and cube both claim (or both deny) a host-mounted view")
 	}
 }

@@ -28,13 +28,6 @@ import (
 // session's init: `strata __session-init <session dir>`.
 const SessionInitArg = "__session-init"
 
-// Bind mounts Source (a host path) at Target inside the session.
-type Bind struct {
-	Source   string `json:"source"`
-	Target   string `json:"target"`
-	ReadOnly bool   `json:"read_only,omitempty"`
-}
-
 // SessionSpec is everything needed to start a session; paths are absolute.
 type SessionSpec struct {
 	// ID defaults to the base of Dir, or to NewSessionID() when Dir is empty too.
@@ -416,7 +409,7 @@ func KillSession(dir string, sig syscall.Signal) error {
 	}
 	// meta.PID is the command, or a runner relaying to it (see sendSignal).
 	session.MarkKilled(dir)
-	sig = runtimeOf(nil, meta.Runtime).sendSignal(sig)
+	sig = runtimeOf(nil, meta.Runtime).SendSignal(sig)
 	err = unix.Kill(-meta.PID, sig)
 	if errors.Is(err, unix.ESRCH) {
 		// The command left its process group; signal it directly.
@@ -450,7 +443,7 @@ func (spec *SessionSpec) deriveEvidence() {
 	}
 	p := Paths{Root: spec.StateRoot}
 	w, err := readWorldFile(p.WorldFile(spec.World))
-	if err != nil || !runtimeOf(nil, w.Backend).hostView() {
+	if err != nil || !runtimeOf(nil, w.Backend).HostView() {
 		return
 	}
 	if spec.Watch == nil && !spec.NoWatch {
