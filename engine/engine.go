@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stratahq/strata/cube"
+	"github.com/stratahq/strata/engine/cuberun"
 	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/overlay"
 )
@@ -44,7 +45,9 @@ type Engine struct {
 	objStore  *overlay.Store
 	storeErr  error
 
-	cube cubeClients
+	// cube is the cube runtime (engine/cuberun), made once the state root
+	// is known.
+	cube *cuberun.Runtime
 }
 
 // Open prepares the state root and finishes any interrupted publication.
@@ -70,7 +73,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	e := &Engine{Paths: Paths{Root: root}, Config: cfg, Log: log, exe: opts.Exe, cube: cubeClients{given: opts.Cube}}
+	e := &Engine{Paths: Paths{Root: root}, Config: cfg, Log: log, exe: opts.Exe}
 	for _, d := range []string{e.Paths.Worlds(), e.Paths.Objects(), e.Paths.Snapshots(), e.Paths.Journal(), e.Paths.Trash(), e.Paths.Scratch()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("prepare state root %s: %w", root, err)
@@ -79,6 +82,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	if real, err := filepath.EvalSymlinks(root); err == nil {
 		e.Paths.Root = real
 	}
+	e.cube = cuberun.New(cubeHost{e}, log, e.Paths, opts.Exe, opts.Cube)
 	home, _ := os.UserHomeDir()
 	if err := cfg.CheckBoundary(home, e.Paths.Root); err != nil {
 		return nil, err

@@ -2,12 +2,10 @@ package engine
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -183,11 +181,6 @@ func (spec *SessionSpec) normalize() error {
 	return nil
 }
 
-// readyMessage is what the init sends back once the command runs or failed to start.
-type readyMessage struct {
-	Meta SessionMeta `json:"meta"`
-}
-
 // StartSession starts spec's command in its own namespaces, behind a re-executed
 // strata init that outlives the caller, and returns once the command runs (State
 // running) or could not start (State failed, error wrapping ErrStartFailed, exit
@@ -233,57 +226,7 @@ func StartSession(ctx context.Context, spec SessionSpec) (SessionMeta, error) {
 	// outlives us otherwise.
 	go func() { exited <- init.Wait() }()
 
-	return awaitReady(ctx, init.Process, exited, readyR, "session init", spec.ID, spec.Dir, fail)
-}
-
-// awaitReady waits for the message with which a session's init (or a cube
-// session runner) says the command runs or failed to start.
-func awaitReady(ctx context.Context, proc *os.Process, exited <-chan error, readyR io.Reader, who, id, dir string, fail func(error) (SessionMeta, error)) (SessionMeta, error) {
-	readyCh := make(chan readyResult, 1)
-	go func() {
-		var msg readyMessage
-		err := json.NewDecoder(readyR).Decode(&msg)
-		readyCh <- readyResult{msg, err}
-	}()
-	select {
-	case <-ctx.Done():
-		_ = proc.Kill()
-		session.DrainErr(exited)
-		return fail(ctx.Err())
-	case r := <-readyCh:
-		if r.err != nil {
-			session.DrainErr(exited)
-			// The init records the command as running just before it says
-			// so on the ready pipe: if it died in between, the command did
-			// start, and the session is lost, not a start that failed.
-			if m, err := ReadSessionMeta(dir); err == nil && m.PID > 0 && (m.State == SessionRunning || m.State == SessionLost) {
-				return m, nil
-			}
-			return fail(fmt.Errorf("%s ended before the command started: %s", who, initFailure(dir, r.err)))
-		}
-		if r.msg.Meta.State == SessionFailed {
-			return r.msg.Meta, fmt.Errorf("start session %s: %s: %w", id, r.msg.Meta.Error, ErrStartFailed)
-		}
-		return r.msg.Meta, nil
-	}
-}
-
-type readyResult struct {
-	msg readyMessage
-	err error
-}
-
-// initFailure explains an init that died early, from what it wrote to init.log.
-func initFailure(dir string, readErr error) string {
-	log, _ := os.ReadFile(filepath.Join(dir, session.InitLogFile))
-	log = bytes.TrimSpace(log)
-	if len(log) == 0 {
-		return readErr.Error()
-	}
-	if len(log) > 2000 {
-		log = log[:2000]
-	}
-	return string(log)
+	return session.AwaitReady(ctx, init.Process, exited, readyR, "session init", spec.ID, spec.Dir, fail)
 }
 
 // startInit starts `Exe __session-init Dir` in new namespaces and hands it the spec.

@@ -239,7 +239,7 @@ func (in *sessionInit) run() error {
 	if err := session.WriteMeta(in.root, meta); err != nil {
 		return err
 	}
-	_ = json.NewEncoder(in.ready).Encode(readyMessage{Meta: meta})
+	_ = json.NewEncoder(in.ready).Encode(session.ReadyMessage{Meta: meta})
 	in.ready.Close()
 
 	if in.pty != nil {
@@ -375,7 +375,7 @@ func (in *sessionInit) startFailed(code int, err error) error {
 			return errors.Join(err, werr)
 		}
 	}
-	_ = json.NewEncoder(in.ready).Encode(readyMessage{Meta: meta})
+	_ = json.NewEncoder(in.ready).Encode(session.ReadyMessage{Meta: meta})
 	in.ready.Close()
 	if in.endFIFO != nil {
 		in.endFIFO.Close()

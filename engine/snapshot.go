@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stratahq/strata/engine/cuberun"
 	"github.com/stratahq/strata/overlay"
 )
 
@@ -659,7 +660,7 @@ func (e *Engine) Fork(ctx context.Context, name string, o ForkOptions) ([]*World
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			nw, sw, err := e.stageWorld(ctx, CreateOptions{Name: n, Source: w.Source, Backend: w.Backend, MountBackend: w.MountBackend, Isolation: w.Isolation, Labels: w.Labels, FromCubeSnapshot: snap.Cube, Template: cubeTemplateOf(w), BuildState: BuildStateMode(w.BuildState)})
+			nw, sw, err := e.stageWorld(ctx, CreateOptions{Name: n, Source: w.Source, Backend: w.Backend, MountBackend: w.MountBackend, Isolation: w.Isolation, Labels: w.Labels, FromCubeSnapshot: snap.Cube, Template: cuberun.TemplateOf(w), BuildState: BuildStateMode(w.BuildState)})
 			if err != nil {
 				errs[i] = err
 				return
@@ -722,7 +723,7 @@ func (e *Engine) Fork(ctx context.Context, name string, o ForkOptions) ([]*World
 		if nw == nil {
 			continue
 		}
-		if err := e.runtimeFor(nw).Realize(ctx, nw, CreateOptions{Name: nw.Name, Source: w.Source, Backend: w.Backend, FromCubeSnapshot: snap.Cube, Template: cubeTemplateOf(w)}); err != nil {
+		if err := e.runtimeFor(nw).Realize(ctx, nw, CreateOptions{Name: nw.Name, Source: w.Source, Backend: w.Backend, FromCubeSnapshot: snap.Cube, Template: cuberun.TemplateOf(w)}); err != nil {
 			_ = removeAllForce(e.Paths.World(nw.Name))
 			errs[i], out[i] = err, nil
 		}
@@ -731,7 +732,7 @@ func (e *Engine) Fork(ctx context.Context, name string, o ForkOptions) ([]*World
 		for _, nw := range out {
 			if nw != nil {
 				if made, err := e.World(nw.Name); err == nil {
-					_ = e.stopWorldRuntime(ctx, made)
+					_ = e.runtimeFor(made).Destroy(ctx, made)
 				}
 				_ = removeAllForce(e.Paths.World(nw.Name))
 			}

@@ -61,4 +61,66 @@ s/\bpty\.pump\b/pty.Pump/g
 s/\bpty\.serve\(\)/pty.Serve()/g
 s/\bpty\.lastOutput\.Load\(\)/pty.LastOutput()/g
 s/\bpty\.waitingForInput\(\)/pty.WaitingForInput()/g
+s/\breadyMessage\b/session.ReadyMessage/g
+s/\bawaitReady\(/session.AwaitReady(/g
 ' "$@"
+
+# Step 2: the runtime interface (engine/runtime) has exported methods.
+sed -i -E '
+s/\b(runtimeFor\([^()]*\)|runtimeOf\([^()]*\)|rt)\.(kind|hostView|layerDirs|upperIn|sendSignal|sized|details|prepare|realize|precheck|startSession|shellArgv|freeze|writers|snapshot|rollback|quiesce|resume|usage|destroy|reviveSession|placement)\(/\1.\u\2(/g
+s/\.envAndCwd\(/.EnvAndCwd(/g
+s/\bsortedWriters\(/runtime.SortedWriters(/g
+' "$@"
+
+# Step 2: the cube runtime, now engine/cuberun. In package engine, its
+# unexported entry points became methods of e.cube (a *cuberun.Runtime):
+for f in "$@"; do
+	case "$f" in
+	*/cuberun/*)
+		# Code carried into engine/cuberun by rename detection: the
+		# receiver is the runtime, the engine is its Host.
+		sed -i -E '
+s/^func \(e \*Engine\)/func (e *Runtime)/
+s/^func \((r )?cubeRuntime\)/func (r *Runtime)/
+s/\br\.e\./r./g
+s/\be\.Config\.Path\(\)/e.cfg().Path/g
+s/\be\.Config\b/e.cfg()/g
+s/\be\.cube\.(given|mu|key|made)\b/e.clients.\1/g
+s/\be\.lockedWorld\(/e.h.LockedWorld(/g
+s/\be\.lockWorld\(/e.h.LockWorld(/g
+s/\be\.runningSessions\(/e.h.RunningSessions(/g
+s/\be\.stopSessions\(/e.h.StopSessions(/g
+s/\be\.sessionNetwork\(/e.h.SessionNetwork(/g
+s/\be\.EgressAllowlist\(/e.h.EgressAllowlist(/g
+s/\be\.World\(/e.h.World(/g
+s/\be\.SessionDir\(/e.h.SessionDir(/g
+s/\be\.activity\(ctx, Event\{Type: EventSessionStarted, World: ([^,]+), Session: ([^,]+), Detail: (.*)\}\)$/e.h.SessionStarted(ctx, \1, \2, \3)/
+s/\be\.activity\(ctx, Event\{Type: EventSessionEnded, World: ([^,]+), Session: ([^,]+), Detail: (.*)\}\)$/e.h.SessionEnded(ctx, \1, \2, \3)/
+s/\bcubeKillGrace\b/CubeKillGrace/g
+s/\bcubeBuildPoll\b/CubeBuildPoll/g
+s/\bcubeResolve\b/CubeResolve/g
+s/\bwithCubeClock\(/WithCubeClock(/g
+' "$f" ;;
+	*_test.go)
+		# engine's cube tests: cube_bridge_test.go keeps e.cubeClient() and
+		# friends; the tunables are cuberun's.
+		sed -i -E '
+s/\bcubeKillGrace\b/cuberun.CubeKillGrace/g
+s/\bcubeBuildPoll\b/cuberun.CubeBuildPoll/g
+s/\bcubeResolve\b/cuberun.CubeResolve/g
+s/\bwithCubeClock\(/cuberun.WithCubeClock(/g
+s/\bcubeMetaWorldID\b/"strata-world-id"/g
+' "$f" ;;
+	*)
+		sed -i -E '
+s/\be\.cubeClient\(\)/e.cube.Client()/g
+s/\be\.cubeSandbox\(/e.cube.Sandbox(/g
+s/\be\.cubeDoctor\(/e.cube.Doctor(/g
+s/\be\.cubeConfigured\(\)/e.cube.Configured()/g
+s/\be\.cubeTemplatesFile\(\)/e.cube.TemplatesFile()/g
+s/\bcubeTemplateOf\(/cuberun.TemplateOf(/g
+s/\be\.stopWorldRuntime\(ctx, ([a-z]+)\)/e.runtimeFor(\1).Destroy(ctx, \1)/g
+s/\be\.cubeFreeze\(ctx, ([a-z]+)\)/e.runtimeFor(\1).Freeze(ctx, \1)/g
+' "$f" ;;
+	esac
+done

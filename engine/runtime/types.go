@@ -1,6 +1,9 @@
 package runtime
 
-import "time"
+import (
+	"sort"
+	"time"
+)
 
 // WritingPath is one picked path and the sessions writing it.
 type WritingPath struct {
@@ -70,3 +73,19 @@ const (
 
 // Detail is one runtime-specific row of a World's description.
 type Detail struct{ Label, Value string }
+
+// SortedWriters lists writers (path -> session ids) sorted by path, each
+// path's sessions sorted.
+func SortedWriters(writers map[string]map[string]bool) []WritingPath {
+	out := make([]WritingPath, 0, len(writers))
+	for rel, set := range writers {
+		wp := WritingPath{Path: rel}
+		for s := range set {
+			wp.Sessions = append(wp.Sessions, s)
+		}
+		sort.Strings(wp.Sessions)
+		out = append(out, wp)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}

@@ -445,3 +445,7 @@ func KilledByStrata(dir string) bool {
 // KilledMarker, in a session dir, says strata ended the session on
 // purpose (K, kill, rollback --kill, rm --kill): not a failure.
 const KilledMarker = "killed-by-strata"
+
+// UserHZ is the kernel's clock tick rate as /proc reports times (USER_HZ,
+// 100 on every Linux architecture strata runs on).
+const UserHZ = 100

@@ -1,4 +1,4 @@
-package engine
+package cuberun
 
 import (
 	"bytes"
@@ -109,9 +109,9 @@ type cubeRunnerSpec struct {
 	KillGrace time.Duration `json:"kill_grace,omitempty"`
 }
 
-// cubeKillGrace is how long `strata kill` (SIGTERM) gives a cube session's
+// CubeKillGrace is how long `strata kill` (SIGTERM) gives a cube session's
 // command before the runner follows with SIGKILL.
-var cubeKillGrace = 10 * time.Second
+var CubeKillGrace = 10 * time.Second
 
 // cubeSessionTag is the envd process tag of a session's command: the
 // runner that re-attaches after its predecessor died checks, through
@@ -151,7 +151,7 @@ func cubeExecEnv(env []string) map[string]string {
 }
 
 // guestCwd maps a working directory in the World to the guest.
-func (e *Engine) guestCwd(w *World, cwd string) string {
+func (e *Runtime) guestCwd(w *World, cwd string) string {
 	mp := e.cubeMountPoint(w)
 	switch {
 	case cwd == "":
@@ -167,9 +167,9 @@ func (e *Engine) guestCwd(w *World, cwd string) string {
 // execCube starts a session in a cube World: the World is brought up if
 // needed (planned: created; stopped: resumed) and its overlay checked, then
 // a detached runner starts the command through envd.
-func (e *Engine) execCube(ctx context.Context, w *World, o ExecOptions) (SessionMeta, error) {
-	if o.Snapshot || e.Config.AutoSnapshot {
-		if _, err := e.Snapshot(ctx, w.Name, SnapshotOptions{Message: "before exec: " + shellQuote(o.Argv), Auto: true}); err != nil {
+func (e *Runtime) execCube(ctx context.Context, w *World, o ExecOptions) (SessionMeta, error) {
+	if o.Snapshot || e.cfg().AutoSnapshot {
+		if err := e.h.SnapshotBeforeExec(ctx, w.Name, o.Argv); err != nil {
 			return SessionMeta{}, fmt.Errorf("exec in world %q: snapshot before exec: %w", w.Name, err)
 		}
 	}
@@ -194,7 +194,7 @@ func (e *Engine) execCube(ctx context.Context, w *World, o ExecOptions) (Session
 	spec := cubeRunnerSpec{
 		Dir: filepath.Join(e.Paths.Sessions(w.Name), id),
 		Meta: SessionMeta{
-			ID: id, World: w.Name, Argv: o.Argv, Env: RedactEnv(env, e.Config.EnvRedact),
+			ID: id, World: w.Name, Argv: o.Argv, Env: RedactEnv(env, e.cfg().EnvRedact),
 			Source: w.Source, Cwd: cwd, TTY: o.TTY, Runtime: RuntimeCube, NoNetwork: o.NoNetwork,
 			StartedAt: time.Now(), State: SessionStarting, Attention: AttentionRunning,
 		},
@@ -206,7 +206,7 @@ func (e *Engine) execCube(ctx context.Context, w *World, o ExecOptions) (Session
 			Envs: cubeExecEnv(env), Cwd: e.guestCwd(w, cwd),
 			Tag: cubeSessionTag(id),
 		},
-		KillGrace: cubeKillGrace,
+		KillGrace: CubeKillGrace,
 	}
 	if o.TTY {
 		// An attaching client sends its own size first thing.
@@ -222,7 +222,7 @@ func (e *Engine) execCube(ctx context.Context, w *World, o ExecOptions) (Session
 	if err != nil {
 		return meta, fmt.Errorf("exec in world %q: %w", w.Name, err)
 	}
-	e.activity(ctx, Event{Type: EventSessionStarted, World: w.Name, Session: meta.ID, Detail: map[string]any{"argv": o.Argv, "backend": string(RuntimeCube), "sandbox": sb.SandboxID}})
+	e.h.SessionStarted(ctx, w.Name, meta.ID, map[string]any{"argv": o.Argv, "backend": string(RuntimeCube), "sandbox": sb.SandboxID})
 	return meta, nil
 }
 
@@ -311,7 +311,7 @@ func startCubeRunner(ctx context.Context, exe string, spec cubeRunnerSpec) (Sess
 	_, _ = specW.Write(data)
 	specW.Close()
 
-	return awaitReady(ctx, cmd.Process, exited, readyR, "cube session runner", meta.ID, spec.Dir, fail)
+	return session.AwaitReady(ctx, cmd.Process, exited, readyR, "cube session runner", meta.ID, spec.Dir, fail)
 }
 
 // CubeSessionMain is the cube session runner (see CubeSessionArg); args are
@@ -358,7 +358,7 @@ type cubeRunner struct {
 
 func (r *cubeRunner) signalReady() {
 	if r.ready != nil {
-		_ = json.NewEncoder(r.ready).Encode(readyMessage{Meta: r.meta})
+		_ = json.NewEncoder(r.ready).Encode(session.ReadyMessage{Meta: r.meta})
 		r.ready.Close()
 		r.ready = nil
 	}
@@ -708,7 +708,7 @@ func (f *startFilter) Write(p []byte) (int, error) {
 // sessions inside the sandbox (one envd exec) for a consistent upper capture,
 // and returns the function that resumes them. The VM snapshot itself is
 // consistent on its own; the host-mounted upper is what needs the pause.
-func (e *Engine) cubeFreeze(ctx context.Context, w *World) func() {
+func (e *Runtime) cubeFreeze(ctx context.Context, w *World) func() {
 	ss, _ := ListSessions(e.Paths.World(w.Name))
 	pids := runningGuestPIDs(ss)
 	if len(pids) == 0 || w.State != StateReady {
@@ -890,7 +890,7 @@ echo "$t $m $n"`
 // cubeUsage fills in r's processes, CPU time and memory from the sandbox of
 // a cube World with running sessions. A sandbox that does not answer leaves
 // them at zero (and is logged): a sample is not worth an error.
-func (e *Engine) cubeUsage(ctx context.Context, w *World, ss []SessionMeta, r *Resources) {
+func (e *Runtime) cubeUsage(ctx context.Context, w *World, ss []SessionMeta, r *Resources) {
 	pids := runningGuestPIDs(ss)
 	if len(pids) == 0 || w.State != StateReady || w.Cube == nil {
 		return
@@ -939,12 +939,12 @@ const cubeReviveTimeout = 15 * time.Second
 // If the sandbox answers without it, the session is recorded as lost for
 // good; if the sandbox does not answer, it stays lost for now and the next
 // look asks again.
-func (e *Engine) reviveCubeSession(ctx context.Context, name string, s SessionMeta) SessionMeta {
+func (e *Runtime) reviveCubeSession(ctx context.Context, name string, s SessionMeta) SessionMeta {
 	// A lost session with an end recorded was looked at already.
 	if s.State != SessionLost || !s.EndedAt.IsZero() || s.GuestPID <= 0 {
 		return s
 	}
-	dir := e.SessionDir(name, s.ID)
+	dir := e.h.SessionDir(name, s.ID)
 	lctx, cancel := context.WithTimeout(ctx, cubeReviveTimeout)
 	defer cancel()
 	// One strata at a time: a second one waits and finds the session
@@ -967,14 +967,14 @@ func (e *Engine) reviveCubeSession(ctx context.Context, name string, s SessionMe
 		if err := session.WriteMetaPath(dir, cur); err != nil {
 			e.Log.Warn("record a lost cube session", "world", name, "session", cur.ID, "err", err)
 		}
-		e.activity(ctx, Event{Type: EventSessionEnded, World: name, Session: cur.ID, Detail: map[string]any{"state": string(SessionLost), "error": cur.Error}})
+		e.h.SessionEnded(ctx, name, cur.ID, map[string]any{"state": string(SessionLost), "error": cur.Error})
 		return cur
 	}
 	unknown := func(err error) SessionMeta {
 		cur.Error = fmt.Sprintf("session lost for now: its runner (pid %d) ended, and strata could not ask the sandbox whether process %d still runs (%v); it asks again the next time it looks (strata sessions %s)", cur.InitPID, cur.GuestPID, err, name)
 		return cur
 	}
-	w, err := e.World(name)
+	w, err := e.h.World(name)
 	if err != nil {
 		return unknown(err)
 	}
@@ -1018,7 +1018,7 @@ func (e *Engine) reviveCubeSession(ctx context.Context, name string, s SessionMe
 	spec := cubeRunnerSpec{
 		Dir: dir, Meta: meta, Sandbox: *sb,
 		Client:    cubeClientSpec{Endpoint: cfg.Endpoint, APIKey: cfg.APIKey, AuthHeader: cfg.AuthHeader, ProxyAddr: cfg.ProxyAddr, Scheme: cfg.Scheme},
-		AttachPID: cur.GuestPID, LostRunner: cur.InitPID, KillGrace: cubeKillGrace,
+		AttachPID: cur.GuestPID, LostRunner: cur.InitPID, KillGrace: CubeKillGrace,
 	}
 	if cur.TTY {
 		spec.Request.PTY = &cube.PTYSize{Rows: 24, Cols: 80}
@@ -1028,6 +1028,6 @@ func (e *Engine) reviveCubeSession(ctx context.Context, name string, s SessionMe
 		return unknown(err)
 	}
 	e.Log.Info("re-attached a cube session after its runner died", "world", name, "session", cur.ID, "pid", cur.GuestPID, "sandbox", sb.SandboxID, "runner", started.InitPID)
-	e.activity(ctx, Event{Type: EventSessionStarted, World: name, Session: cur.ID, Detail: map[string]any{"reattached": true, "backend": string(RuntimeCube), "sandbox": sb.SandboxID, "pid": cur.GuestPID}})
+	e.h.SessionStarted(ctx, name, cur.ID, map[string]any{"reattached": true, "backend": string(RuntimeCube), "sandbox": sb.SandboxID, "pid": cur.GuestPID})
 	return started
 }

@@ -1,8 +1,8 @@
-package engine
+package cuberun
 
-func (cubeRuntime) Sized() bool { return true }
+func (r *Runtime) Sized() bool { return true }
 
-func (cubeRuntime) Details(w *World) []Detail {
+func (r *Runtime) Details(w *World) []Detail {
 	if w.Cube == nil {
 		return nil
 	}
