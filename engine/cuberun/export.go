@@ -36,6 +36,7 @@ func (e *Runtime) SetupGuestOverlay(ctx context.Context, c *cube.Client, w *Worl
 func (e *Runtime) UnmountGuest(ctx context.Context, w *World) error {
 	return e.cubeUnmountGuest(ctx, w)
 }
+
 func (e *Runtime) RemountGuest(ctx context.Context, w *World) error {
 	return e.cubeRemountGuest(ctx, w)
 }

@@ -27,7 +27,6 @@ import (
 	"github.com/stratahq/strata/overlay"
 )
 
-
 var (
 	// ErrCubeNotConfigured: config.toml has no [cube] endpoint.
 	ErrCubeNotConfigured = errors.New("cube is not configured (set [cube] endpoint in config.toml)")
