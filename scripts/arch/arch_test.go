@@ -19,6 +19,14 @@ var runtimePaths = []string{
 	"engine/cuberun/",
 }
 
+// Who may import the cube client: the cube runtime, the client's own tree,
+// and engine.go (Options.Cube injects a client).
+var cubeClientImporters = []string{
+	"engine/cuberun/",
+	"cube/",
+	"engine/engine.go",
+}
+
 // The files that own the overlay dialects' on-disk names. The overlaytest
 // builder writes uppers of every dialect by hand on purpose.
 var dialectFiles = []string{
@@ -55,6 +63,26 @@ func report(t *testing.T, vs []Violation) {
 
 func TestNoBackendBranchOutsideRuntimes(t *testing.T) {
 	report(t, BackendBranches(load(t), runtimePaths))
+}
+
+func TestCubeClientOnlyInCubeRuntime(t *testing.T) {
+	report(t, BackendImports(load(t), Module+"/cube", cubeClientImporters))
+}
+
+func TestBackendImportRuleCatchesImports(t *testing.T) {
+	src := "package engine\nimport (\n\t\"context\"\n\tc \"github.com/stratahq/strata/cube\"\n)\n"
+	// The engine calling the cube client itself (as apply_capture.go and
+	// doctor.go did before the cube runtime had a package) is a violation.
+	for _, path := range []string{"engine/apply_capture.go", "engine/doctor.go", "engine/cube_runtime.go", "tui/model.go"} {
+		if vs := BackendImports(parse(t, Module+"/engine", path, src), Module+"/cube", cubeClientImporters); len(vs) != 1 {
+			t.Errorf("%s: want 1 violation, got %v", path, vs)
+		}
+	}
+	for _, path := range []string{"engine/cuberun/session.go", "engine/engine.go", "cube/cubetest/fake.go"} {
+		if vs := BackendImports(parse(t, Module+"/engine", path, src), Module+"/cube", cubeClientImporters); len(vs) != 0 {
+			t.Errorf("%s may import the cube client: %v", path, vs)
+		}
+	}
 }
 
 func TestWhiteoutNamesOnlyInDialects(t *testing.T) {
