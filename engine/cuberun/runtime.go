@@ -790,7 +790,7 @@ func (r *Runtime) Prepare(ctx context.Context, w *World, o CreateOptions, _ over
 	return r.planCube(ctx, w, o)
 }
 
-// realize creates the sandbox; an unreachable Cube leaves the World
+// Realize creates the sandbox; an unreachable Cube leaves the World
 // planned, any other failure is returned.
 func (r *Runtime) Realize(ctx context.Context, w *World, o CreateOptions) error {
 	return r.realizeCubeOnCreate(ctx, w, o)
@@ -835,7 +835,7 @@ func (r *Runtime) Rollback(ctx context.Context, w *World, runtimeSnap string) er
 	return r.cubeRollback(ctx, w, runtimeSnap)
 }
 
-// quiesce unmounts the overlay inside the sandbox before the host changes
+// Quiesce unmounts the overlay inside the sandbox before the host changes
 // the upper under it.
 func (r *Runtime) Quiesce(ctx context.Context, w *World) error {
 	if w.State != StateReady {
@@ -844,7 +844,7 @@ func (r *Runtime) Quiesce(ctx context.Context, w *World) error {
 	return r.cubeUnmountGuest(ctx, w)
 }
 
-// resume mounts the overlay in the sandbox again.
+// Resume mounts the overlay in the sandbox again.
 func (r *Runtime) Resume(ctx context.Context, w *World) {
 	if w.State != StateReady {
 		return

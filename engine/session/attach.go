@@ -186,6 +186,7 @@ func replayEnded(dir string, out io.Writer, replay bool) error {
 	return err
 }
 
+// DialAttach connects to a running session's attach socket.
 func DialAttach(dir string) (net.Conn, error) {
 	p, done, err := socketPath(dir, AttachSocket)
 	if err != nil {

@@ -29,7 +29,7 @@ var attentionOrder = []Attention{
 	AttentionWaiting, AttentionFailed, AttentionRunning, AttentionLost, AttentionDone, AttentionIdle,
 }
 
-// SessionAttention is a session's attention as its state implies it; a running
+// AttentionOf is a session's attention as its state implies it; a running
 // session reports what its init last recorded (running or waiting).
 func AttentionOf(m Meta) Attention {
 	switch {

@@ -36,7 +36,7 @@ const (
 // DefaultEnvRedact are the variable name patterns whose values are not recorded.
 var DefaultEnvRedact = []string{"*TOKEN*", "*SECRET*", "*PASSWORD*", "*KEY*"}
 
-// SessionState is a session's life-cycle state.
+// State is a session's life-cycle state.
 type State string
 
 const (
@@ -46,7 +46,7 @@ const (
 	Failed   State = "failed" // non-zero exit, or could not start
 	Killed   State = "killed" // ended by a signal
 	Lost     State = "lost"   // its init vanished without recording an end
-	// SessionBroken is never written: its meta.json cannot be read (Error
+	// Broken is never written: its meta.json cannot be read (Error
 	// says why). Its transcript is still there to read.
 	Broken State = "broken"
 )
@@ -65,7 +65,7 @@ func (s State) Ended() bool {
 	return false
 }
 
-// SessionMeta is a session's record, stored as meta.json in its dir.
+// Meta is a session's record, stored as meta.json in its dir.
 type Meta struct {
 	ID     string   `json:"id"`
 	World  string   `json:"world"`
@@ -124,7 +124,7 @@ var (
 	ErrNotFound = errors.New("no such session")
 )
 
-// NewSessionID returns a short id that sorts by creation time: milliseconds since
+// NewID returns a short id that sorts by creation time: milliseconds since
 // the epoch in base 36, a dash, and 4 random base-36 digits.
 func NewID() string {
 	ms := strconv.FormatInt(time.Now().UnixMilli(), 36)
@@ -199,7 +199,7 @@ func WriteMeta(root *os.Root, meta Meta) error {
 	return nil
 }
 
-// ReadSessionMeta reads a session's meta.json. A session recorded as starting or
+// ReadMeta reads a session's meta.json. A session recorded as starting or
 // running whose init has gone (or whose pid now belongs to another process) is
 // reported as lost.
 func ReadMeta(dir string) (Meta, error) {
@@ -265,6 +265,9 @@ func (m *Meta) upgrade() {
 // caller writes that state just before it starts the init.
 const startingGrace = 30 * time.Second
 
+// InitAlive reports whether the session's init (or runner) still runs: its
+// pid is alive and, when recorded, started when the init did; a session not
+// yet given an init pid counts as alive for a short grace.
 func InitAlive(meta Meta) bool {
 	if meta.InitPID <= 0 {
 		return meta.State == Starting && time.Since(meta.StartedAt) < startingGrace
@@ -276,6 +279,7 @@ func InitAlive(meta Meta) bool {
 	return meta.InitStartTime == 0 || st.StartTime == meta.InitStartTime
 }
 
+// ProcStat holds the fields strata reads from /proc/<pid>/stat.
 type ProcStat struct {
 	State     byte   // field 3: R, S, D, Z, ...
 	Pgrp      int    // field 5: its process group
@@ -287,6 +291,8 @@ func ReadProcStat(pid int) (ProcStat, error) {
 	return ReadProcStatFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 }
 
+// ReadProcStatFile reads a stat file at path (a /proc of another pid
+// namespace, or a test's).
 func ReadProcStatFile(path string) (ProcStat, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -317,7 +323,7 @@ func parseProcStat(data []byte) (ProcStat, error) {
 	return ProcStat{State: fields[0][0], Pgrp: pgrp, StartTime: start}, nil
 }
 
-// WaitSession waits until the session has ended (or is lost) and returns its meta.
+// Wait waits until the session has ended (or is lost) and returns its meta.
 func Wait(ctx context.Context, dir string) (Meta, error) {
 	end := OpenEndWatch(dir)
 	defer end.close()
@@ -342,6 +348,8 @@ type EndWatch struct {
 	hup bool
 }
 
+// OpenEndWatch holds the session dir's end FIFO; without one (an old
+// session) Wait only sleeps.
 func OpenEndWatch(dir string) *EndWatch {
 	fd, err := unix.Open(filepath.Join(dir, EndFIFO), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -382,8 +390,8 @@ func (e *EndWatch) close() {
 	}
 }
 
-// ListSessions returns the sessions of a World (worldDir/sessions/*), oldest first.
-// A dir whose meta.json is unreadable is listed as a SessionBroken session
+// List returns the sessions of a World (worldDir/sessions/*), oldest first.
+// A dir whose meta.json is unreadable is listed as a Broken session
 // (its transcript can still be read); one with no meta.json yet, a session
 // being created, is skipped.
 func List(worldDir string) ([]Meta, error) {
@@ -434,9 +442,10 @@ func MarkKilled(dir string) {
 	_ = os.WriteFile(filepath.Join(dir, KilledMarker), nil, 0o600)
 }
 
+// UnmarkKilled takes MarkKilled back when the signal could not be sent.
 func UnmarkKilled(dir string) { _ = os.Remove(filepath.Join(dir, KilledMarker)) }
 
-// killedByStrata says strata ended the session on purpose.
+// KilledByStrata says strata ended the session on purpose.
 func KilledByStrata(dir string) bool {
 	_, err := os.Lstat(filepath.Join(dir, KilledMarker))
 	return err == nil

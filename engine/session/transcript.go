@@ -84,6 +84,8 @@ type TranscriptWriter struct {
 	buf []byte
 }
 
+// NewTranscriptWriter appends to the transcript file f, writing its header
+// when f is empty.
 func NewTranscriptWriter(f *os.File) (*TranscriptWriter, error) {
 	info, err := f.Stat()
 	if err != nil {
@@ -97,6 +99,7 @@ func NewTranscriptWriter(f *os.File) (*TranscriptWriter, error) {
 	return &TranscriptWriter{f: f}, nil
 }
 
+// Append writes one frame of stream's data read at at.
 func (w *TranscriptWriter) Append(stream Stream, at time.Time, data []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -107,6 +110,7 @@ func (w *TranscriptWriter) Append(stream Stream, at time.Time, data []byte) erro
 	return nil
 }
 
+// AppendResize records a terminal size change.
 func (w *TranscriptWriter) AppendResize(at time.Time, ws WinSize) error {
 	var data [4]byte
 	binary.BigEndian.PutUint16(data[0:2], ws.Rows)
