@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/engine/agent"
+	"github.com/stratahq/strata/engine/session"
 )
 
 // Agents are sessions whose command is a coding agent (a preset of
@@ -44,9 +45,6 @@ const (
 	// agentWorldSession: the channel (events/) and nothing else.
 	agentInWorldDir = "world"
 	agentQueueDir   = "queue"
-	// killedMarker, in a session dir, says strata ended the session on
-	// purpose (K, kill, rollback --kill, rm --kill): not a failure.
-	killedMarker = "killed-by-strata"
 	// agentTurnsFile, in a World dir, maps turn snapshots to conversations;
 	// agentTurnConvDir keeps each turn snapshot's conversation file.
 	agentTurnsFile   = "agent-turns.json"
@@ -308,7 +306,7 @@ func (e *Engine) StartAgent(ctx context.Context, name string, o AgentOptions) (S
 			pass = append(pass, k)
 		}
 	}
-	meta, err := e.runtimeFor(w).startSession(ctx, w, ExecOptions{
+	meta, err := e.runtimeFor(w).StartSession(ctx, w, ExecOptions{
 		Argv: inv.Argv, Env: env, TTY: true, NoNetwork: o.NoNetwork, Isolation: o.Isolation,
 		ID: id, PassEnv: pass,
 		Binds: []Bind{
@@ -613,28 +611,15 @@ func queueInput(adir, text string, first bool) error {
 
 // SendPTYInput writes data to a running TTY session's terminal.
 func SendPTYInput(dir string, data []byte) error {
-	conn, err := dialAttach(dir)
+	conn, err := session.DialAttach(dir)
 	if err != nil {
 		return fmt.Errorf("reach the session's terminal: %w", err)
 	}
 	defer conn.Close()
-	if err := writeAttachFrame(conn, attachHello, []byte{0}); err != nil {
+	if err := session.WriteAttachFrame(conn, session.AttachHello, []byte{0}); err != nil {
 		return err
 	}
-	return writeAttachFrame(conn, attachInput, data)
-}
-
-// markKilled records that strata is about to end the session on purpose.
-func markKilled(dir string) {
-	_ = os.WriteFile(filepath.Join(dir, killedMarker), nil, 0o600)
-}
-
-func unmarkKilled(dir string) { _ = os.Remove(filepath.Join(dir, killedMarker)) }
-
-// killedByStrata says strata ended the session on purpose.
-func killedByStrata(dir string) bool {
-	_, err := os.Lstat(filepath.Join(dir, killedMarker))
-	return err == nil
+	return session.WriteAttachFrame(conn, session.AttachInput, data)
 }
 
 // recordTurnSnap adds a turn snapshot to the World's agent-turns.json.

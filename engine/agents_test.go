@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/engine/agent"
+	"github.com/stratahq/strata/engine/session"
 )
 
 const usageLine = `{"type":"assistant","message":{"id":"m1","role":"assistant","usage":{"input_tokens":7,"output_tokens":1000}}}` + "\n"
@@ -62,10 +63,10 @@ func TestAgentRecordAfterSupervisorCrash(t *testing.T) {
 		}
 	}
 	ended := time.Now().Add(-time.Minute)
-	if err := writeSessionMetaPath(sdir, SessionMeta{ID: "s1", World: "w", State: SessionKilled, Signal: "SIGKILL", ExitCode: 137, StartedAt: ended.Add(-time.Minute), EndedAt: ended}); err != nil {
+	if err := session.WriteMetaPath(sdir, SessionMeta{ID: "s1", World: "w", State: SessionKilled, Signal: "SIGKILL", ExitCode: 137, StartedAt: ended.Add(-time.Minute), EndedAt: ended}); err != nil {
 		t.Fatal(err)
 	}
-	markKilled(sdir)
+	session.MarkKilled(sdir)
 	rec := AgentRecord{Session: "s1", World: "w", Supervised: true, Status: agent.Status{State: agent.StatePermission, Reason: "allow Bash: x?"}}
 	if err := writeJSONAtomic(filepath.Join(adir, agentRecordFile), rec); err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stratahq/strata/engine/runtime"
 	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/overlay"
 )
@@ -40,12 +40,6 @@ var ErrWorldWriting = errors.New("the World is still writing picked paths")
 type WritingError struct {
 	World string
 	Paths []WritingPath
-}
-
-// WritingPath is one picked path and the sessions writing it.
-type WritingPath struct {
-	Path     string   `json:"path"`
-	Sessions []string `json:"sessions"`
 }
 
 func (e *WritingError) Error() string {
@@ -117,7 +111,7 @@ func (e *Engine) captureOursOnce(ctx context.Context, w *World, changes []overla
 			release()
 		}
 	}()
-	busy := e.runtimeFor(w).writers(ctx, w, changes)
+	busy := e.runtimeFor(w).Writers(ctx, w, changes)
 	if len(busy) > 0 {
 		return nil, noop, &WritingError{World: w.Name, Paths: busy}
 	}
@@ -147,7 +141,7 @@ func (e *Engine) captureOursOnce(ctx context.Context, w *World, changes []overla
 // in-sandbox stop of its command groups for a cube World.
 func (e *Engine) pauseWorld(ctx context.Context, w *World) func() {
 	e.thawStale(w)
-	return e.runtimeFor(w).freeze(ctx, w)
+	return e.runtimeFor(w).Freeze(ctx, w)
 }
 
 // worldVersion reads rel of the World's view; a large file (with stream) is
@@ -298,7 +292,7 @@ func (e *Engine) writersOf(w *World, changes []overlay.Change) []WritingPath {
 			}
 		}
 	}
-	return sortedWriters(writers)
+	return runtime.SortedWriters(writers)
 }
 
 // fdFlags reads the open flags of an fd from its fdinfo ("flags:\t0100001").
@@ -343,95 +337,5 @@ func sharedWritableMaps(path string) []devIno {
 		}
 		out = append(out, devIno{unix.Mkdev(uint32(ma), uint32(mi)), ino})
 	}
-	return out
-}
-
-// cubeWriterScript lists, in a sandbox, every fd open for writing (the last
-// octal digit of its flags has O_WRONLY or O_RDWR) as "pgid pid path".
-const cubeWriterScript = `for f in /proc/[0-9]*/fdinfo/*; do
-	fl=
-	while read -r k v _; do
-		if [ "$k" = flags: ]; then fl=$v; break; fi
-	done <"$f" 2>/dev/null
-	case $fl in *[123567]) ;; *) continue ;; esac
-	p=${f%/fdinfo/*}
-	l=$(readlink "$p/fd/${f##*/}" 2>/dev/null) || continue
-	pg=$(sed 's/.*) //' "$p/stat" 2>/dev/null | cut -d' ' -f3)
-	printf '%s %s %s\n' "$pg" "${p#/proc/}" "$l"
-done 2>/dev/null; true`
-
-// cubeWritersOf is writersOf for a cube World: its sessions' processes are
-// in its sandbox, where the overlay is mounted at the source path, so their
-// fds are matched by that path. A sandbox that cannot be asked counts as
-// writing nothing only when no session runs.
-func (e *Engine) cubeWritersOf(ctx context.Context, w *World, changes []overlay.Change) []WritingPath {
-	ss, _ := ListSessions(e.Paths.World(w.Name))
-	byGroup := map[string]string{}
-	for _, s := range ss {
-		if (s.State == SessionRunning || s.State == SessionStarting) && s.GuestPID > 0 {
-			byGroup[strconv.Itoa(s.GuestPID)] = s.ID
-		}
-	}
-	if len(byGroup) == 0 || w.State != StateReady {
-		return nil
-	}
-	byPath := map[string]string{}
-	for _, c := range changes {
-		byPath[filepath.Join(w.Source, filepath.FromSlash(c.Path))] = c.Path
-	}
-	client, err := e.cubeClient()
-	var out string
-	if err == nil {
-		out, err = guestScript(ctx, client, e.cubeSandbox(w), 30*time.Second, cubeWriterScript)
-	}
-	if err != nil {
-		// Unknown is not "nobody": refuse rather than publish a guess.
-		e.Log.Warn("apply: list writers in the sandbox", "world", w.Name, "err", err)
-		var all []WritingPath
-		ids := make([]string, 0, len(byGroup))
-		for _, id := range byGroup {
-			ids = append(ids, id)
-		}
-		sort.Strings(ids)
-		for _, c := range changes {
-			all = append(all, WritingPath{Path: c.Path, Sessions: ids})
-		}
-		return all
-	}
-	writers := map[string]map[string]bool{}
-	for _, line := range strings.Split(out, "\n") {
-		f := strings.SplitN(line, " ", 3)
-		if len(f) != 3 {
-			continue
-		}
-		rel, ok := byPath[f[2]]
-		if !ok {
-			continue
-		}
-		who, ok := byGroup[f[0]]
-		if !ok {
-			if who, ok = byGroup[f[1]]; !ok {
-				who = "pid " + f[1] + " of the sandbox"
-			}
-		}
-		if writers[rel] == nil {
-			writers[rel] = map[string]bool{}
-		}
-		writers[rel][who] = true
-	}
-	return sortedWriters(writers)
-}
-
-func sortedWriters(writers map[string]map[string]bool) []WritingPath {
-	out := make([]WritingPath, 0, len(writers))
-	for rel, set := range writers {
-		wp := WritingPath{Path: rel}
-		for s := range set {
-			wp.Sessions = append(wp.Sessions, s)
-		}
-		sort.Strings(wp.Sessions)
-		out = append(out, wp)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out
 }

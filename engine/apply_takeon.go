@@ -87,7 +87,7 @@ func (e *Engine) takeOnPublished(ctx context.Context, w *World, p *plan, res *Ap
 		return true
 	}
 	switch {
-	case running && !e.runtimeFor(w).hostView():
+	case running && !e.runtimeFor(w).HostView():
 		for _, c := range todo {
 			warn(c.rel, "sessions run in its sandbox; stop them and apply again to take the result on")
 		}

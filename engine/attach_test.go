@@ -56,7 +56,7 @@ func reattachResized(ctx context.Context, t *testing.T, dir, seen, input string)
 	waitFor(t, "the resize in the transcript", func() bool {
 		records, _, _ := ReadTranscript(filepath.Join(dir, TranscriptFile), 0)
 		for _, r := range records {
-			if ws, ok := r.WinSize(); ok && ws == (WinSize{40, 100}) {
+			if ws, ok := r.WinSize(); ok && ws == (WinSize{Rows: 40, Cols: 100}) {
 				return true
 			}
 		}
@@ -142,37 +142,5 @@ func TestAttachNonTTY(t *testing.T) {
 	err := Attach(context.Background(), filepath.Join(w.worldDir(), "sessions", r.meta.ID), strings.NewReader(""), io.Discard, AttachOptions{})
 	if !errors.Is(err, ErrNotTTY) {
 		t.Errorf("Attach to a non-TTY session: %v, want ErrNotTTY", err)
-	}
-}
-
-func TestDetector(t *testing.T) {
-	for _, tc := range []struct {
-		keys   string
-		chunks []string
-		sent   string
-		hit    bool
-	}{
-		{"\x1d", []string{"abc"}, "abc", false},
-		{"\x1d", []string{"ab\x1dcd"}, "ab", true},
-		{"~.", []string{"a~b"}, "a~b", false},
-		{"~.", []string{"x~", ".rest"}, "x", true},
-		{"~.", []string{"~~."}, "~", true},
-		{"~.", []string{"~", "~", "x"}, "~~x", false},
-		{"abc", []string{"aab", "abc"}, "aab", true},
-	} {
-		d := detector{keys: []byte(tc.keys)}
-		var sent []byte
-		hit := false
-		for _, c := range tc.chunks {
-			out, h := d.feed([]byte(c))
-			sent = append(sent, out...)
-			if h {
-				hit = true
-				break
-			}
-		}
-		if string(sent) != tc.sent || hit != tc.hit {
-			t.Errorf("keys %q chunks %q: sent %q hit %v, want %q %v", tc.keys, tc.chunks, sent, hit, tc.sent, tc.hit)
-		}
 	}
 }

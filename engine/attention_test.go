@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stratahq/strata/engine/session"
 )
 
 func TestWorldAttention(t *testing.T) {
@@ -53,8 +55,8 @@ func TestSessionWaitingForInput(t *testing.T) {
 		m, _ := ReadSessionMeta(reader)
 		return m.Attention == AttentionWaiting
 	})
-	if took := time.Since(t0); took < quietBeforeWaiting {
-		t.Errorf("waiting after %v, before the %v quiet period", took, quietBeforeWaiting)
+	if took := time.Since(t0); took < session.QuietBeforeWaiting {
+		t.Errorf("waiting after %v, before the %v quiet period", took, session.QuietBeforeWaiting)
 	}
 	m, _ := ReadSessionMeta(sleeper)
 	if m.Attention != AttentionRunning || m.State != SessionRunning {

@@ -6,31 +6,6 @@ import (
 	"github.com/stratahq/strata/overlay"
 )
 
-// BuildStateMode is what a rollback does with a World's build state (the
-// paths config.toml's ignore and build patterns match, which snapshots
-// leave out): see docs/design.md, "Build state".
-type BuildStateMode string
-
-const (
-	// BuildKeep keeps the build state as the World has it and gives every
-	// source file the rollback changes the current time, so an incremental
-	// build rebuilds what depends on it. The default.
-	BuildKeep BuildStateMode = "keep"
-	// BuildDiscard drops the World's build state: after a rollback only what
-	// the source tree itself holds at those paths is seen, and the next
-	// build starts from there.
-	BuildDiscard BuildStateMode = "discard"
-)
-
-// Validate accepts "", keep and discard.
-func (m BuildStateMode) Validate() error {
-	switch m {
-	case "", BuildKeep, BuildDiscard:
-		return nil
-	}
-	return fmt.Errorf("%q: want keep or discard", string(m))
-}
-
 // buildStateMode is w's choice, else the configured default, else keep.
 func (e *Engine) buildStateMode(w *World) BuildStateMode {
 	if m := BuildStateMode(w.BuildState); m != "" && m.Validate() == nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/cube/cubetest"
+	"github.com/stratahq/strata/engine/cuberun"
 )
 
 // createCubeWorlds creates n cube Worlds at once and returns, per World,
@@ -26,7 +27,7 @@ func createCubeWorlds(tb testing.TB, ce *cubeEnv, n int) (total time.Duration, e
 	for i := range n {
 		wg.Go(func() {
 			var clock atomic.Int64
-			ctx := withCubeClock(context.Background(), &clock)
+			ctx := cuberun.WithCubeClock(context.Background(), &clock)
 			t0 := time.Now()
 			_, errs[i] = ce.e.Create(ctx, CreateOptions{Name: fmt.Sprintf("b%03d", i), Source: ce.src, Backend: RuntimeCube})
 			engine[i] = time.Since(t0)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stratahq/strata/cube"
 	"github.com/stratahq/strata/cube/cubetest"
+	"github.com/stratahq/strata/engine/cuberun"
 )
 
 // followAll reads a session's transcript to its end: stdout, stderr.
@@ -171,9 +172,9 @@ func TestCubeLostOnlyWhenProcessGone(t *testing.T) {
 // kill sends SIGTERM through envd's SendSignal, and SIGKILL after the grace
 // when the command ignores it.
 func TestCubeKillTermThenKill(t *testing.T) {
-	old := cubeKillGrace
-	cubeKillGrace = time.Second
-	defer func() { cubeKillGrace = old }()
+	old := cuberun.CubeKillGrace
+	cuberun.CubeKillGrace = time.Second
+	defer func() { cuberun.CubeKillGrace = old }()
 	ce := newCubeEnv(t, cubetest.Options{})
 	ce.create("w", CreateOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

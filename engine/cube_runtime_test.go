@@ -225,7 +225,7 @@ func TestCubeFullFlow(t *testing.T) {
 	}
 	layers := filepath.Join(ce.e.Paths.World("w"), LayersDir)
 	wantMounts := `[{"hostPath":"` + ce.src + `","mountPath":"/mnt/strata/lower","readOnly":true},{"hostPath":"` + layers + `","mountPath":"/mnt/strata/world","readOnly":false}]`
-	if body.Metadata["host-mount"] != wantMounts || body.Metadata[cubeMetaWorldID] != w.ID {
+	if body.Metadata["host-mount"] != wantMounts || body.Metadata["strata-world-id"] != w.ID {
 		t.Errorf("metadata %v\nwant host-mount %s", body.Metadata, wantMounts)
 	}
 	if ce.e.Paths.Upper("w") != filepath.Join(layers, "upper") || ce.e.Paths.Work("w") != filepath.Join(layers, "work") {

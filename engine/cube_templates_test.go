@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/cube/cubetest"
+	"github.com/stratahq/strata/engine/cuberun"
 )
 
 // The template a new cube World names is checked against the deployment's
@@ -53,9 +54,9 @@ func bodyOf(rs []cubetest.Request) string {
 // lines), records it in the state root and reuses it for the next World of
 // that size.
 func TestCubeTemplateBuiltWhenNoneFits(t *testing.T) {
-	old := cubeBuildPoll
-	cubeBuildPoll = 10 * time.Millisecond
-	defer func() { cubeBuildPoll = old }()
+	old := cuberun.CubeBuildPoll
+	cuberun.CubeBuildPoll = 10 * time.Millisecond
+	defer func() { cuberun.CubeBuildPoll = old }()
 	ce := newCubeEnv(t, cubetest.Options{BuildSteps: 3}, func(cc *CubeConfig) {
 		cc.Templates = []CubeTemplate{{ID: "base", CPU: 1000, MemoryMB: 1024}}
 		cc.BaseImage = "ubuntu:24.04"
@@ -99,9 +100,9 @@ func TestCubeTemplateBuiltWhenNoneFits(t *testing.T) {
 // A failed build says why (its status message and its log); a build that
 // outlives cube.build_timeout says which setting bounds it. No World is left.
 func TestCubeTemplateBuildFailsClearly(t *testing.T) {
-	old := cubeBuildPoll
-	cubeBuildPoll = 10 * time.Millisecond
-	defer func() { cubeBuildPoll = old }()
+	old := cuberun.CubeBuildPoll
+	cuberun.CubeBuildPoll = 10 * time.Millisecond
+	defer func() { cuberun.CubeBuildPoll = old }()
 	ce := newCubeEnv(t, cubetest.Options{BuildSteps: 2}, func(cc *CubeConfig) { cc.BaseImage = "fail" })
 	var lines []string
 	_, err := ce.e.Create(context.Background(), CreateOptions{Name: "w", Source: ce.src, Backend: RuntimeCube, CPU: 64000, Progress: func(l string) { lines = append(lines, l) }})

@@ -11,7 +11,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/stratahq/strata/cube"
 	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/overlay"
 )
@@ -129,18 +128,6 @@ type BackendReport struct {
 	Duration string `json:"duration"`
 }
 
-// CubeDoctor is the cube part of doctor.
-type CubeDoctor struct {
-	Endpoint string `json:"endpoint,omitempty"`
-	Status   string `json:"status"`
-	Detail   string `json:"detail,omitempty"`
-	// Templates are those GET /templates lists; Built, those strata built
-	// for a size (cube/templates.json). Cluster is the nodes' capacity.
-	Templates []cube.Template     `json:"templates,omitempty"`
-	Built     []BuiltCubeTemplate `json:"built_templates,omitempty"`
-	Cluster   *CubeCluster        `json:"cluster,omitempty"`
-}
-
 // Doctor checks what strata needs on this machine and says why anything fails.
 func (e *Engine) Doctor(ctx context.Context) *DoctorReport {
 	r := &DoctorReport{Root: isRoot(), StateRoot: e.Paths.Root, Config: e.Config.Path(), FuseBinaries: map[string]string{}}
@@ -201,7 +188,7 @@ func (e *Engine) Doctor(ctx context.Context) *DoctorReport {
 	for _, b := range broken {
 		r.Problems = append(r.Problems, b.Error())
 	}
-	r.Cube = e.cubeDoctor(ctx)
+	r.Cube = e.cube.Doctor(ctx)
 	r.CopyOnWrite = e.doctorCopyOnWrite()
 	if r.Problems == nil {
 		r.Problems = []string{}

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stratahq/strata/cube"
+	"github.com/stratahq/strata/engine/cuberun"
 	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/overlay"
 )
@@ -44,7 +45,9 @@ type Engine struct {
 	objStore  *overlay.Store
 	storeErr  error
 
-	cube cubeClients
+	// cube is the cube runtime (engine/cuberun), made once the state root
+	// is known.
+	cube *cuberun.Runtime
 }
 
 // Open prepares the state root and finishes any interrupted publication.
@@ -70,7 +73,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	e := &Engine{Paths: Paths{Root: root}, Config: cfg, Log: log, exe: opts.Exe, cube: cubeClients{given: opts.Cube}}
+	e := &Engine{Paths: Paths{Root: root}, Config: cfg, Log: log, exe: opts.Exe}
 	for _, d := range []string{e.Paths.Worlds(), e.Paths.Objects(), e.Paths.Snapshots(), e.Paths.Journal(), e.Paths.Trash(), e.Paths.Scratch()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("prepare state root %s: %w", root, err)
@@ -79,6 +82,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	if real, err := filepath.EvalSymlinks(root); err == nil {
 		e.Paths.Root = real
 	}
+	e.cube = cuberun.New(cubeHost{e}, log, e.Paths, opts.Exe, opts.Cube)
 	home, _ := os.UserHomeDir()
 	if err := cfg.CheckBoundary(home, e.Paths.Root); err != nil {
 		return nil, err
@@ -88,36 +92,6 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	e.sweepStaging()
 	return e, nil
-}
-
-// CreateOptions are the parameters of `strata new`.
-type CreateOptions struct {
-	Name         string
-	Source       string // "" = current directory
-	Backend      Runtime
-	MountBackend overlay.Backend // "" or auto = probe cheaply
-	Isolation    Isolation       // "" = the configured default
-	Labels       map[string]string
-	// PassEnv names variables every session gets although the boundary
-	// would drop them.
-	PassEnv  []string
-	Template string // cube: template id ("" = from config)
-	// FromCubeSnapshot creates a cube World's sandbox from this Cube
-	// snapshot id (fork).
-	FromCubeSnapshot string
-	// CPU (millicores), MemoryMB and DiskMB pick the smallest configured
-	// cube template that fits, when Template is empty.
-	CPU      int
-	MemoryMB int
-	DiskMB   int
-	// Progress, when set, gets a line for each step of a long preparation
-	// (a cube template built for the World's size).
-	Progress func(line string)
-	// Network is the World's network mode; "" = config, then the level's.
-	Network Network
-	// BuildState is what rollback does with the World's build state: keep,
-	// discard, or "" for config.toml's build_state.
-	BuildState BuildStateMode
 }
 
 // Create makes a new World over a source tree. Its cost does not depend on
@@ -136,7 +110,7 @@ func (e *Engine) Create(ctx context.Context, o CreateOptions) (*World, error) {
 	}
 	// A cube World gets its sandbox; an unreachable Cube leaves the World
 	// planned, any other failure removes it (and any sandbox it got).
-	if err := e.runtimeFor(w).realize(ctx, w, o); err != nil {
+	if err := e.runtimeFor(w).Realize(ctx, w, o); err != nil {
 		_ = removeAllForce(e.Paths.World(o.Name))
 		return nil, fmt.Errorf("new world %q: %w", o.Name, err)
 	}
@@ -204,7 +178,7 @@ func (e *Engine) stageWorld(ctx context.Context, o CreateOptions) (*World, *stag
 		mb = overlay.Backend(e.Config.MountBackend)
 	}
 	rt := e.runtimeFor(w)
-	if err := rt.prepare(ctx, w, o, mb); err != nil {
+	if err := rt.Prepare(ctx, w, o, mb); err != nil {
 		return nil, nil, fmt.Errorf("new world %q: %w", o.Name, err)
 	}
 
@@ -215,7 +189,7 @@ func (e *Engine) stageWorld(ctx context.Context, o CreateOptions) (*World, *stag
 	if err != nil {
 		return nil, nil, fmt.Errorf("new world %q: %w", o.Name, err)
 	}
-	for _, d := range rt.layerDirs() {
+	for _, d := range rt.LayerDirs() {
 		if err := os.Mkdir(filepath.Join(sw.dir, d), 0o755); err != nil {
 			sw.discard()
 			return nil, nil, fmt.Errorf("new world %q: %w", o.Name, err)

@@ -11,29 +11,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/stratahq/strata/engine/boundary"
 	"github.com/stratahq/strata/overlay"
 )
-
-// ExecOptions are the parameters of `strata exec`.
-type ExecOptions struct {
-	Argv      []string
-	Env       []string // full environment for the command; nil = this process's
-	Cwd       string   // inside the World; "" = the source root
-	TTY       bool
-	NoNetwork bool
-	Isolation Isolation // "" = the World's
-	Snapshot  bool      // take a snapshot first (auto_snapshot)
-	// ID is the new session's id; "" = NewSessionID(). Binds are added to
-	// the session's (agents: the hook channel, the strata binary).
-	ID    string
-	Binds []Bind
-	// Network is the session's network mode (none, proxy, host); "" is the
-	// World's (config, then the level's default). See engine/network.go.
-	Network boundary.Network
-	// PassEnv names variables passed although the boundary would drop them.
-	PassEnv []string
-}
 
 // ErrSourceMissing is matched (errors.Is) by a *SourceMissingError.
 var ErrSourceMissing = errors.New("world's source no longer exists")
@@ -74,7 +53,7 @@ func (e *Engine) Exec(ctx context.Context, name string, o ExecOptions) (SessionM
 	if len(o.Argv) == 0 {
 		return SessionMeta{}, fmt.Errorf("exec in world %q: no command given (strata exec %s -- CMD ARGS...)", name, name)
 	}
-	return e.runtimeFor(w).startSession(ctx, w, o)
+	return e.runtimeFor(w).StartSession(ctx, w, o)
 }
 
 // execLocal starts a session of a local World: in namespaces of its own,
@@ -105,7 +84,7 @@ func (e *Engine) execLocal(ctx context.Context, w *World, o ExecOptions) (Sessio
 	if err := iso.Validate(); err != nil {
 		return SessionMeta{}, fmt.Errorf("exec in world %q: isolation %w", name, err)
 	}
-	env, cwd := o.envAndCwd(w)
+	env, cwd := o.EnvAndCwd(w)
 	b, err := e.boundaryOf(w, o, env)
 	if err != nil {
 		return SessionMeta{}, fmt.Errorf("exec in world %q: %w", name, err)
@@ -175,7 +154,7 @@ func (e *Engine) Sessions(name string) ([]SessionMeta, error) {
 	ss, err := ListSessions(e.Paths.World(name))
 	for i, s := range ss {
 		if s.State == SessionLost {
-			ss[i] = runtimeOf(e, s.Runtime).reviveSession(context.Background(), name, s)
+			ss[i] = runtimeOf(e, s.Runtime).ReviveSession(context.Background(), name, s)
 		}
 		if r, ok := e.ReadAgentRecord(name, ss[i].ID); ok {
 			ss[i].Agent = &r.Status
@@ -256,7 +235,7 @@ func (e *Engine) ShellArgv(name, command string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return e.runtimeFor(w).shellArgv(command), nil
+	return e.runtimeFor(w).ShellArgv(command), nil
 }
 
 // ShellQuote renders argv the way a shell user would type it.
@@ -278,19 +257,3 @@ func ShellQuote(argv []string) string {
 }
 
 func shellQuote(argv []string) string { return ShellQuote(argv) }
-
-// envAndCwd resolves the command's environment (default: this process's)
-// and working directory (default: the source root; relative to it).
-func (o ExecOptions) envAndCwd(w *World) ([]string, string) {
-	env := o.Env
-	if env == nil {
-		env = os.Environ()
-	}
-	cwd := o.Cwd
-	if cwd == "" {
-		cwd = w.Source
-	} else if !filepath.IsAbs(cwd) {
-		cwd = filepath.Join(w.Source, cwd)
-	}
-	return env, cwd
-}

@@ -30,7 +30,7 @@ type WorldInfo struct {
 // Info gathers a World's derived state: its status, change count and sessions.
 func (e *Engine) Info(ctx context.Context, w *World) WorldInfo {
 	rt := e.runtimeFor(w)
-	wi := WorldInfo{World: *w, Mounted: rt.hostView() && e.Mounted(w), Details: rt.details(w)}
+	wi := WorldInfo{World: *w, Mounted: rt.HostView() && e.Mounted(w), Details: rt.Details(w)}
 	if cs, err := e.Changes(ctx, w, false); err == nil {
 		wi.Changes = len(cs.Changes)
 	} else {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -15,23 +16,23 @@ import (
 // cgroup or /proc (resources.go).
 type localRuntime struct{ e *Engine }
 
-func (localRuntime) kind() Runtime  { return RuntimeLocal }
-func (localRuntime) hostView() bool { return true }
-func (localRuntime) layerDirs() []string {
+func (localRuntime) Kind() Runtime  { return RuntimeLocal }
+func (localRuntime) HostView() bool { return true }
+func (localRuntime) LayerDirs() []string {
 	// home/: the World's private layer over the user's home (sandbox level).
 	return []string{"upper", "work", "merged", "sessions", "home", "home/upper", "home/work"}
 }
 
 // sendSignal: the recorded pid is the command's process group.
-func (localRuntime) sendSignal(sig syscall.Signal) syscall.Signal { return sig }
+func (localRuntime) SendSignal(sig syscall.Signal) syscall.Signal { return sig }
 
-func (localRuntime) sized() bool { return false }
+func (localRuntime) Sized() bool { return false }
 
-func (localRuntime) details(*World) []Detail { return nil }
+func (localRuntime) Details(*World) []Detail { return nil }
 
-func (localRuntime) upperIn(worldDir string) string { return filepath.Join(worldDir, "upper") }
+func (localRuntime) UpperIn(worldDir string) string { return filepath.Join(worldDir, "upper") }
 
-func (localRuntime) prepare(_ context.Context, w *World, _ CreateOptions, mb overlay.Backend) error {
+func (localRuntime) Prepare(_ context.Context, w *World, _ CreateOptions, mb overlay.Backend) error {
 	var err error
 	if w.MountBackend, err = chooseMountBackend(mb); err != nil {
 		return err
@@ -40,17 +41,17 @@ func (localRuntime) prepare(_ context.Context, w *World, _ CreateOptions, mb ove
 	return nil
 }
 
-func (localRuntime) realize(context.Context, *World, CreateOptions) error { return nil }
+func (localRuntime) Realize(context.Context, *World, CreateOptions) error { return nil }
 
-func (r localRuntime) precheck(w *World) error { return r.e.CheckSource(w) }
+func (r localRuntime) Precheck(w *World) error { return r.e.CheckSource(w) }
 
-func (r localRuntime) startSession(ctx context.Context, w *World, o ExecOptions) (SessionMeta, error) {
+func (r localRuntime) StartSession(ctx context.Context, w *World, o ExecOptions) (SessionMeta, error) {
 	return r.e.execLocal(ctx, w, o)
 }
 
 // shellArgv: a local World's sessions see this machine's file system, so
 // its $SHELL (else /bin/sh).
-func (localRuntime) shellArgv(command string) []string {
+func (localRuntime) ShellArgv(command string) []string {
 	sh := os.Getenv("SHELL")
 	if sh == "" {
 		sh = "/bin/sh"
@@ -61,25 +62,35 @@ func (localRuntime) shellArgv(command string) []string {
 	return []string{sh, "-c", command}
 }
 
-func (r localRuntime) freeze(_ context.Context, w *World) func() { return r.e.freezeWorld(w) }
+func (r localRuntime) Freeze(_ context.Context, w *World) func() { return r.e.freezeWorld(w) }
 
-func (r localRuntime) writers(_ context.Context, w *World, changes []overlay.Change) []WritingPath {
+func (r localRuntime) Writers(_ context.Context, w *World, changes []overlay.Change) []WritingPath {
 	return r.e.writersOf(w, changes)
 }
 
-func (localRuntime) snapshot(context.Context, *World, string) (string, error) { return "", nil }
-func (localRuntime) rollback(context.Context, *World, *Snapshot) error        { return nil }
-func (localRuntime) quiesce(context.Context, *World) error                    { return nil }
-func (localRuntime) resume(context.Context, *World)                           {}
+func (localRuntime) Snapshot(context.Context, *World, string) (string, error) { return "", nil }
+func (localRuntime) Rollback(context.Context, *World, string) error           { return nil }
+func (localRuntime) Quiesce(context.Context, *World) error                    { return nil }
+func (localRuntime) Resume(context.Context, *World)                           {}
 
-func (r localRuntime) usage(_ context.Context, w *World, _ []SessionMeta, inits map[int]bool, res *Resources) {
+func (r localRuntime) Usage(_ context.Context, w *World, _ []SessionMeta, inits map[int]bool, res *Resources) {
 	r.e.localUsage(w, inits, res)
 }
 
-func (localRuntime) destroy(context.Context, *World) error { return nil }
+// Up: a local World needs no bringing up.
+func (localRuntime) Up(_ context.Context, w *World) error {
+	return fmt.Errorf("it runs on the %s backend, which needs no bringing up", w.Backend)
+}
+
+// Stop: a local World has no sandbox to pause.
+func (localRuntime) Stop(_ context.Context, w *World, _ bool) error {
+	return fmt.Errorf("it runs on the %s backend; stop its sessions with strata kill", w.Backend)
+}
+
+func (localRuntime) Destroy(context.Context, *World) error { return nil }
 
 // reviveSession: a local session's processes died with its init.
-func (localRuntime) reviveSession(_ context.Context, _ string, s SessionMeta) SessionMeta { return s }
+func (localRuntime) ReviveSession(_ context.Context, _ string, s SessionMeta) SessionMeta { return s }
 
 // placement: a local World runs on this machine.
-func (localRuntime) placement(*World) Placement { return Placement{} }
+func (localRuntime) Placement(*World) Placement { return Placement{} }

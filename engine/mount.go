@@ -37,7 +37,7 @@ func (e *Engine) mountLocked(ctx context.Context, w *World) error {
 	} else if ok {
 		return nil
 	}
-	if !e.runtimeFor(w).hostView() {
+	if !e.runtimeFor(w).HostView() {
 		return fmt.Errorf("mount world %q: it runs on the %s backend", w.Name, w.Backend)
 	}
 	spec := overlay.MountSpec{

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stratahq/strata/cube/cubetest"
 	"github.com/stratahq/strata/engine/boundary"
+	"github.com/stratahq/strata/engine/cuberun"
 )
 
 // The same [boundary] config means the same on Cube: none and proxy turn
@@ -19,9 +20,9 @@ import (
 // sent (they cannot be enforced by address).
 func TestCubeNetworkPolicyInCreateRequest(t *testing.T) {
 	ce := newCubeEnv(t, cubetest.Options{})
-	old := cubeResolve
-	t.Cleanup(func() { cubeResolve = old })
-	cubeResolve = func(_ context.Context, host string) ([]net.IPAddr, error) {
+	old := cuberun.CubeResolve
+	t.Cleanup(func() { cuberun.CubeResolve = old })
+	cuberun.CubeResolve = func(_ context.Context, host string) ([]net.IPAddr, error) {
 		if host == "registry.example" {
 			return []net.IPAddr{{IP: net.ParseIP("192.0.2.7")}, {IP: net.ParseIP("2001:db8::7")}}, nil
 		}

@@ -137,7 +137,7 @@ func CheckCreateResources(cfg *Config, o CreateOptions) error {
 	if backend == "" {
 		backend = DefaultRuntime
 	}
-	if !runtimeOf(nil, backend).sized() {
+	if !runtimeOf(nil, backend).Sized() {
 		return fmt.Errorf("new world %q: cpu, memory and disk size a cube sandbox; a %s World has none (add --backend cube)", o.Name, backend)
 	}
 	return nil

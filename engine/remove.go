@@ -22,9 +22,6 @@ const TrashKeep = 7 * 24 * time.Hour
 // were never applied or snapshotted.
 var ErrUnsavedWork = errors.New("world holds unsaved work")
 
-// ErrSessionsRunning is returned when an action needs the World's sessions stopped.
-var ErrSessionsRunning = errors.New("world has running sessions")
-
 // RemoveOptions are the flags of `strata rm`.
 type RemoveOptions struct {
 	Force bool // move to the trash even with unsaved work
@@ -94,7 +91,7 @@ func (e *Engine) Remove(ctx context.Context, name string, o RemoveOptions) (*Rem
 			res.Killed++
 		}
 	}
-	if err := e.runtimeFor(w).destroy(ctx, w); err != nil {
+	if err := e.runtimeFor(w).Destroy(ctx, w); err != nil {
 		return nil, fmt.Errorf("remove world %q: %w", name, err)
 	}
 	if err := e.unmountLocked(ctx, w); err != nil {

@@ -18,45 +18,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Resources is what a World costs the machine at one moment.
-type Resources struct {
-	World string `json:"world"`
-	// Accounting says where the process figures come from: "cgroup" (the
-	// World's cgroup v2, strata/<world>/<session>: CPU time since its first
-	// session, the session inits included), "proc" (the live processes of
-	// the running sessions' PID namespaces, found in /proc) or "cube" (the
-	// live processes of a cube World's running sessions, read from /proc in
-	// its sandbox by one envd exec).
-	Accounting string `json:"accounting"`
-	Running    int    `json:"running_sessions"`
-	// Processes counts the sessions' processes, the session inits excluded.
-	Processes  int     `json:"processes"`
-	CPUSeconds float64 `json:"cpu_seconds"`
-	// CPUPercent is the CPU used between two samples, 100 = one core busy;
-	// only SampleResources (or SetCPUPercent) fills it in.
-	CPUPercent float64 `json:"cpu_percent"`
-	// MemoryBytes: the cgroup's memory.current where the memory controller is
-	// on, else the resident set of the sessions' processes (inits included).
-	MemoryBytes int64 `json:"memory_bytes"`
-	// UpperBytes is the upper layer's apparent size, what `du -sb` prints
-	// (each inode once, directories included); UpperDiskBytes its allocated
-	// blocks, what `du -s -B1` prints.
-	UpperBytes     int64     `json:"upper_bytes"`
-	UpperDiskBytes int64     `json:"upper_disk_bytes"`
-	UpperFiles     int       `json:"upper_files"` // entries that are not directories
-	UpperDirs      int       `json:"upper_dirs"`  // the root not counted
-	SampledAt      time.Time `json:"sampled_at"`
-}
-
-// SetCPUPercent computes CPUPercent from an earlier sample of the same World.
-func (r *Resources) SetCPUPercent(prev Resources) {
-	dt := r.SampledAt.Sub(prev.SampledAt).Seconds()
-	if dt <= 0 || prev.World != r.World || prev.Accounting != r.Accounting {
-		return
-	}
-	r.CPUPercent = max(0, (r.CPUSeconds-prev.CPUSeconds)/dt*100)
-}
-
 // Resources samples one World once (CPUPercent stays 0: it needs two samples).
 func (e *Engine) Resources(ctx context.Context, name string) (Resources, error) {
 	w, err := e.World(name)
@@ -113,7 +74,7 @@ func (e *Engine) sampleResources(ctx context.Context, w *World, withUpper bool) 
 		}
 	}
 	r.SampledAt = time.Now()
-	e.runtimeFor(w).usage(ctx, w, ss, inits, &r)
+	e.runtimeFor(w).Usage(ctx, w, ss, inits, &r)
 	if withUpper {
 		u, err := upperUsage(ctx, e.Paths.Upper(w.Name))
 		if err != nil {

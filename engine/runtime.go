@@ -2,87 +2,50 @@ package engine
 
 import (
 	"context"
-	"syscall"
+	"fmt"
 
+	"github.com/stratahq/strata/engine/cuberun"
+	"github.com/stratahq/strata/engine/runtime"
 	"github.com/stratahq/strata/engine/world"
-	"github.com/stratahq/strata/overlay"
 )
 
-// worldRuntime is what the engine needs from the execution backend a World
-// runs on. The engine picks one per World (runtimeFor) and calls it; only
-// the runtime implementations (local_runtime.go, cube_*.go) know which
-// backend they are. A new runtime is a line in world.runtimes and
-// runtimeConstructors plus a new implementation of this interface.
-type worldRuntime interface {
-	// kind is the runtime's name in world.toml.
-	kind() Runtime
-	// hostView reports whether the World's merged view is mounted on this
-	// host and its sessions' processes run here (local), rather than in a
-	// sandbox of their own (cube). Static: it needs no Engine.
-	hostView() bool
-	// layerDirs are the directories a new World's dir starts with, and
-	// upperIn is where its upper layer is inside worldDir. Static.
-	layerDirs() []string
-	upperIn(worldDir string) string
-	// sendSignal is what to send a session's recorded pid for sig. Static.
-	sendSignal(sig syscall.Signal) syscall.Signal
-	// sized reports whether a new World of this runtime takes cpu, memory
-	// and disk sizes (a sandbox to size). Static.
-	sized() bool
-	// details are the runtime's own rows of `strata show` (label, value).
-	details(w *World) []Detail
+// worldRuntime is the runtime interface (engine/runtime) a World's backend
+// implements; the engine picks one per World (runtimeFor) and calls it.
+type worldRuntime = runtime.Runtime
 
-	// prepare fills in a new World before anything of it exists: its
-	// overlay backend (mb is the asked one, "" or auto to probe) and
-	// whatever the runtime must decide up front.
-	prepare(ctx context.Context, w *World, o CreateOptions, mb overlay.Backend) error
-	// realize makes a new (or forked) World's runtime resources once its
-	// directory is published.
-	realize(ctx context.Context, w *World, o CreateOptions) error
-	// precheck is what starting a session refuses first, before any
-	// snapshot or mount: a local World's missing source.
-	precheck(w *World) error
-	// startSession starts a session running o.Argv in the World.
-	startSession(ctx context.Context, w *World, o ExecOptions) (SessionMeta, error)
-	// shellArgv runs command ("" = an interactive shell) in a shell.
-	shellArgv(command string) []string
+// The runtime seam's types live in engine/runtime, which the runtimes import;
+// these aliases keep engine's API as it was.
+type (
+	CreateOptions  = runtime.CreateOptions
+	ExecOptions    = runtime.ExecOptions
+	Bind           = runtime.Bind
+	BuildStateMode = runtime.BuildStateMode
+	WritingPath    = runtime.WritingPath
+	Resources      = runtime.Resources
+	Placement      = runtime.Placement
+	Detail         = runtime.Detail
+)
 
-	// freeze stops the World's writers and returns what resumes them.
-	freeze(ctx context.Context, w *World) (thaw func())
-	// writers lists which of the changes a running session's process holds
-	// open for writing.
-	writers(ctx context.Context, w *World, changes []overlay.Change) []WritingPath
-	// snapshot takes the runtime's half of snapshot snapID (the upper is
-	// the engine's half) and returns its id ("" = nothing kept).
-	snapshot(ctx context.Context, w *World, snapID string) (string, error)
-	// rollback restores the runtime's half of target after its upper is in
-	// place.
-	rollback(ctx context.Context, w *World, target *Snapshot) error
-	// quiesce lets go of the upper before the host changes it under a
-	// running World; resume takes it again.
-	quiesce(ctx context.Context, w *World) error
-	resume(ctx context.Context, w *World)
+const (
+	BuildKeep     = runtime.BuildKeep
+	BuildDiscard  = runtime.BuildDiscard
+	CarriesMemory = runtime.CarriesMemory
+	CarriesFiles  = runtime.CarriesFiles
+)
 
-	// usage fills in r's CPU, memory and processes (ss: the World's
-	// sessions; inits: their init pids, which are not the World's work).
-	usage(ctx context.Context, w *World, ss []SessionMeta, inits map[int]bool, r *Resources)
-	// destroy frees what the runtime holds for the World before it is
-	// removed.
-	destroy(ctx context.Context, w *World) error
-	// reviveSession looks again at a session of World name that reads as
-	// lost (its runner or init is gone) and returns it as it now stands:
-	// running again where the runtime could re-attach to its command.
-	reviveSession(ctx context.Context, name string, s SessionMeta) SessionMeta
-	// placement is where the World runs (Placements fills in World and
-	// Node).
-	placement(w *World) Placement
-}
+// ErrSessionsRunning: the World has running sessions.
+var ErrSessionsRunning = runtime.ErrSessionsRunning
 
 // runtimeConstructors makes each runtime's implementation; e may be nil
 // for the static methods.
 var runtimeConstructors = map[Runtime]func(e *Engine) worldRuntime{
 	RuntimeLocal: func(e *Engine) worldRuntime { return localRuntime{e} },
-	RuntimeCube:  func(e *Engine) worldRuntime { return cubeRuntime{e} },
+	RuntimeCube: func(e *Engine) worldRuntime {
+		if e == nil {
+			return (*cuberun.Runtime)(nil) // its static methods
+		}
+		return e.cube
+	},
 }
 
 // runtimeOf is the implementation of kind; world.toml and CreateOptions
@@ -97,10 +60,66 @@ func runtimeOf(e *Engine, kind Runtime) worldRuntime {
 // CheckExec returns what Exec would refuse the World before anything else
 // (a local World whose source is gone), so a caller can say it before
 // touching the terminal.
-func (e *Engine) CheckExec(w *World) error { return e.runtimeFor(w).precheck(w) }
-
-// Detail is one runtime-specific row of a World's description.
-type Detail struct{ Label, Value string }
+func (e *Engine) CheckExec(w *World) error { return e.runtimeFor(w).Precheck(w) }
 
 // runtimeFor is the runtime the World runs on.
 func (e *Engine) runtimeFor(w *World) worldRuntime { return runtimeOf(e, w.Backend) }
+
+// Up brings a World to ready (strata up): for a cube World, a planned
+// World gets its sandbox, a stopped one is resumed (or recreated from its
+// template when its sandbox is gone: the layers are on the host, only
+// memory is lost), and the overlay in the guest is checked and set up again
+// where needed.
+func (e *Engine) Up(ctx context.Context, name string) (*World, error) {
+	w, unlock, err := e.lockedWorld(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := e.runtimeFor(w).Up(ctx, w); err != nil {
+		return w, fmt.Errorf("up world %q: %w", name, err)
+	}
+	return w, nil
+}
+
+// StopOptions are the flags of `strata stop`.
+type StopOptions struct {
+	Kill bool // stop running sessions instead of refusing
+}
+
+// Stop pauses a World's runtime (strata stop): a cube World's sandbox
+// (memory kept; strata up resumes it).
+func (e *Engine) Stop(ctx context.Context, name string, o StopOptions) (*World, error) {
+	w, unlock, err := e.lockedWorld(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := e.runtimeFor(w).Stop(ctx, w, o.Kill); err != nil {
+		return nil, fmt.Errorf("stop world %q: %w", name, err)
+	}
+	return w, nil
+}
+
+// Placements says where each World runs (fork -n N reports it per clone).
+// The node is known when the deployment lists exactly one node; CubeAPI
+// does not say which node runs a sandbox.
+func (e *Engine) Placements(ctx context.Context, ws []*World) []Placement {
+	out := make([]Placement, 0, len(ws))
+	node, looked := "", false
+	for _, w := range ws {
+		p := e.runtimeFor(w).Placement(w)
+		p.World = w.Name
+		if p.Sandbox != "" && !looked {
+			looked = true
+			if c, err := e.CubeCluster(ctx); err == nil && len(c.Nodes) == 1 {
+				node = c.Nodes[0].NodeID
+			}
+		}
+		if p.Sandbox != "" {
+			p.Node = node
+		}
+		out = append(out, p)
+	}
+	return out
+}

@@ -2,8 +2,10 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stratahq/strata/cube"
@@ -34,7 +36,7 @@ func TestCubeClientOption(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = e.runtimeFor(w).destroy(context.Background(), w) })
+	t.Cleanup(func() { _ = e.runtimeFor(w).Destroy(context.Background(), w) })
 	if w.State != StateReady || w.Cube == nil || w.Cube.SandboxID == "" {
 		t.Fatalf("created with an injected client: state %s, cube %+v; want a ready World with a sandbox", w.State, w.Cube)
 	}
@@ -62,22 +64,50 @@ func TestCubeClientOption(t *testing.T) {
 func TestRuntimeSeamStatic(t *testing.T) {
 	for _, k := range Runtimes() {
 		rt := runtimeOf(nil, k)
-		if rt.kind() != k {
-			t.Errorf("runtimeOf(%s).kind() = %s", k, rt.kind())
+		if rt.Kind() != k {
+			t.Errorf("runtimeOf(%s).Kind() = %s", k, rt.Kind())
 		}
-		up, _ := filepath.Rel("/w", rt.upperIn("/w"))
+		up, _ := filepath.Rel("/w", rt.UpperIn("/w"))
 		found := false
-		for _, d := range rt.layerDirs() {
+		for _, d := range rt.LayerDirs() {
 			found = found || d == filepath.ToSlash(up)
 		}
 		if !found {
-			t.Errorf("%s: upper %s is not among the dirs a new World gets, %v", k, up, rt.layerDirs())
+			t.Errorf("%s: upper %s is not among the dirs a new World gets, %v", k, up, rt.LayerDirs())
 		}
 	}
-	if rt := runtimeOf(nil, "bogus"); rt == nil || rt.kind() != RuntimeLocal {
+	if rt := runtimeOf(nil, "bogus"); rt == nil || rt.Kind() != RuntimeLocal {
 		t.Errorf("runtimeOf(bogus): %v", rt)
 	}
-	if runtimeOf(nil, RuntimeLocal).hostView() == runtimeOf(nil, RuntimeCube).hostView() {
+	if runtimeOf(nil, RuntimeLocal).HostView() == runtimeOf(nil, RuntimeCube).HostView() {
 		t.Error("local and cube both claim (or both deny) a host-mounted view")
+	}
+}
+
+// Up and Stop ask the World's runtime: a local World has nothing to bring
+// up or pause, and says what to do instead; the World is untouched.
+func TestUpStopLocalWorld(t *testing.T) {
+	base := t.TempDir()
+	src := filepath.Join(base, "src")
+	writeFile(t, filepath.Join(src, "a.txt"), "hello\n")
+	e, err := Open(context.Background(), Options{StateRoot: filepath.Join(base, "state"), Config: (&Config{}).withDefaults()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Create(context.Background(), CreateOptions{Name: "w", Source: src, Backend: RuntimeLocal}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Up(context.Background(), "w"); err == nil || !strings.Contains(err.Error(), `up world "w": it runs on the local backend, which needs no bringing up`) {
+		t.Errorf("up a local World: %v", err)
+	}
+	if _, err := e.Stop(context.Background(), "w", StopOptions{Kill: true}); err == nil || !strings.Contains(err.Error(), `stop world "w": it runs on the local backend; stop its sessions with strata kill`) {
+		t.Errorf("stop a local World: %v", err)
+	}
+	if _, err := e.Up(context.Background(), "nope"); !errors.Is(err, ErrWorldNotFound) {
+		t.Errorf("up a missing World: %v, want ErrWorldNotFound", err)
+	}
+	w, err := e.World("w")
+	if err != nil || w.State != StateReady {
+		t.Errorf("the World after up and stop: %v, %v", w, err)
 	}
 }

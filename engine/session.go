@@ -2,27 +2,22 @@ package engine
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/stratahq/strata/engine/agent"
 	"github.com/stratahq/strata/engine/boundary"
+	"github.com/stratahq/strata/engine/session"
 	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/overlay"
 )
@@ -30,24 +25,6 @@ import (
 // SessionInitArg is the first argument with which strata re-executes itself as a
 // session's init: `strata __session-init <session dir>`.
 const SessionInitArg = "__session-init"
-
-// Files in a session dir.
-const (
-	MetaFile     = "meta.json"
-	AttachSocket = "attach.sock"
-	// endFIFO is held open for writing by the init until the session's end is
-	// recorded; see endWatch.
-	endFIFO        = "end.fifo"
-	initLogFile    = "init.log"
-	metaTempPrefix = ".meta.json.tmp-"
-)
-
-// Bind mounts Source (a host path) at Target inside the session.
-type Bind struct {
-	Source   string `json:"source"`
-	Target   string `json:"target"`
-	ReadOnly bool   `json:"read_only,omitempty"`
-}
 
 // SessionSpec is everything needed to start a session; paths are absolute.
 type SessionSpec struct {
@@ -118,130 +95,7 @@ type SessionSpec struct {
 	Boundary *boundary.Boundary `json:"boundary,omitempty"`
 }
 
-// DefaultEnvRedact are the variable name patterns whose values are not recorded.
-var DefaultEnvRedact = []string{"*TOKEN*", "*SECRET*", "*PASSWORD*", "*KEY*"}
-
 const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-// SessionState is a session's life-cycle state.
-type SessionState string
-
-const (
-	SessionStarting SessionState = "starting"
-	SessionRunning  SessionState = "running"
-	SessionExited   SessionState = "exited" // exit code 0
-	SessionFailed   SessionState = "failed" // non-zero exit, or could not start
-	SessionKilled   SessionState = "killed" // ended by a signal
-	SessionLost     SessionState = "lost"   // its init vanished without recording an end
-	// SessionBroken is never written: its meta.json cannot be read (Error
-	// says why). Its transcript is still there to read.
-	SessionBroken SessionState = "broken"
-)
-
-// LostExitCode is a lost session's ExitCode: how its command ended is not
-// known, and 0 would claim success (strata exec exits 255 for it, like ssh
-// when the connection, not the command, failed).
-const LostExitCode = -1
-
-// Ended reports whether the session will not change any more.
-func (s SessionState) Ended() bool {
-	switch s {
-	case SessionExited, SessionFailed, SessionKilled, SessionLost, SessionBroken:
-		return true
-	}
-	return false
-}
-
-// SessionMeta is a session's record, stored as meta.json in its dir.
-type SessionMeta struct {
-	ID     string   `json:"id"`
-	World  string   `json:"world"`
-	Argv   []string `json:"argv"`
-	Env    []string `json:"env,omitempty"` // redacted
-	Source string   `json:"source"`
-	Cwd    string   `json:"cwd"`
-	TTY    bool     `json:"tty"`
-	// Runtime is where the command ran; "" in meta.json written before it
-	// was recorded reads as local.
-	Runtime Runtime `json:"runtime,omitempty"`
-	// Isolation is the local runtime's level; "" for a cube session (a
-	// MicroVM of its own).
-	Isolation Isolation `json:"isolation,omitempty"`
-	NoNetwork bool      `json:"no_network"`
-	// InitPID and PID (the command, also its process group) are host pids.
-	InitPID int `json:"init_pid,omitempty"`
-	// InitStartTime is the init's start time in clock ticks after boot
-	// (/proc/<pid>/stat field 22), which tells a reused pid from the init.
-	InitStartTime uint64 `json:"init_start_time,omitempty"`
-	PID           int    `json:"pid,omitempty"`
-	// GuestPID is a cube session's command pid inside its sandbox.
-	GuestPID  int          `json:"guest_pid,omitempty"`
-	StartedAt time.Time    `json:"started_at"`
-	EndedAt   time.Time    `json:"ended_at,omitzero"`
-	State     SessionState `json:"state"`
-	ExitCode  int          `json:"exit_code"`        // LostExitCode (-1) when lost: no status was recorded
-	Signal    string       `json:"signal,omitempty"` // e.g. "SIGKILL"; ExitCode is then 128+N
-	Error     string       `json:"error,omitempty"`
-	Attention Attention    `json:"attention"`
-	// KilledByStrata: strata ended the session on purpose (kill, K,
-	// rollback --kill, rm --kill), which is not a failure.
-	KilledByStrata bool `json:"killed_by_strata,omitempty"`
-	// Agent is an agent session's status (never in meta.json: filled in by
-	// Engine.Sessions from the agent's record).
-	Agent *agent.Status `json:"agent,omitempty"`
-	// Network is the session's network mode; "" in meta.json written before
-	// it was recorded (host, or none with NoNetwork).
-	Network boundary.Network `json:"network,omitempty"`
-}
-
-// Duration is how long the session ran, or has run so far.
-func (m SessionMeta) Duration() time.Duration {
-	if m.EndedAt.IsZero() {
-		return time.Since(m.StartedAt)
-	}
-	return m.EndedAt.Sub(m.StartedAt)
-}
-
-var (
-	// ErrStartFailed: the session's command could not be started (Error says why).
-	ErrStartFailed = errors.New("session command did not start")
-	// ErrSessionNotRunning: the session has ended.
-	ErrSessionNotRunning = errors.New("session is not running")
-	// ErrNoSession: the dir holds no session.
-	ErrNoSession = errors.New("no such session")
-)
-
-// NewSessionID returns a short id that sorts by creation time: milliseconds since
-// the epoch in base 36, a dash, and 4 random base-36 digits.
-func NewSessionID() string {
-	ms := strconv.FormatInt(time.Now().UnixMilli(), 36)
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	suffix := make([]byte, 4)
-	const digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-	for i, c := range b {
-		suffix[i] = digits[int(c)%len(digits)]
-	}
-	return ms + "-" + string(suffix)
-}
-
-// RedactEnv replaces the value of every variable whose name matches one of the
-// patterns (case-insensitive globs) with "[redacted]".
-func RedactEnv(env, patterns []string) []string {
-	out := make([]string, 0, len(env))
-	for _, kv := range env {
-		name, _, _ := strings.Cut(kv, "=")
-		upper := strings.ToUpper(name)
-		for _, p := range patterns {
-			if ok, _ := path.Match(strings.ToUpper(p), upper); ok {
-				kv = name + "=[redacted]"
-				break
-			}
-		}
-		out = append(out, kv)
-	}
-	return out
-}
 
 func (spec *SessionSpec) normalize() error {
 	if len(spec.Argv) == 0 || spec.Argv[0] == "" {
@@ -327,11 +181,6 @@ func (spec *SessionSpec) normalize() error {
 	return nil
 }
 
-// readyMessage is what the init sends back once the command runs or failed to start.
-type readyMessage struct {
-	Meta SessionMeta `json:"meta"`
-}
-
 // StartSession starts spec's command in its own namespaces, behind a re-executed
 // strata init that outlives the caller, and returns once the command runs (State
 // running) or could not start (State failed, error wrapping ErrStartFailed, exit
@@ -346,7 +195,7 @@ func StartSession(ctx context.Context, spec SessionSpec) (SessionMeta, error) {
 	if err := os.Mkdir(spec.Dir, 0o700); err != nil {
 		return SessionMeta{}, fmt.Errorf("start session %s: %w", spec.ID, err)
 	}
-	if err := unix.Mkfifo(filepath.Join(spec.Dir, endFIFO), 0o600); err != nil {
+	if err := unix.Mkfifo(filepath.Join(spec.Dir, session.EndFIFO), 0o600); err != nil {
 		return SessionMeta{}, fmt.Errorf("start session %s: %w", spec.ID, err)
 	}
 	meta := SessionMeta{
@@ -354,7 +203,7 @@ func StartSession(ctx context.Context, spec SessionSpec) (SessionMeta, error) {
 		Source: spec.Source, Cwd: spec.Cwd, TTY: spec.TTY, Runtime: RuntimeLocal, Isolation: spec.Isolation, NoNetwork: spec.NoNetwork,
 		StartedAt: time.Now(), State: SessionStarting, Attention: AttentionRunning, Network: spec.Network,
 	}
-	if err := writeSessionMetaPath(spec.Dir, meta); err != nil {
+	if err := session.WriteMetaPath(spec.Dir, meta); err != nil {
 		return meta, fmt.Errorf("start session %s: %w", spec.ID, err)
 	}
 	fail := func(err error) (SessionMeta, error) {
@@ -362,7 +211,7 @@ func StartSession(ctx context.Context, spec SessionSpec) (SessionMeta, error) {
 		if meta.ExitCode == 0 {
 			meta.ExitCode = 1
 		}
-		_ = writeSessionMetaPath(spec.Dir, meta)
+		_ = session.WriteMetaPath(spec.Dir, meta)
 		return meta, fmt.Errorf("start session %s: %w", spec.ID, err)
 	}
 
@@ -377,57 +226,7 @@ func StartSession(ctx context.Context, spec SessionSpec) (SessionMeta, error) {
 	// outlives us otherwise.
 	go func() { exited <- init.Wait() }()
 
-	return awaitReady(ctx, init.Process, exited, readyR, "session init", spec.ID, spec.Dir, fail)
-}
-
-// awaitReady waits for the message with which a session's init (or a cube
-// session runner) says the command runs or failed to start.
-func awaitReady(ctx context.Context, proc *os.Process, exited <-chan error, readyR io.Reader, who, id, dir string, fail func(error) (SessionMeta, error)) (SessionMeta, error) {
-	readyCh := make(chan readyResult, 1)
-	go func() {
-		var msg readyMessage
-		err := json.NewDecoder(readyR).Decode(&msg)
-		readyCh <- readyResult{msg, err}
-	}()
-	select {
-	case <-ctx.Done():
-		_ = proc.Kill()
-		drainErr(exited)
-		return fail(ctx.Err())
-	case r := <-readyCh:
-		if r.err != nil {
-			drainErr(exited)
-			// The init records the command as running just before it says
-			// so on the ready pipe: if it died in between, the command did
-			// start, and the session is lost, not a start that failed.
-			if m, err := ReadSessionMeta(dir); err == nil && m.PID > 0 && (m.State == SessionRunning || m.State == SessionLost) {
-				return m, nil
-			}
-			return fail(fmt.Errorf("%s ended before the command started: %s", who, initFailure(dir, r.err)))
-		}
-		if r.msg.Meta.State == SessionFailed {
-			return r.msg.Meta, fmt.Errorf("start session %s: %s: %w", id, r.msg.Meta.Error, ErrStartFailed)
-		}
-		return r.msg.Meta, nil
-	}
-}
-
-type readyResult struct {
-	msg readyMessage
-	err error
-}
-
-// initFailure explains an init that died early, from what it wrote to init.log.
-func initFailure(dir string, readErr error) string {
-	log, _ := os.ReadFile(filepath.Join(dir, initLogFile))
-	log = bytes.TrimSpace(log)
-	if len(log) == 0 {
-		return readErr.Error()
-	}
-	if len(log) > 2000 {
-		log = log[:2000]
-	}
-	return string(log)
+	return session.AwaitReady(ctx, init.Process, exited, readyR, "session init", spec.ID, spec.Dir, fail)
 }
 
 // startInit starts `Exe __session-init Dir` in new namespaces and hands it the spec.
@@ -437,7 +236,7 @@ func startInit(spec SessionSpec) (*exec.Cmd, *os.File, error) {
 		return nil, nil, err
 	}
 	defer devNull.Close()
-	initLog, err := os.OpenFile(filepath.Join(spec.Dir, initLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	initLog, err := os.OpenFile(filepath.Join(spec.Dir, session.InitLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, nil, fmt.Errorf("create init log: %w", err)
 	}
@@ -539,279 +338,6 @@ type initSpec struct {
 	HasStdin bool `json:"has_stdin"`
 }
 
-// writeSessionMetaPath writes meta.json atomically (temp file, rename).
-func writeSessionMetaPath(dir string, meta SessionMeta) error {
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return fmt.Errorf("write session meta: %w", err)
-	}
-	defer root.Close()
-	return writeSessionMeta(root, meta)
-}
-
-// writeSessionMeta writes meta.json through a root handle, which keeps working in the
-// init after the state root is hidden from its mount namespace. Only an ended
-// session's meta is fsynced: after a crash a starting or running session is lost
-// whatever its file says, and each fsync costs a short command's whole run time
-// again. Readers always see a whole file (rename).
-func writeSessionMeta(root *os.Root, meta SessionMeta) error {
-	data, err := json.MarshalIndent(meta, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode session meta: %w", err)
-	}
-	data = append(data, '\n')
-	tmp := metaTempPrefix + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return fmt.Errorf("write session meta: %w", err)
-	}
-	_, err = f.Write(data)
-	if err == nil && meta.State.Ended() {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = root.Rename(tmp, MetaFile)
-	}
-	if err != nil {
-		_ = root.Remove(tmp)
-		return fmt.Errorf("write session meta: %w", err)
-	}
-	return nil
-}
-
-// ReadSessionMeta reads a session's meta.json. A session recorded as starting or
-// running whose init has gone (or whose pid now belongs to another process) is
-// reported as lost.
-func ReadSessionMeta(dir string) (SessionMeta, error) {
-	meta, err := readMetaFile(dir)
-	if err != nil || meta.State.Ended() {
-		return meta, err
-	}
-	if initAlive(meta) {
-		return meta, nil
-	}
-	// The init may have written its end just now, right before it exited.
-	meta, err = readMetaFile(dir)
-	if err != nil || meta.State.Ended() || initAlive(meta) {
-		return meta, err
-	}
-	meta.State, meta.Attention = SessionLost, AttentionLost
-	// Nobody knows how the command ended: never let that read as success.
-	meta.ExitCode = LostExitCode
-	if meta.Error == "" {
-		meta.Error = fmt.Sprintf("session lost: its runner (pid %d) ended without recording an exit status", meta.InitPID)
-	}
-	return meta, nil
-}
-
-func readMetaFile(dir string) (SessionMeta, error) {
-	var meta SessionMeta
-	data, err := os.ReadFile(filepath.Join(dir, MetaFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return meta, fmt.Errorf("read session %s: %w", dir, ErrNoSession)
-	}
-	if err != nil {
-		return meta, fmt.Errorf("read session meta: %w", err)
-	}
-	if err := json.Unmarshal(data, &meta); err != nil {
-		return meta, fmt.Errorf("read session meta %s: %w", dir, err)
-	}
-	meta.upgrade()
-	if meta.State.Ended() {
-		if !meta.KilledByStrata {
-			meta.KilledByStrata = killedByStrata(dir)
-		}
-		meta.Attention = SessionAttention(meta)
-	}
-	return meta, nil
-}
-
-// legacyIsolationCube is how meta.json recorded a cube session before it
-// had a runtime of its own: as an isolation level.
-const legacyIsolationCube Isolation = "cube"
-
-// upgrade reads older meta.json: no runtime means local, and isolation
-// "cube" meant the cube runtime.
-func (m *SessionMeta) upgrade() {
-	if m.Isolation == legacyIsolationCube {
-		m.Runtime, m.Isolation = RuntimeCube, ""
-	}
-	if m.Runtime == "" {
-		m.Runtime = RuntimeLocal
-	}
-}
-
-// startingGrace is how long a session may stay "starting" without an init pid: the
-// caller writes that state just before it starts the init.
-const startingGrace = 30 * time.Second
-
-func initAlive(meta SessionMeta) bool {
-	if meta.InitPID <= 0 {
-		return meta.State == SessionStarting && time.Since(meta.StartedAt) < startingGrace
-	}
-	st, err := readProcStat(meta.InitPID)
-	if err != nil || st.state == 'Z' || st.state == 'X' {
-		return false
-	}
-	return meta.InitStartTime == 0 || st.startTime == meta.InitStartTime
-}
-
-type procStat struct {
-	state     byte
-	pgrp      int
-	startTime uint64
-}
-
-// readProcStat reads the fields strata needs from /proc/<pid>/stat.
-func readProcStat(pid int) (procStat, error) {
-	return readProcStatFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-}
-
-func readProcStatFile(path string) (procStat, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return procStat{}, err
-	}
-	return parseProcStat(data)
-}
-
-func parseProcStat(data []byte) (procStat, error) {
-	// The command name is in parentheses and may hold spaces or ')'.
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return procStat{}, errors.New("malformed stat")
-	}
-	fields := strings.Fields(string(data[i+1:]))
-	// fields[0] is field 3 (state); starttime is field 22.
-	if len(fields) < 20 {
-		return procStat{}, errors.New("malformed stat")
-	}
-	pgrp, err := strconv.Atoi(fields[2])
-	if err != nil {
-		return procStat{}, fmt.Errorf("malformed stat: %w", err)
-	}
-	start, err := strconv.ParseUint(fields[19], 10, 64)
-	if err != nil {
-		return procStat{}, fmt.Errorf("malformed stat: %w", err)
-	}
-	return procStat{state: fields[0][0], pgrp: pgrp, startTime: start}, nil
-}
-
-// WaitSession waits until the session has ended (or is lost) and returns its meta.
-func WaitSession(ctx context.Context, dir string) (SessionMeta, error) {
-	end := openEndWatch(dir)
-	defer end.close()
-	for {
-		meta, err := ReadSessionMeta(dir)
-		if err != nil || meta.State.Ended() {
-			return meta, err
-		}
-		if err := ctx.Err(); err != nil {
-			return meta, err
-		}
-		end.wait(ctx, lostCheckInterval)
-	}
-}
-
-// endWatch notices a session's end without inotify (closing an inotify watch costs
-// a kernel grace period, 5-40 ms, on every short strata process): the init holds
-// end.fifo open for writing while it runs and closes it right after writing its
-// end, so a reader holding the FIFO sees POLLHUP then, or when the init dies.
-type endWatch struct {
-	fd  int
-	hup bool
-}
-
-func openEndWatch(dir string) *endWatch {
-	fd, err := unix.Open(filepath.Join(dir, endFIFO), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return &endWatch{fd: -1}
-	}
-	return &endWatch{fd: fd}
-}
-
-// wait returns when the init let go of the FIFO, after timeout, or when ctx ends
-// (within 100 ms). A FIFO reports a hang-up only if a writer came and went since
-// it was opened, so callers re-read the meta after each wait.
-func (e *endWatch) wait(ctx context.Context, timeout time.Duration) {
-	deadline := time.Now().Add(timeout)
-	for {
-		left := time.Until(deadline)
-		if left <= 0 || ctx.Err() != nil {
-			return
-		}
-		step := min(left, 100*time.Millisecond)
-		if e.fd < 0 || e.hup {
-			// Nothing to poll (an old session, or the end already seen while the
-			// meta lags behind, e.g. a killed init still exiting).
-			time.Sleep(min(step, 5*time.Millisecond))
-			continue
-		}
-		fds := []unix.PollFd{{Fd: int32(e.fd), Events: unix.POLLIN}}
-		n, err := unix.Poll(fds, int(max(step.Milliseconds(), 1)))
-		if err == nil && n > 0 && fds[0].Revents&(unix.POLLHUP|unix.POLLIN|unix.POLLERR) != 0 {
-			e.hup = true
-			return
-		}
-	}
-}
-
-func (e *endWatch) close() {
-	if e.fd >= 0 {
-		unix.Close(e.fd)
-	}
-}
-
-// ListSessions returns the sessions of a World (worldDir/sessions/*), oldest first.
-// A dir whose meta.json is unreadable is listed as a SessionBroken session
-// (its transcript can still be read); one with no meta.json yet, a session
-// being created, is skipped.
-func ListSessions(worldDir string) ([]SessionMeta, error) {
-	entries, err := os.ReadDir(filepath.Join(worldDir, "sessions"))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list sessions: %w", err)
-	}
-	var sessions []SessionMeta
-	for _, e := range entries {
-		if !e.IsDir() {
-			continue
-		}
-		dir := filepath.Join(worldDir, "sessions", e.Name())
-		meta, err := ReadSessionMeta(dir)
-		if errors.Is(err, ErrNoSession) {
-			continue
-		}
-		if err != nil {
-			if !fsx.ValidName(e.Name()) {
-				continue // not a session dir strata made
-			}
-			meta = brokenSession(dir, e.Name(), filepath.Base(worldDir), err)
-		}
-		sessions = append(sessions, meta)
-	}
-	slices.SortFunc(sessions, func(a, b SessionMeta) int { return strings.Compare(a.ID, b.ID) })
-	return sessions, nil
-}
-
-// brokenSession stands for a session whose meta.json cannot be read: its id
-// is its directory's name, and its start the directory's mtime.
-func brokenSession(dir, id, world string, err error) SessionMeta {
-	m := SessionMeta{
-		ID: id, World: world, State: SessionBroken, Attention: AttentionLost, ExitCode: -1,
-		Error: fmt.Sprintf("%v; its transcript is still readable (strata logs %s %s); remove it with the World or by deleting %s", err, world, id, dir),
-	}
-	if st, serr := os.Stat(dir); serr == nil {
-		m.StartedAt = st.ModTime().UTC()
-	}
-	return m
-}
-
 // KillSession sends sig to the session command's process group.
 func KillSession(dir string, sig syscall.Signal) error {
 	meta, err := ReadSessionMeta(dir)
@@ -825,15 +351,15 @@ func KillSession(dir string, sig syscall.Signal) error {
 		return fmt.Errorf("kill session %s: command pid not recorded yet", meta.ID)
 	}
 	// meta.PID is the command, or a runner relaying to it (see sendSignal).
-	markKilled(dir)
-	sig = runtimeOf(nil, meta.Runtime).sendSignal(sig)
+	session.MarkKilled(dir)
+	sig = runtimeOf(nil, meta.Runtime).SendSignal(sig)
 	err = unix.Kill(-meta.PID, sig)
 	if errors.Is(err, unix.ESRCH) {
 		// The command left its process group; signal it directly.
 		err = unix.Kill(meta.PID, sig)
 	}
 	if err != nil && !errors.Is(err, unix.ESRCH) {
-		unmarkKilled(dir)
+		session.UnmarkKilled(dir)
 		return fmt.Errorf("kill session %s: %w", meta.ID, err)
 	}
 	return nil
@@ -860,7 +386,7 @@ func (spec *SessionSpec) deriveEvidence() {
 	}
 	p := Paths{Root: spec.StateRoot}
 	w, err := readWorldFile(p.WorldFile(spec.World))
-	if err != nil || !runtimeOf(nil, w.Backend).hostView() {
+	if err != nil || !runtimeOf(nil, w.Backend).HostView() {
 		return
 	}
 	if spec.Watch == nil && !spec.NoWatch {
@@ -875,14 +401,6 @@ func (spec *SessionSpec) deriveEvidence() {
 	}
 	if spec.Cgroup == "" {
 		spec.Cgroup = prepareSessionCgroup(w, spec.ID)
-	}
-}
-
-// drainErr waits for a goroutine's result whose error is already reported
-// another way (the session's metadata, the caller's own error).
-func drainErr(ch <-chan error) {
-	if err := <-ch; err != nil {
-		return // reported elsewhere; only the wait matters here
 	}
 }
 

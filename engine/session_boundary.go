@@ -63,10 +63,10 @@ func (e *Engine) Boundary(name string, o ExecOptions) (*boundary.Boundary, error
 	if err != nil {
 		return nil, err
 	}
-	if !e.runtimeFor(w).hostView() {
+	if !e.runtimeFor(w).HostView() {
 		return nil, nil
 	}
-	env, _ := o.envAndCwd(w)
+	env, _ := o.EnvAndCwd(w)
 	b, err := e.boundaryOf(w, o, env)
 	if err != nil || b != nil {
 		return b, err

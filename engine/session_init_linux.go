@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stratahq/strata/engine/sandbox"
+	"github.com/stratahq/strata/engine/session"
 	"github.com/stratahq/strata/overlay"
 )
 
@@ -62,8 +63,8 @@ type sessionInit struct {
 	mu   sync.Mutex
 	meta SessionMeta
 
-	transcript *transcriptWriter
-	pty        *ptyServer
+	transcript *session.TranscriptWriter
+	pty        *session.PTYServer
 	// watch records bases and provenance from the World's upper; nil when the
 	// session has no World to watch or the watcher could not start.
 	watch    *upperWatcher
@@ -104,8 +105,8 @@ func (in *sessionInit) run() error {
 	}
 	in.root = root
 	// Held until the end is recorded: waiters see it closed (see endWatch).
-	if in.endFIFO, err = root.OpenFile(endFIFO, os.O_RDWR|unix.O_NONBLOCK, 0); err != nil {
-		return fmt.Errorf("open %s: %w", endFIFO, err)
+	if in.endFIFO, err = root.OpenFile(session.EndFIFO, os.O_RDWR|unix.O_NONBLOCK, 0); err != nil {
+		return fmt.Errorf("open %s: %w", session.EndFIFO, err)
 	}
 	spec := in.spec
 	in.meta = SessionMeta{
@@ -122,8 +123,8 @@ func (in *sessionInit) run() error {
 	defer unix.Close(hostProc)
 	if self, err := os.Readlink("/proc/self"); err == nil {
 		in.meta.InitPID, _ = strconv.Atoi(self)
-		if st, err := readProcStat(in.meta.InitPID); err == nil {
-			in.meta.InitStartTime = st.startTime
+		if st, err := session.ReadProcStat(in.meta.InitPID); err == nil {
+			in.meta.InitStartTime = st.StartTime
 		}
 	}
 
@@ -132,12 +133,12 @@ func (in *sessionInit) run() error {
 		return in.startFailed(1, fmt.Errorf("open transcript: %w", err))
 	}
 	defer tf.Close()
-	if in.transcript, err = newTranscriptWriter(tf); err != nil {
+	if in.transcript, err = session.NewTranscriptWriter(tf); err != nil {
 		return in.startFailed(1, err)
 	}
 	var ln *net.UnixListener
 	if spec.TTY {
-		if ln, err = listenAttach(in.dir); err != nil {
+		if ln, err = session.ListenAttach(in.dir); err != nil {
 			return in.startFailed(1, err)
 		}
 	}
@@ -172,14 +173,14 @@ func (in *sessionInit) run() error {
 	var pumps sync.WaitGroup
 	var slave *os.File
 	if spec.TTY {
-		master, s, slavePath, err := openPTY(WinSize{Rows: spec.Rows, Cols: spec.Cols})
+		master, s, slavePath, err := session.OpenPTY(WinSize{Rows: spec.Rows, Cols: spec.Cols})
 		if err != nil {
 			return in.startFailed(1, err)
 		}
 		slave = s
 		files[0], files[1], files[2] = slave, slave, slave
-		in.pty = newPTYServer(master, slavePath, in.transcript, ln)
-		_ = in.transcript.writeResize(time.Now(), WinSize{Rows: spec.Rows, Cols: spec.Cols})
+		in.pty = session.NewPTYServer(master, slavePath, in.transcript, ln)
+		_ = in.transcript.AppendResize(time.Now(), WinSize{Rows: spec.Rows, Cols: spec.Cols})
 	} else {
 		if spec.HasStdin {
 			files[0] = os.NewFile(initStdinFD, "stdin")
@@ -222,8 +223,7 @@ func (in *sessionInit) run() error {
 			code = se.code
 		}
 		if in.pty != nil {
-			in.pty.master.Close()
-			in.pty.ln.Close()
+			in.pty.Abort()
 			_ = in.root.Remove(AttachSocket)
 		}
 		pumps.Wait()
@@ -236,15 +236,15 @@ func (in *sessionInit) run() error {
 	in.meta.State = SessionRunning
 	meta := in.meta
 	in.mu.Unlock()
-	if err := writeSessionMeta(in.root, meta); err != nil {
+	if err := session.WriteMeta(in.root, meta); err != nil {
 		return err
 	}
-	_ = json.NewEncoder(in.ready).Encode(readyMessage{Meta: meta})
+	_ = json.NewEncoder(in.ready).Encode(session.ReadyMessage{Meta: meta})
 	in.ready.Close()
 
 	if in.pty != nil {
-		pumps.Go(in.pty.pump)
-		go in.pty.serve()
+		pumps.Go(in.pty.Pump)
+		go in.pty.Serve()
 	}
 	stopSignals := forwardSignals(proc.Pid)
 	defer stopSignals()
@@ -272,8 +272,8 @@ func (in *sessionInit) run() error {
 		}
 	}
 	if in.pty != nil {
-		in.pty.finish(2 * time.Second)
-		in.pty.master.Close()
+		in.pty.Finish(2 * time.Second)
+		in.pty.CloseMaster()
 		_ = in.root.Remove(AttachSocket)
 	}
 	_ = tf.Sync()
@@ -299,7 +299,7 @@ func (in *sessionInit) run() error {
 	}
 	meta = in.meta
 	in.mu.Unlock()
-	if err := writeSessionMeta(in.root, meta); err != nil {
+	if err := session.WriteMeta(in.root, meta); err != nil {
 		return err
 	}
 	in.endFIFO.Close()
@@ -371,11 +371,11 @@ func (in *sessionInit) startFailed(code int, err error) error {
 	meta := in.meta
 	in.mu.Unlock()
 	if in.root != nil {
-		if werr := writeSessionMeta(in.root, meta); werr != nil {
+		if werr := session.WriteMeta(in.root, meta); werr != nil {
 			return errors.Join(err, werr)
 		}
 	}
-	_ = json.NewEncoder(in.ready).Encode(readyMessage{Meta: meta})
+	_ = json.NewEncoder(in.ready).Encode(session.ReadyMessage{Meta: meta})
 	in.ready.Close()
 	if in.endFIFO != nil {
 		in.endFIFO.Close()
@@ -395,8 +395,8 @@ func (in *sessionInit) removeEmptyLog() {
 	if in.root == nil {
 		return
 	}
-	if info, err := in.root.Stat(initLogFile); err == nil && info.Size() == 0 {
-		_ = in.root.Remove(initLogFile)
+	if info, err := in.root.Stat(session.InitLogFile); err == nil && info.Size() == 0 {
+		_ = in.root.Remove(session.InitLogFile)
 	}
 }
 
@@ -406,7 +406,7 @@ func (in *sessionInit) pumpPipe(r *os.File, stream Stream) {
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
-			_ = in.transcript.write(stream, time.Now(), buf[:n])
+			_ = in.transcript.Append(stream, time.Now(), buf[:n])
 		}
 		if err != nil {
 			return
@@ -417,7 +417,7 @@ func (in *sessionInit) pumpPipe(r *os.File, stream Stream) {
 // watchAttention records in meta.json when a PTY session starts or stops waiting
 // for input; the file only changes when the attention does.
 func (in *sessionInit) watchAttention(stop <-chan struct{}) {
-	tick := time.NewTicker(attentionInterval)
+	tick := time.NewTicker(session.AttentionInterval)
 	defer tick.Stop()
 	for {
 		select {
@@ -426,7 +426,7 @@ func (in *sessionInit) watchAttention(stop <-chan struct{}) {
 		case <-tick.C:
 		}
 		att := AttentionRunning
-		if in.pty.waitingForInput() {
+		if in.pty.WaitingForInput() {
 			att = AttentionWaiting
 		}
 		in.mu.Lock()
@@ -437,7 +437,7 @@ func (in *sessionInit) watchAttention(stop <-chan struct{}) {
 		in.meta.Attention = att
 		meta := in.meta
 		// Held while writing so an older attention can never overwrite the end.
-		_ = writeSessionMeta(in.root, meta)
+		_ = session.WriteMeta(in.root, meta)
 		in.mu.Unlock()
 	}
 }

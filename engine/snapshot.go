@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stratahq/strata/engine/cuberun"
 	"github.com/stratahq/strata/overlay"
 )
 
@@ -201,7 +202,7 @@ func (e *Engine) snapshotLocked(ctx context.Context, w *World, o SnapshotOptions
 	// A cube session's commands run in the sandbox; on this host there is
 	// only its runner, which must keep relaying.
 	rt := e.runtimeFor(w)
-	thaw := rt.freeze(ctx, w)
+	thaw := rt.Freeze(ctx, w)
 	killPoint("snapshot.frozen")
 	build, err := e.buildStateRules()
 	if err != nil {
@@ -220,7 +221,7 @@ func (e *Engine) snapshotLocked(ctx context.Context, w *World, o SnapshotOptions
 	}
 	// The runtime's half (a cube VM's memory and rootfs) does not hold the
 	// upper: both are taken together and linked in one timeline entry.
-	if s.Cube, err = rt.snapshot(ctx, w, s.ID); err != nil {
+	if s.Cube, err = rt.Snapshot(ctx, w, s.ID); err != nil {
 		return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
 	}
 	// Manifest first, then the timeline: a crash in between leaves an
@@ -450,7 +451,7 @@ func (e *Engine) Rollback(ctx context.Context, name, ref string, o RollbackOptio
 		return nil, fmt.Errorf("rollback world %q to %s: %w", name, target.ID, err)
 	}
 	killPoint("rollback.swapped")
-	if err := e.runtimeFor(w).rollback(ctx, w, target); err != nil {
+	if err := e.runtimeFor(w).Rollback(ctx, w, target.Cube); err != nil {
 		return nil, fmt.Errorf("rollback world %q to %s: %w", name, target.ID, err)
 	}
 	tl, err = e.Timeline(name) // re-read: the auto snapshot changed it
@@ -485,7 +486,7 @@ func (e *Engine) stageUpper(ctx context.Context, w *World, m *overlay.Manifest) 
 // World unmounted, just before the swap: an error from it leaves the World
 // as it was.
 func (e *Engine) swapUpper(ctx context.Context, w *World, staged *overlay.StagedUpper, prepare func() error) error {
-	wasMounted := e.runtimeFor(w).hostView() && e.Mounted(w)
+	wasMounted := e.runtimeFor(w).HostView() && e.Mounted(w)
 	remount := func(err error) error {
 		_ = staged.Discard()
 		if wasMounted {
@@ -659,7 +660,7 @@ func (e *Engine) Fork(ctx context.Context, name string, o ForkOptions) ([]*World
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			nw, sw, err := e.stageWorld(ctx, CreateOptions{Name: n, Source: w.Source, Backend: w.Backend, MountBackend: w.MountBackend, Isolation: w.Isolation, Labels: w.Labels, FromCubeSnapshot: snap.Cube, Template: cubeTemplateOf(w), BuildState: BuildStateMode(w.BuildState)})
+			nw, sw, err := e.stageWorld(ctx, CreateOptions{Name: n, Source: w.Source, Backend: w.Backend, MountBackend: w.MountBackend, Isolation: w.Isolation, Labels: w.Labels, FromCubeSnapshot: snap.Cube, Template: cuberun.TemplateOf(w), BuildState: BuildStateMode(w.BuildState)})
 			if err != nil {
 				errs[i] = err
 				return
@@ -722,7 +723,7 @@ func (e *Engine) Fork(ctx context.Context, name string, o ForkOptions) ([]*World
 		if nw == nil {
 			continue
 		}
-		if err := e.runtimeFor(nw).realize(ctx, nw, CreateOptions{Name: nw.Name, Source: w.Source, Backend: w.Backend, FromCubeSnapshot: snap.Cube, Template: cubeTemplateOf(w)}); err != nil {
+		if err := e.runtimeFor(nw).Realize(ctx, nw, CreateOptions{Name: nw.Name, Source: w.Source, Backend: w.Backend, FromCubeSnapshot: snap.Cube, Template: cuberun.TemplateOf(w)}); err != nil {
 			_ = removeAllForce(e.Paths.World(nw.Name))
 			errs[i], out[i] = err, nil
 		}
@@ -731,7 +732,7 @@ func (e *Engine) Fork(ctx context.Context, name string, o ForkOptions) ([]*World
 		for _, nw := range out {
 			if nw != nil {
 				if made, err := e.World(nw.Name); err == nil {
-					_ = e.stopWorldRuntime(ctx, made)
+					_ = e.runtimeFor(made).Destroy(ctx, made)
 				}
 				_ = removeAllForce(e.Paths.World(nw.Name))
 			}
@@ -1180,11 +1181,11 @@ func TimelineTree(tl *Timeline) []TreeLine {
 // quiesceGuest lets the World's runtime go of the upper before the host
 // changes it (a cube World's overlay in its sandbox; a no-op for local).
 func (e *Engine) quiesceGuest(ctx context.Context, w *World) error {
-	return e.runtimeFor(w).quiesce(ctx, w)
+	return e.runtimeFor(w).Quiesce(ctx, w)
 }
 
 // resumeGuest has the runtime take the upper again.
-func (e *Engine) resumeGuest(ctx context.Context, w *World) { e.runtimeFor(w).resume(ctx, w) }
+func (e *Engine) resumeGuest(ctx context.Context, w *World) { e.runtimeFor(w).Resume(ctx, w) }
 
 // crashHook, when a test sets it, is called at each killPoint: the crash
 // harness SIGKILLs its child process there.

@@ -58,7 +58,7 @@ func lockDirNB(dir string) (int, error) {
 
 // upper is the staged World's upper layer directory.
 func (sw *stagedWorld) upper(w *World) string {
-	return runtimeOf(nil, w.Backend).upperIn(sw.dir)
+	return runtimeOf(nil, w.Backend).UpperIn(sw.dir)
 }
 
 // publish renames the complete staged World into place; a World of the same

@@ -57,7 +57,6 @@ var (
 var (
 	readWorld       = world.Read
 	readWorldFile   = world.ReadFile
-	writeWorld      = world.Write
 	writeWorldFile  = world.WriteFile
 	newID           = world.NewID
 	within          = world.Within

@@ -277,3 +277,24 @@ func UIImports(deps map[string][]string, corePkgs []string) []Violation {
 	}
 	return out
 }
+
+// BackendImports reports every non-test file that imports a backend's own
+// client package (client, e.g. the cube client) outside the paths allowed
+// to (allowed: runtimePaths-style entries: the runtime's package, the
+// client itself, and the engine option that injects it). A runtime's
+// client calls belong in its runtime package, not in the engine.
+func BackendImports(files []File, client string, allowed []string) []Violation {
+	const rule = "backend client imported outside its runtime"
+	var out []Violation
+	for _, f := range files {
+		if RuntimeFile(f.Path, allowed) {
+			continue
+		}
+		for _, imp := range f.AST.Imports {
+			if p, err := strconv.Unquote(imp.Path.Value); err == nil && p == client {
+				out = append(out, Violation{rule, f.pos(imp.Pos()), "imports " + p})
+			}
+		}
+	}
+	return out
+}

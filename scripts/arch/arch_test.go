@@ -9,14 +9,22 @@ import (
 )
 
 // The files allowed to branch on a World's backend: the seam, the kinds and
-// the runtimes themselves (engine/local_runtime.go and the engine/cube_*
-// files; a runtime moved into its own package is listed as "engine/NAME/").
+// the runtimes themselves, each a package of its own ("engine/NAME/"; the
+// local runtime's files not yet moved into engine/local are listed by name).
 // A new runtime is a new entry here, not new branches elsewhere.
 var runtimePaths = []string{
 	"engine/world/kinds.go",
 	"engine/runtime.go",
 	"engine/local_runtime.go",
-	"engine/cube_",
+	"engine/cuberun/",
+}
+
+// Who may import the cube client: the cube runtime, the client's own tree,
+// and engine.go (Options.Cube injects a client).
+var cubeClientImporters = []string{
+	"engine/cuberun/",
+	"cube/",
+	"engine/engine.go",
 }
 
 // The files that own the overlay dialects' on-disk names. The overlaytest
@@ -55,6 +63,26 @@ func report(t *testing.T, vs []Violation) {
 
 func TestNoBackendBranchOutsideRuntimes(t *testing.T) {
 	report(t, BackendBranches(load(t), runtimePaths))
+}
+
+func TestCubeClientOnlyInCubeRuntime(t *testing.T) {
+	report(t, BackendImports(load(t), Module+"/cube", cubeClientImporters))
+}
+
+func TestBackendImportRuleCatchesImports(t *testing.T) {
+	src := "package engine\nimport (\n\t\"context\"\n\tc \"github.com/stratahq/strata/cube\"\n)\n"
+	// The engine calling the cube client itself (as apply_capture.go and
+	// doctor.go did before the cube runtime had a package) is a violation.
+	for _, path := range []string{"engine/apply_capture.go", "engine/doctor.go", "engine/cube_runtime.go", "tui/model.go"} {
+		if vs := BackendImports(parse(t, Module+"/engine", path, src), Module+"/cube", cubeClientImporters); len(vs) != 1 {
+			t.Errorf("%s: want 1 violation, got %v", path, vs)
+		}
+	}
+	for _, path := range []string{"engine/cuberun/session.go", "engine/engine.go", "cube/cubetest/fake.go"} {
+		if vs := BackendImports(parse(t, Module+"/engine", path, src), Module+"/cube", cubeClientImporters); len(vs) != 0 {
+			t.Errorf("%s may import the cube client: %v", path, vs)
+		}
+	}
 }
 
 func TestWhiteoutNamesOnlyInDialects(t *testing.T) {
@@ -108,13 +136,20 @@ func f(w *World) {
 	if len(vs) != 5 {
 		t.Fatalf("want 5 violations (==, nil check, case, isolation literal ==, isolation literal case), got %d: %v", len(vs), vs)
 	}
-	for _, path := range []string{"engine/cube_session.go", "engine/local_runtime.go"} {
+	for _, path := range []string{"engine/cuberun/session.go", "engine/local_runtime.go"} {
 		if vs := BackendBranches(parse(t, Module+"/engine", path, src), runtimePaths); len(vs) != 0 {
 			t.Fatalf("runtime file %s may branch: %v", path, vs)
 		}
 	}
 	if !RuntimeFile("engine/local/init.go", []string{"engine/local/"}) || RuntimeFile("engine/localx.go", []string{"engine/local/"}) {
 		t.Fatal("a runtime directory entry must cover its files and nothing else")
+	}
+	// The engine's own cube glue (cube_host.go) and the files the cube
+	// runtime left are not runtime files any more.
+	for _, path := range []string{"engine/cube_host.go", "engine/cube_runtime.go", "engine/session/meta.go"} {
+		if RuntimeFile(path, runtimePaths) {
+			t.Fatalf("%s is listed as a runtime file", path)
+		}
 	}
 }
 

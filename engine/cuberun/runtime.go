@@ -1,4 +1,10 @@
-package engine
+// Package cuberun is the cube runtime: one CubeSandbox sandbox per World.
+// The World's layers stay on the host (worlds/<name>/{upper,work}) and reach
+// the guest as host mounts with the source (read-only); strata mounts the
+// overlay inside the guest (guest.go) and runs sessions through envd
+// (session.go), each through a runner process on this host. It implements
+// engine/runtime's Runtime; what it needs of the engine comes through Host.
+package cuberun
 
 import (
 	"context"
@@ -8,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,13 +22,10 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/cube"
+	"github.com/stratahq/strata/engine/runtime"
+	"github.com/stratahq/strata/engine/world"
 	"github.com/stratahq/strata/overlay"
 )
-
-// The cube runtime: one CubeSandbox sandbox per World. The World's layers
-// stay on the host (worlds/<name>/{upper,work}) and reach the guest as host
-// mounts with the source (read-only); strata mounts the overlay inside the
-// guest (cube_guest.go) and runs sessions through envd (cube_session.go).
 
 var (
 	// ErrCubeNotConfigured: config.toml has no [cube] endpoint.
@@ -60,7 +64,8 @@ type cubeClients struct {
 // engine waited on Cube (benchmarks split strata's own time from Cube's).
 type cubeClockKey struct{}
 
-func withCubeClock(ctx context.Context, clock *atomic.Int64) context.Context {
+// WithCubeClock makes ctx add the time the runtime waits on Cube to clock.
+func WithCubeClock(ctx context.Context, clock *atomic.Int64) context.Context {
 	return context.WithValue(ctx, cubeClockKey{}, clock)
 }
 
@@ -72,8 +77,8 @@ func addCubeTime(ctx context.Context, since time.Time) {
 
 // cubeClientConfig is the client configuration from config.toml; the API
 // key comes from the environment variable the config names.
-func (e *Engine) cubeClientConfig() (cube.Config, error) {
-	cc := e.Config.Cube
+func (e *Runtime) cubeClientConfig() (cube.Config, error) {
+	cc := e.cfg().Cube
 	if cc.Endpoint == "" {
 		return cube.Config{}, ErrCubeNotConfigured
 	}
@@ -84,30 +89,30 @@ func (e *Engine) cubeClientConfig() (cube.Config, error) {
 	return cfg, nil
 }
 
-func (e *Engine) cubeClient() (*cube.Client, error) {
-	if e.cube.given != nil {
-		return e.cube.given, nil
+func (e *Runtime) cubeClient() (*cube.Client, error) {
+	if e.clients.given != nil {
+		return e.clients.given, nil
 	}
 	cfg, err := e.cubeClientConfig()
 	if err != nil {
 		return nil, err
 	}
 	key := fmt.Sprintf("%q %q %q %q %q", cfg.Endpoint, cfg.APIKey, cfg.AuthHeader, cfg.ProxyAddr, cfg.Scheme)
-	e.cube.mu.Lock()
-	defer e.cube.mu.Unlock()
-	if e.cube.made != nil && e.cube.key == key {
-		return e.cube.made, nil
+	e.clients.mu.Lock()
+	defer e.clients.mu.Unlock()
+	if e.clients.made != nil && e.clients.key == key {
+		return e.clients.made, nil
 	}
 	c, err := cube.New(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("cube config in %s: %w", e.Config.Path(), err)
+		return nil, fmt.Errorf("cube config in %s: %w", e.cfg().Path, err)
 	}
-	e.cube.key, e.cube.made = key, c
+	e.clients.key, e.clients.made = key, c
 	return c, nil
 }
 
 // cubeConfigured reports whether the engine has a Cube to talk to.
-func (e *Engine) cubeConfigured() bool { return e.cube.given != nil || e.Config.Cube.Endpoint != "" }
+func (e *Runtime) cubeConfigured() bool { return e.clients.given != nil || e.cfg().Cube.Endpoint != "" }
 
 // CubeResources is what a World asks of its sandbox; zero means "any".
 type CubeResources struct {
@@ -184,16 +189,16 @@ func ResolveCubeTemplate(cc CubeConfig, explicit string, want CubeResources) (st
 		ErrNoTemplateFits, want.CPU, want.MemoryMB, want.DiskMB, strings.Join(closest, "; "))
 }
 
-func (e *Engine) cubeGuestDir() string {
-	if d := e.Config.Cube.GuestDir; d != "" {
+func (e *Runtime) cubeGuestDir() string {
+	if d := e.cfg().Cube.GuestDir; d != "" {
 		return filepath.Clean(d)
 	}
 	return defaultCubeGuestDir
 }
 
 // cubeMountPoint is where the World's merged view appears in the guest.
-func (e *Engine) cubeMountPoint(w *World) string {
-	if mp := e.Config.Cube.MountPoint; mp != "" {
+func (e *Runtime) cubeMountPoint(w *World) string {
+	if mp := e.cfg().Cube.MountPoint; mp != "" {
 		return filepath.Clean(mp)
 	}
 	return w.Source
@@ -204,7 +209,7 @@ func (e *Engine) cubeMountPoint(w *World) string {
 // overlayfs requires). A World made before layers/ existed has them in its
 // own directory, which is then mounted whole. A World being created (its
 // directory not in place yet) gets layers/.
-func (e *Engine) cubeHostLayers(name string) string {
+func (e *Runtime) cubeHostLayers(name string) string {
 	dir := e.Paths.World(name)
 	if _, err := os.Lstat(filepath.Join(dir, "upper")); err == nil {
 		return dir
@@ -214,7 +219,7 @@ func (e *Engine) cubeHostLayers(name string) string {
 
 // cubeCreateRequest is the sandbox a World needs: its source read-only and
 // its layers (upper and work) as host mounts.
-func (e *Engine) cubeCreateRequest(w *World, templateID string) cube.CreateRequest {
+func (e *Runtime) cubeCreateRequest(w *World, templateID string) cube.CreateRequest {
 	g := e.cubeGuestDir()
 	req := cube.CreateRequest{
 		TemplateID: templateID,
@@ -227,23 +232,23 @@ func (e *Engine) cubeCreateRequest(w *World, templateID string) cube.CreateReque
 		// the next call resumes it.
 		AutoPause: true, AutoResume: &cube.AutoResume{Enabled: true},
 	}
-	if t := e.Config.Cube.Timeout; t > 0 { // CubeAPI takes seconds ≥ 0: -1 ("never", E2B) is not sent
+	if t := e.cfg().Cube.Timeout; t > 0 { // CubeAPI takes seconds ≥ 0: -1 ("never", E2B) is not sent
 		req.Timeout = cube.Seconds(t)
 	}
-	e.cubeNetwork(w, &req) // the [boundary] egress policy (engine/network_cube.go)
+	e.cubeNetwork(w, &req) // the [boundary] egress policy (network.go)
 	return req
 }
 
 // planCube fills in a new cube World before any call: its template (a
 // request that fits none fails here), its overlay driver when one is forced,
 // and the create request it will send. The World starts planned.
-func (e *Engine) planCube(ctx context.Context, w *World, o CreateOptions) error {
+func (e *Runtime) planCube(ctx context.Context, w *World, o CreateOptions) error {
 	// A fork's template is its parent's, checked when the parent was made.
 	tpl, err := e.resolveCubeTemplate(ctx, o.Template, CubeResources{CPU: o.CPU, MemoryMB: o.MemoryMB, DiskMB: o.DiskMB}, o.FromCubeSnapshot == "", o.Progress)
 	if err != nil {
 		return err
 	}
-	w.Cube = &CubeWorld{Template: tpl, Domain: e.Config.Cube.Domain}
+	w.Cube = &CubeWorld{Template: tpl, Domain: e.cfg().Cube.Domain}
 	switch o.MountBackend {
 	case "", overlay.BackendAuto:
 	case overlay.BackendKernel, overlay.BackendUnionfs, overlay.BackendFuseOverlayfs:
@@ -274,11 +279,11 @@ func cubeUnreachable(err error) bool {
 // realizeCubeOnCreate creates a new World's sandbox. Cube not configured or
 // unreachable: the World stays planned (strata up realises it). Any other
 // failure is returned after removing whatever sandbox the attempt left.
-func (e *Engine) realizeCubeOnCreate(ctx context.Context, w *World, o CreateOptions) error {
+func (e *Runtime) realizeCubeOnCreate(ctx context.Context, w *World, o CreateOptions) error {
 	if !e.cubeConfigured() {
 		return nil
 	}
-	lk, err := e.lockWorld(ctx, w.Name)
+	lk, err := e.h.LockWorld(ctx, w.Name)
 	if err != nil {
 		return err
 	}
@@ -305,7 +310,7 @@ func (e *Engine) realizeCubeOnCreate(ctx context.Context, w *World, o CreateOpti
 // a snapshot id, else from its template), then, when setup is set, mounts
 // the overlay in the guest. On failure the World is left as it was (planned
 // or stopped, no sandbox) and any sandbox made on the way is deleted.
-func (e *Engine) realizeLocked(ctx context.Context, c *cube.Client, w *World, from string, setup bool) error {
+func (e *Runtime) realizeLocked(ctx context.Context, c *cube.Client, w *World, from string, setup bool) error {
 	if from == "" {
 		from = w.Cube.Template
 	}
@@ -331,7 +336,7 @@ func (e *Engine) realizeLocked(ctx context.Context, c *cube.Client, w *World, fr
 		return fmt.Errorf("create sandbox: %w", err)
 	}
 	if sb.Domain == "" {
-		sb.Domain = e.Config.Cube.Domain
+		sb.Domain = e.cfg().Cube.Domain
 	}
 	prevState, prevID := w.State, w.Cube.SandboxID
 	w.Cube.SandboxID, w.Cube.Domain, w.Cube.Request = sb.SandboxID, sb.Domain, string(body)
@@ -354,7 +359,7 @@ func (e *Engine) realizeLocked(ctx context.Context, c *cube.Client, w *World, fr
 
 // reapSandboxes deletes the World's sandboxes other than keep, found by
 // the metadata strata puts on them.
-func (e *Engine) reapSandboxes(ctx context.Context, c *cube.Client, w *World, keep string) {
+func (e *Runtime) reapSandboxes(ctx context.Context, c *cube.Client, w *World, keep string) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cubeCallTimeout)
 	defer cancel()
 	list, err := c.List(cctx, map[string]string{cubeMetaWorldID: w.ID})
@@ -369,7 +374,7 @@ func (e *Engine) reapSandboxes(ctx context.Context, c *cube.Client, w *World, ke
 	}
 }
 
-func (e *Engine) deleteSandbox(ctx context.Context, c *cube.Client, id string) {
+func (e *Runtime) deleteSandbox(ctx context.Context, c *cube.Client, id string) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cubeCallTimeout)
 	defer cancel()
 	if err := c.Delete(cctx, id); err != nil && !errors.Is(err, cube.ErrNotFound) {
@@ -377,11 +382,11 @@ func (e *Engine) deleteSandbox(ctx context.Context, c *cube.Client, id string) {
 	}
 }
 
-func (e *Engine) cubeSandboxPath(w *World) string {
+func (e *Runtime) cubeSandboxPath(w *World) string {
 	return filepath.Join(e.Paths.World(w.Name), cubeSandboxFile)
 }
 
-func (e *Engine) writeCubeSandbox(w *World, sb *cube.Sandbox) error {
+func (e *Runtime) writeCubeSandbox(w *World, sb *cube.Sandbox) error {
 	data, err := json.Marshal(sb)
 	if err != nil {
 		return err
@@ -401,7 +406,7 @@ func (e *Engine) writeCubeSandbox(w *World, sb *cube.Sandbox) error {
 
 // cubeSandbox is what exec and file calls need: the recorded reply, else
 // the id and domain from world.toml.
-func (e *Engine) cubeSandbox(w *World) *cube.Sandbox {
+func (e *Runtime) cubeSandbox(w *World) *cube.Sandbox {
 	var sb cube.Sandbox
 	if data, err := os.ReadFile(e.cubeSandboxPath(w)); err == nil && json.Unmarshal(data, &sb) == nil && sb.SandboxID == w.Cube.SandboxID {
 		return &sb
@@ -409,27 +414,14 @@ func (e *Engine) cubeSandbox(w *World) *cube.Sandbox {
 	return &cube.Sandbox{SandboxID: w.Cube.SandboxID, TemplateID: w.Cube.Template, Domain: w.Cube.Domain}
 }
 
-// Up brings a cube World to ready: a planned World gets its sandbox, a
-// stopped one is resumed (or recreated from its template when its sandbox
-// is gone: the layers are on the host, only memory is lost), and the
-// overlay in the guest is checked and set up again where needed.
-func (e *Engine) Up(ctx context.Context, name string) (*World, error) {
-	w, unlock, err := e.lockedWorld(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if w.Backend != RuntimeCube {
-		return nil, fmt.Errorf("up world %q: it runs on the %s backend, which needs no bringing up", name, w.Backend)
-	}
-	if _, err := e.readyLocked(ctx, w); err != nil {
-		return w, fmt.Errorf("up world %q: %w", name, err)
-	}
-	return w, nil
+// Up: readyLocked.
+func (r *Runtime) Up(ctx context.Context, w *World) error {
+	_, err := r.readyLocked(ctx, w)
+	return err
 }
 
 // readyLocked makes the World's sandbox run with its overlay mounted.
-func (e *Engine) readyLocked(ctx context.Context, w *World) (*cube.Sandbox, error) {
+func (e *Runtime) readyLocked(ctx context.Context, w *World) (*cube.Sandbox, error) {
 	c, err := e.cubeClient()
 	if err != nil {
 		return nil, err
@@ -476,8 +468,8 @@ func (e *Engine) readyLocked(ctx context.Context, w *World) (*cube.Sandbox, erro
 
 // ensureCubeReady is exec's way in: the fast path checks the overlay with
 // one command; anything unusual goes through readyLocked.
-func (e *Engine) ensureCubeReady(ctx context.Context, name string) (*World, *cube.Sandbox, error) {
-	w, unlock, err := e.lockedWorld(ctx, name)
+func (e *Runtime) ensureCubeReady(ctx context.Context, name string) (*World, *cube.Sandbox, error) {
+	w, unlock, err := e.h.LockedWorld(ctx, name)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -504,59 +496,47 @@ func (e *Engine) ensureCubeReady(ctx context.Context, name string) (*World, *cub
 	return w, sb, nil
 }
 
-func (e *Engine) plannedHint(w *World, err error) error {
+func (e *Runtime) plannedHint(w *World, err error) error {
 	if cubeUnreachable(err) {
 		return fmt.Errorf("world %q is %s and Cube is unreachable: %w (strata up %s once it is back)", w.Name, w.State, err, w.Name)
 	}
 	return err
 }
 
-// StopOptions are the flags of `strata stop`.
-type StopOptions struct {
-	Kill bool // stop running sessions instead of refusing
-}
-
-// Stop pauses a cube World's sandbox (memory kept; strata up resumes it).
-func (e *Engine) Stop(ctx context.Context, name string, o StopOptions) (*World, error) {
-	w, unlock, err := e.lockedWorld(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if w.Backend != RuntimeCube {
-		return nil, fmt.Errorf("stop world %q: it runs on the %s backend; stop its sessions with strata kill", name, w.Backend)
-	}
+// Stop pauses the sandbox, ending running sessions first when kill is set.
+func (r *Runtime) Stop(ctx context.Context, w *World, kill bool) error {
+	e := r
 	switch {
 	case w.State == StateStopped:
-		return w, nil
+		return nil
 	case w.State == StatePlanned || w.Cube == nil || w.Cube.SandboxID == "":
-		return nil, fmt.Errorf("stop world %q: it is %s, with no sandbox to stop", name, w.State)
+		return fmt.Errorf("it is %s, with no sandbox to stop", w.State)
 	}
-	running := e.runningSessions(w)
-	if len(running) > 0 && !o.Kill {
-		return nil, fmt.Errorf("stop world %q: %w (%s); stop them first or pass --kill", name, ErrSessionsRunning, strings.Join(running, ", "))
+	running := e.h.RunningSessions(w)
+	if len(running) > 0 && !kill {
+		return fmt.Errorf("%w (%s); stop them first or pass --kill", ErrSessionsRunning, strings.Join(running, ", "))
 	}
-	if _, err := e.stopSessions(ctx, w, running); err != nil {
-		return nil, fmt.Errorf("stop world %q: %w", name, err)
+	if _, err := e.h.StopSessions(ctx, w, running); err != nil {
+		return err
 	}
 	c, err := e.cubeClient()
 	if err != nil {
-		return nil, fmt.Errorf("stop world %q: %w", name, err)
+		return err
 	}
 	cctx, cancel := context.WithTimeout(ctx, cubeCallTimeout)
 	err = c.Pause(cctx, w.Cube.SandboxID)
 	cancel()
 	if err != nil && !errors.Is(err, cube.ErrNotFound) {
-		return nil, fmt.Errorf("stop world %q: pause sandbox %s: %w", name, w.Cube.SandboxID, err)
+		return fmt.Errorf("pause sandbox %s: %w", w.Cube.SandboxID, err)
 	}
 	w.State = StateStopped
-	return w, writeWorld(e.Paths, w)
+	return writeWorld(e.Paths, w)
 }
 
 // cubeSnapshot takes the Cube half of a snapshot (memory and rootfs; the
 // host-mounted upper is strata's half). A World without a running sandbox
 // has no VM state to keep: "" and no error.
-func (e *Engine) cubeSnapshot(ctx context.Context, w *World, snapID string) (string, error) {
+func (e *Runtime) cubeSnapshot(ctx context.Context, w *World, snapID string) (string, error) {
 	if w.Cube == nil || w.State != StateReady || w.Cube.SandboxID == "" {
 		return "", nil
 	}
@@ -583,7 +563,7 @@ func (e *Engine) cubeSnapshot(ctx context.Context, w *World, snapID string) (str
 // be rolled back in place (gone, or the snapshot is not its own) is replaced
 // by one created from the snapshot, or from the template when the snapshot
 // is gone too.
-func (e *Engine) cubeRollback(ctx context.Context, w *World, target *Snapshot) error {
+func (e *Runtime) cubeRollback(ctx context.Context, w *World, targetCube string) error {
 	if w.Cube == nil || w.State == StatePlanned {
 		return nil
 	}
@@ -591,7 +571,7 @@ func (e *Engine) cubeRollback(ctx context.Context, w *World, target *Snapshot) e
 	if err != nil {
 		return err
 	}
-	if target.Cube == "" || w.Cube.SandboxID == "" {
+	if targetCube == "" || w.Cube.SandboxID == "" {
 		// No VM state to restore; a running guest only needs a fresh overlay.
 		if w.State == StateReady && w.Cube.SandboxID != "" {
 			return e.ensureOverlayAndRecord(ctx, c, w, e.cubeSandbox(w), true)
@@ -600,7 +580,7 @@ func (e *Engine) cubeRollback(ctx context.Context, w *World, target *Snapshot) e
 	}
 	// A stopped (paused) sandbox is rolled back too: the restored VM runs.
 	cctx, cancel := context.WithTimeout(ctx, cubeLongTimeout)
-	err = c.Rollback(cctx, w.Cube.SandboxID, target.Cube)
+	err = c.Rollback(cctx, w.Cube.SandboxID, targetCube)
 	cancel()
 	switch {
 	case err == nil:
@@ -610,16 +590,16 @@ func (e *Engine) cubeRollback(ctx context.Context, w *World, target *Snapshot) e
 		}
 		return writeWorld(e.Paths, w)
 	case cubeUnreachable(err) || errors.Is(err, cube.ErrTimeout):
-		return fmt.Errorf("cube rollback of sandbox %s to %s: %w", w.Cube.SandboxID, target.Cube, err)
+		return fmt.Errorf("cube rollback of sandbox %s to %s: %w", w.Cube.SandboxID, targetCube, err)
 	}
 	e.Log.Warn("cube rollback in place failed: replacing the sandbox", "world", w.Name, "err", err)
 	old := w.Cube.SandboxID
-	rerr := e.realizeLocked(ctx, c, w, target.Cube, true)
+	rerr := e.realizeLocked(ctx, c, w, targetCube, true)
 	if errors.Is(rerr, cube.ErrNotFound) {
 		rerr = e.realizeLocked(ctx, c, w, "", true)
 	}
 	if rerr != nil {
-		return fmt.Errorf("cube rollback of sandbox %s to %s: %w; replacing the sandbox: %w", old, target.Cube, err, rerr)
+		return fmt.Errorf("cube rollback of sandbox %s to %s: %w; replacing the sandbox: %w", old, targetCube, err, rerr)
 	}
 	if old != w.Cube.SandboxID {
 		e.deleteSandbox(ctx, c, old)
@@ -630,7 +610,7 @@ func (e *Engine) cubeRollback(ctx context.Context, w *World, target *Snapshot) e
 // stopWorldRuntime deletes a World's sandbox and its Cube snapshots before
 // the World is removed; world.toml then says stopped with no sandbox, so a
 // World restored from the trash gets a new one from strata up.
-func (e *Engine) stopWorldRuntime(ctx context.Context, w *World) error {
+func (e *Runtime) stopWorldRuntime(ctx context.Context, w *World) error {
 	if w.Backend != RuntimeCube || w.Cube == nil {
 		return nil
 	}
@@ -647,14 +627,14 @@ func (e *Engine) stopWorldRuntime(ctx context.Context, w *World) error {
 			return fmt.Errorf("delete sandbox %s: %w", w.Cube.SandboxID, err)
 		}
 	}
-	if tl, err := e.Timeline(w.Name); err == nil && c != nil {
-		for _, s := range tl.Snapshots {
-			if s.Cube == "" {
+	if snaps, err := e.h.RuntimeSnapshots(w.Name); err == nil && c != nil {
+		for _, id := range snaps {
+			if id == "" {
 				continue
 			}
 			cctx, cancel := context.WithTimeout(ctx, cubeLongTimeout) // DELETE /templates has CubeAPI's 240 s budget
-			if err := c.DeleteSnapshot(cctx, s.Cube); err != nil && !errors.Is(err, cube.ErrNotFound) {
-				e.Log.Warn("delete cube snapshot", "world", w.Name, "snapshot", s.Cube, "err", err)
+			if err := c.DeleteSnapshot(cctx, id); err != nil && !errors.Is(err, cube.ErrNotFound) {
+				e.Log.Warn("delete cube snapshot", "world", w.Name, "snapshot", id, "err", err)
 			}
 			cancel()
 		}
@@ -670,8 +650,8 @@ func (e *Engine) stopWorldRuntime(ctx context.Context, w *World) error {
 // cubeDoctor checks the deployment: health, the API key, and that a file in
 // the state root is visible in a sandbox through a host mount (this costs a
 // sandbox create, so only when a template is configured).
-func (e *Engine) cubeDoctor(ctx context.Context) CubeDoctor {
-	cc := e.Config.Cube
+func (e *Runtime) cubeDoctor(ctx context.Context) CubeDoctor {
+	cc := e.cfg().Cube
 	if cc.Endpoint == "" {
 		return CubeDoctor{Status: "not configured"}
 	}
@@ -736,7 +716,7 @@ func (e *Engine) cubeDoctor(ctx context.Context) CubeDoctor {
 
 // probeHostMount creates a throwaway sandbox with a state-root directory
 // mounted, reads a probe file through envd and deletes the sandbox.
-func (e *Engine) probeHostMount(ctx context.Context, c *cube.Client, tpl string) error {
+func (e *Runtime) probeHostMount(ctx context.Context, c *cube.Client, tpl string) error {
 	dir, err := os.MkdirTemp(e.Paths.Scratch(), "cube-probe-")
 	if err != nil {
 		return err
@@ -787,40 +767,39 @@ func cubeTemplateOf(w *World) string {
 }
 
 // cubeRuntime runs a World's sessions in its CubeSandbox MicroVM, over the
-// World's layers mounted into the guest (cube_guest.go), through a runner
-// process per session on this host (cube_session.go).
-type cubeRuntime struct{ e *Engine }
+// World's layers mounted into the guest (guest.go), through a runner
+// process per session on this host (session.go).
 
-func (cubeRuntime) kind() Runtime  { return RuntimeCube }
-func (cubeRuntime) hostView() bool { return false }
+func (r *Runtime) Kind() world.Runtime { return RuntimeCube }
+func (r *Runtime) HostView() bool      { return false }
 
-func (cubeRuntime) layerDirs() []string {
+func (r *Runtime) LayerDirs() []string {
 	return []string{LayersDir, LayersDir + "/upper", LayersDir + "/work", "merged", "sessions"}
 }
 
-func (cubeRuntime) upperIn(worldDir string) string {
+func (r *Runtime) UpperIn(worldDir string) string {
 	return filepath.Join(worldDir, LayersDir, "upper")
 }
 
 // sendSignal: the recorded pid is the host runner, which relays signals to
 // the command in the sandbox; it cannot catch KILL or STOP, so those travel
 // as stand-ins it turns back into the real signal there.
-func (cubeRuntime) sendSignal(sig syscall.Signal) syscall.Signal { return cubeRelaySignal(sig) }
+func (r *Runtime) SendSignal(sig syscall.Signal) syscall.Signal { return cubeRelaySignal(sig) }
 
-func (r cubeRuntime) prepare(ctx context.Context, w *World, o CreateOptions, _ overlay.Backend) error {
-	return r.e.planCube(ctx, w, o)
+func (r *Runtime) Prepare(ctx context.Context, w *World, o CreateOptions, _ overlay.Backend) error {
+	return r.planCube(ctx, w, o)
 }
 
-// realize creates the sandbox; an unreachable Cube leaves the World
+// Realize creates the sandbox; an unreachable Cube leaves the World
 // planned, any other failure is returned.
-func (r cubeRuntime) realize(ctx context.Context, w *World, o CreateOptions) error {
-	return r.e.realizeCubeOnCreate(ctx, w, o)
+func (r *Runtime) Realize(ctx context.Context, w *World, o CreateOptions) error {
+	return r.realizeCubeOnCreate(ctx, w, o)
 }
 
-func (cubeRuntime) precheck(*World) error { return nil }
+func (r *Runtime) Precheck(*World) error { return nil }
 
-func (r cubeRuntime) startSession(ctx context.Context, w *World, o ExecOptions) (SessionMeta, error) {
-	return r.e.execCube(ctx, w, o)
+func (r *Runtime) StartSession(ctx context.Context, w *World, o ExecOptions) (SessionMeta, error) {
+	return r.execCube(ctx, w, o)
 }
 
 const (
@@ -830,7 +809,7 @@ const (
 
 // shellArgv: a sandbox has its own root file system, where the host's
 // $SHELL may not be: its bash, else sh.
-func (cubeRuntime) shellArgv(command string) []string {
+func (r *Runtime) ShellArgv(command string) []string {
 	if command == "" {
 		return []string{"/bin/sh", "-c", cubeInteractiveShell}
 	}
@@ -839,55 +818,143 @@ func (cubeRuntime) shellArgv(command string) []string {
 
 // freeze: the commands run in the sandbox; on this host there is only each
 // session's runner, which must keep relaying.
-func (r cubeRuntime) freeze(ctx context.Context, w *World) func() { return r.e.cubeFreeze(ctx, w) }
+func (r *Runtime) Freeze(ctx context.Context, w *World) func() { return r.cubeFreeze(ctx, w) }
 
-func (r cubeRuntime) writers(ctx context.Context, w *World, changes []overlay.Change) []WritingPath {
-	return r.e.cubeWritersOf(ctx, w, changes)
+func (r *Runtime) Writers(ctx context.Context, w *World, changes []overlay.Change) []WritingPath {
+	return r.cubeWritersOf(ctx, w, changes)
 }
 
 // snapshot: the VM snapshot (memory and rootfs) does not hold the
 // host-mounted upper: both are taken together and linked in one timeline
 // entry.
-func (r cubeRuntime) snapshot(ctx context.Context, w *World, snapID string) (string, error) {
-	return r.e.cubeSnapshot(ctx, w, snapID)
+func (r *Runtime) Snapshot(ctx context.Context, w *World, snapID string) (string, error) {
+	return r.cubeSnapshot(ctx, w, snapID)
 }
 
-func (r cubeRuntime) rollback(ctx context.Context, w *World, target *Snapshot) error {
-	return r.e.cubeRollback(ctx, w, target)
+func (r *Runtime) Rollback(ctx context.Context, w *World, runtimeSnap string) error {
+	return r.cubeRollback(ctx, w, runtimeSnap)
 }
 
-// quiesce unmounts the overlay inside the sandbox before the host changes
+// Quiesce unmounts the overlay inside the sandbox before the host changes
 // the upper under it.
-func (r cubeRuntime) quiesce(ctx context.Context, w *World) error {
+func (r *Runtime) Quiesce(ctx context.Context, w *World) error {
 	if w.State != StateReady {
 		return nil
 	}
-	return r.e.cubeUnmountGuest(ctx, w)
+	return r.cubeUnmountGuest(ctx, w)
 }
 
-// resume mounts the overlay in the sandbox again.
-func (r cubeRuntime) resume(ctx context.Context, w *World) {
+// Resume mounts the overlay in the sandbox again.
+func (r *Runtime) Resume(ctx context.Context, w *World) {
 	if w.State != StateReady {
 		return
 	}
-	if err := r.e.cubeRemountGuest(ctx, w); err != nil {
-		r.e.Log.Warn("remount the overlay in the sandbox", "world", w.Name, "err", err)
+	if err := r.cubeRemountGuest(ctx, w); err != nil {
+		r.Log.Warn("remount the overlay in the sandbox", "world", w.Name, "err", err)
 	}
 }
 
 // usage: the commands run in the sandbox; on this host there are only
 // their runners.
-func (r cubeRuntime) usage(ctx context.Context, w *World, ss []SessionMeta, _ map[int]bool, res *Resources) {
+func (r *Runtime) Usage(ctx context.Context, w *World, ss []SessionMeta, _ map[int]bool, res *Resources) {
 	res.Accounting = "cube"
-	r.e.cubeUsage(ctx, w, ss, res)
+	r.cubeUsage(ctx, w, ss, res)
 }
 
-func (r cubeRuntime) destroy(ctx context.Context, w *World) error {
-	return r.e.stopWorldRuntime(ctx, w)
+func (r *Runtime) Destroy(ctx context.Context, w *World) error {
+	return r.stopWorldRuntime(ctx, w)
 }
 
-func (r cubeRuntime) reviveSession(ctx context.Context, name string, s SessionMeta) SessionMeta {
-	return r.e.reviveCubeSession(ctx, name, s)
+func (r *Runtime) ReviveSession(ctx context.Context, name string, s SessionMeta) SessionMeta {
+	return r.reviveCubeSession(ctx, name, s)
 }
 
-func (r cubeRuntime) placement(w *World) Placement { return r.e.cubePlacement(w) }
+func (r *Runtime) Placement(w *World) Placement { return r.cubePlacement(w) }
+
+// cubeWriterScript lists, in a sandbox, every fd open for writing (the last
+// octal digit of its flags has O_WRONLY or O_RDWR) as "pgid pid path".
+const cubeWriterScript = `for f in /proc/[0-9]*/fdinfo/*; do
+	fl=
+	while read -r k v _; do
+		if [ "$k" = flags: ]; then fl=$v; break; fi
+	done <"$f" 2>/dev/null
+	case $fl in *[123567]) ;; *) continue ;; esac
+	p=${f%/fdinfo/*}
+	l=$(readlink "$p/fd/${f##*/}" 2>/dev/null) || continue
+	pg=$(sed 's/.*) //' "$p/stat" 2>/dev/null | cut -d' ' -f3)
+	printf '%s %s %s\n' "$pg" "${p#/proc/}" "$l"
+done 2>/dev/null; true`
+
+// cubeWritersOf is writersOf for a cube World: its sessions' processes are
+// in its sandbox, where the overlay is mounted at the source path, so their
+// fds are matched by that path. A sandbox that cannot be asked counts as
+// writing nothing only when no session runs.
+func (e *Runtime) cubeWritersOf(ctx context.Context, w *World, changes []overlay.Change) []WritingPath {
+	ss, _ := ListSessions(e.Paths.World(w.Name))
+	byGroup := map[string]string{}
+	for _, s := range ss {
+		if (s.State == SessionRunning || s.State == SessionStarting) && s.GuestPID > 0 {
+			byGroup[strconv.Itoa(s.GuestPID)] = s.ID
+		}
+	}
+	if len(byGroup) == 0 || w.State != StateReady {
+		return nil
+	}
+	byPath := map[string]string{}
+	for _, c := range changes {
+		byPath[filepath.Join(w.Source, filepath.FromSlash(c.Path))] = c.Path
+	}
+	client, err := e.cubeClient()
+	var out string
+	if err == nil {
+		out, err = guestScript(ctx, client, e.cubeSandbox(w), 30*time.Second, cubeWriterScript)
+	}
+	if err != nil {
+		// Unknown is not "nobody": refuse rather than publish a guess.
+		e.Log.Warn("apply: list writers in the sandbox", "world", w.Name, "err", err)
+		var all []WritingPath
+		ids := make([]string, 0, len(byGroup))
+		for _, id := range byGroup {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		for _, c := range changes {
+			all = append(all, WritingPath{Path: c.Path, Sessions: ids})
+		}
+		return all
+	}
+	writers := map[string]map[string]bool{}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.SplitN(line, " ", 3)
+		if len(f) != 3 {
+			continue
+		}
+		rel, ok := byPath[f[2]]
+		if !ok {
+			continue
+		}
+		who, ok := byGroup[f[0]]
+		if !ok {
+			if who, ok = byGroup[f[1]]; !ok {
+				who = "pid " + f[1] + " of the sandbox"
+			}
+		}
+		if writers[rel] == nil {
+			writers[rel] = map[string]bool{}
+		}
+		writers[rel][who] = true
+	}
+	return runtime.SortedWriters(writers)
+}
+
+// CubeDoctor is the cube part of doctor.
+type CubeDoctor struct {
+	Endpoint string `json:"endpoint,omitempty"`
+	Status   string `json:"status"`
+	Detail   string `json:"detail,omitempty"`
+	// Templates are those GET /templates lists; Built, those strata built
+	// for a size (cube/templates.json). Cluster is the nodes' capacity.
+	Templates []cube.Template     `json:"templates,omitempty"`
+	Built     []BuiltCubeTemplate `json:"built_templates,omitempty"`
+	Cluster   *CubeCluster        `json:"cluster,omitempty"`
+}

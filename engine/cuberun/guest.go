@@ -1,4 +1,4 @@
-package engine
+package cuberun
 
 import (
 	"bytes"
@@ -127,7 +127,7 @@ func (e *GuestOverlayError) Error() string {
 
 // setupGuestOverlay runs the script and returns the driver in use and
 // whether it mounted anew. env is added to the command's environment.
-func (e *Engine) setupGuestOverlay(ctx context.Context, c *cube.Client, w *World, sb *cube.Sandbox, force bool, env map[string]string) (overlay.Backend, bool, error) {
+func (e *Runtime) setupGuestOverlay(ctx context.Context, c *cube.Client, w *World, sb *cube.Sandbox, force bool, env map[string]string) (overlay.Backend, bool, error) {
 	drivers := guestDrivers(w)
 	names := make([]string, len(drivers))
 	for i, d := range drivers {
@@ -168,7 +168,7 @@ func (e *Engine) setupGuestOverlay(ctx context.Context, c *cube.Client, w *World
 // ensureOverlayLocked mounts the World in its guest if needed and notes in
 // w the driver (and so the dialect the upper is read in) the first time;
 // changed says world.toml needs writing.
-func (e *Engine) ensureOverlayLocked(ctx context.Context, c *cube.Client, w *World, sb *cube.Sandbox, force bool) (changed bool, err error) {
+func (e *Runtime) ensureOverlayLocked(ctx context.Context, c *cube.Client, w *World, sb *cube.Sandbox, force bool) (changed bool, err error) {
 	driver, _, err := e.setupGuestOverlay(ctx, c, w, sb, force, nil)
 	if err != nil {
 		return false, err
@@ -181,7 +181,7 @@ func (e *Engine) ensureOverlayLocked(ctx context.Context, c *cube.Client, w *Wor
 }
 
 // ensureOverlayAndRecord is ensureOverlayLocked, then world.toml if needed.
-func (e *Engine) ensureOverlayAndRecord(ctx context.Context, c *cube.Client, w *World, sb *cube.Sandbox, force bool) error {
+func (e *Runtime) ensureOverlayAndRecord(ctx context.Context, c *cube.Client, w *World, sb *cube.Sandbox, force bool) error {
 	changed, err := e.ensureOverlayLocked(ctx, c, w, sb, force)
 	if err == nil && changed {
 		err = writeWorld(e.Paths, w)
@@ -210,7 +210,7 @@ exit 1
 // change under it); cubeRemountGuest mounts it again afterwards. Both do
 // nothing for a World without a running sandbox. The caller holds the
 // World's lock.
-func (e *Engine) cubeUnmountGuest(ctx context.Context, w *World) error {
+func (e *Runtime) cubeUnmountGuest(ctx context.Context, w *World) error {
 	if w.Backend != RuntimeCube || w.Cube == nil || w.State != StateReady || w.Cube.SandboxID == "" {
 		return nil
 	}
@@ -227,7 +227,7 @@ func (e *Engine) cubeUnmountGuest(ctx context.Context, w *World) error {
 
 // cubeRemountGuest mounts the World's overlay in its guest again after its
 // upper changed on the host.
-func (e *Engine) cubeRemountGuest(ctx context.Context, w *World) error {
+func (e *Runtime) cubeRemountGuest(ctx context.Context, w *World) error {
 	if w.Backend != RuntimeCube || w.Cube == nil || w.State != StateReady || w.Cube.SandboxID == "" {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package engine
+package session
 
 import (
 	"os"
@@ -29,20 +29,20 @@ var attentionOrder = []Attention{
 	AttentionWaiting, AttentionFailed, AttentionRunning, AttentionLost, AttentionDone, AttentionIdle,
 }
 
-// SessionAttention is a session's attention as its state implies it; a running
+// AttentionOf is a session's attention as its state implies it; a running
 // session reports what its init last recorded (running or waiting).
-func SessionAttention(m SessionMeta) Attention {
+func AttentionOf(m Meta) Attention {
 	switch {
-	case m.State.Ended() && m.State != SessionLost && m.KilledByStrata:
+	case m.State.Ended() && m.State != Lost && m.KilledByStrata:
 		// Stopped on purpose (K, kill, rollback --kill): not the World failing.
 		return AttentionDone
 	}
 	switch m.State {
-	case SessionExited:
+	case Exited:
 		return AttentionDone
-	case SessionFailed, SessionKilled:
+	case Failed, Killed:
 		return AttentionFailed
-	case SessionLost:
+	case Lost:
 		return AttentionLost
 	}
 	if m.Attention == AttentionWaiting {
@@ -53,10 +53,10 @@ func SessionAttention(m SessionMeta) Attention {
 
 // WorldAttention is the most urgent attention among a World's sessions, in the
 // order waiting > failed > running > lost > done > idle; idle when there are none.
-func WorldAttention(sessions []SessionMeta) Attention {
+func WorldAttention(sessions []Meta) Attention {
 	best := len(attentionOrder) - 1
 	for _, s := range sessions {
-		if i := slices.Index(attentionOrder, SessionAttention(s)); i >= 0 && i < best {
+		if i := slices.Index(attentionOrder, AttentionOf(s)); i >= 0 && i < best {
 			best = i
 		}
 	}
@@ -66,27 +66,27 @@ func WorldAttention(sessions []SessionMeta) Attention {
 // Waiting-for-input detection, run by a PTY session's init (so pids are in the
 // session's pid namespace and /proc is its own).
 const (
-	// quietBeforeWaiting: a process blocked on the terminal but still printing is
+	// QuietBeforeWaiting: a process blocked on the terminal but still printing is
 	// working, not waiting.
-	quietBeforeWaiting = 2 * time.Second
-	attentionInterval  = 500 * time.Millisecond
+	QuietBeforeWaiting = 2 * time.Second
+	AttentionInterval  = 500 * time.Millisecond
 )
 
-// readSyscalls, pollSyscalls and epollSyscalls are syscall numbers (per
+// ReadSyscalls, PollSyscalls and EpollSyscalls are syscall numbers (per
 // architecture) that block reading a terminal: a read on the pty's fd, a poll
 // family call by a process whose stdin is the pty (readline and most line
 // editors poll first), or an epoll wait whose set holds the pty (libuv: node,
 // and so Gemini CLI and Codex's launcher).
 var (
-	readSyscalls = map[string][]int{
+	ReadSyscalls = map[string][]int{
 		"amd64": {0, 17, 19, 295}, // read, pread64, readv, preadv
 		"arm64": {63, 65, 67, 69}, // read, readv, pread64, preadv
 	}
-	pollSyscalls = map[string][]int{
+	PollSyscalls = map[string][]int{
 		"amd64": {7, 23, 270, 271}, // poll, select, pselect6, ppoll
 		"arm64": {72, 73},          // pselect6, ppoll
 	}
-	epollSyscalls = map[string][]int{
+	EpollSyscalls = map[string][]int{
 		"amd64": {232, 281, 441}, // epoll_wait, epoll_pwait, epoll_pwait2
 		"arm64": {22, 441},       // epoll_pwait, epoll_pwait2
 	}
@@ -107,21 +107,21 @@ func terminalReader(procRoot string, fg int, ttyPath string) bool {
 			continue
 		}
 		dir := filepath.Join(procRoot, e.Name())
-		st, err := readProcStatFile(filepath.Join(dir, "stat"))
-		if err != nil || st.pgrp != fg {
+		st, err := ReadProcStatFile(filepath.Join(dir, "stat"))
+		if err != nil || st.Pgrp != fg {
 			continue
 		}
 		tasks, err := os.ReadDir(filepath.Join(dir, "task"))
 		if err != nil {
 			// No task list (a fake /proc): the process's first thread.
-			if st.state == 'S' && blockedOnTerminal(dir, ttyPath) {
+			if st.State == 'S' && blockedOnTerminal(dir, ttyPath) {
 				return true
 			}
 			continue
 		}
 		for _, t := range tasks {
 			tdir := filepath.Join(dir, "task", t.Name())
-			if ts, err := readProcStatFile(filepath.Join(tdir, "stat")); err != nil || ts.state != 'S' {
+			if ts, err := ReadProcStatFile(filepath.Join(tdir, "stat")); err != nil || ts.State != 'S' {
 				continue
 			}
 			if blockedOnTerminal(tdir, ttyPath) {
@@ -156,10 +156,10 @@ func blockedOnTerminal(procDir, ttyPath string) bool {
 		return fd, err == nil
 	}
 	switch {
-	case slices.Contains(readSyscalls[runtime.GOARCH], nr):
+	case slices.Contains(ReadSyscalls[runtime.GOARCH], nr):
 		fd, ok := arg0()
 		return ok && isTTY(fd)
-	case slices.Contains(epollSyscalls[runtime.GOARCH], nr):
+	case slices.Contains(EpollSyscalls[runtime.GOARCH], nr):
 		// The set is in the epoll fd's fdinfo ("tfd: N events: ..."): a
 		// Go runtime's netpoller waits on its own set, without the
 		// terminal, and is not reading it.
@@ -180,7 +180,7 @@ func blockedOnTerminal(procDir, ttyPath string) bool {
 			}
 		}
 		return false
-	case slices.Contains(pollSyscalls[runtime.GOARCH], nr):
+	case slices.Contains(PollSyscalls[runtime.GOARCH], nr):
 		return isTTY(0)
 	}
 	return false

@@ -1,4 +1,4 @@
-package engine
+package session
 
 // Transcript format (also in docs/transcript.md). The file "transcript" in a session
 // dir is append-only: an 8-byte magic "STRATAT1", then frames, each written with one
@@ -77,14 +77,16 @@ func (r Record) WinSize() (WinSize, bool) {
 	return WinSize{Rows: binary.BigEndian.Uint16(r.Data[0:2]), Cols: binary.BigEndian.Uint16(r.Data[2:4])}, true
 }
 
-// transcriptWriter appends frames; a mutex keeps the frames of concurrent streams whole.
-type transcriptWriter struct {
+// TranscriptWriter appends frames; a mutex keeps the frames of concurrent streams whole.
+type TranscriptWriter struct {
 	mu  sync.Mutex
 	f   *os.File
 	buf []byte
 }
 
-func newTranscriptWriter(f *os.File) (*transcriptWriter, error) {
+// NewTranscriptWriter appends to the transcript file f, writing its header
+// when f is empty.
+func NewTranscriptWriter(f *os.File) (*TranscriptWriter, error) {
 	info, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("stat transcript: %w", err)
@@ -94,10 +96,11 @@ func newTranscriptWriter(f *os.File) (*transcriptWriter, error) {
 			return nil, fmt.Errorf("write transcript header: %w", err)
 		}
 	}
-	return &transcriptWriter{f: f}, nil
+	return &TranscriptWriter{f: f}, nil
 }
 
-func (w *transcriptWriter) write(stream Stream, at time.Time, data []byte) error {
+// Append writes one frame of stream's data read at at.
+func (w *TranscriptWriter) Append(stream Stream, at time.Time, data []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.buf = appendFrame(w.buf[:0], stream, at, data)
@@ -107,11 +110,12 @@ func (w *transcriptWriter) write(stream Stream, at time.Time, data []byte) error
 	return nil
 }
 
-func (w *transcriptWriter) writeResize(at time.Time, ws WinSize) error {
+// AppendResize records a terminal size change.
+func (w *TranscriptWriter) AppendResize(at time.Time, ws WinSize) error {
 	var data [4]byte
 	binary.BigEndian.PutUint16(data[0:2], ws.Rows)
 	binary.BigEndian.PutUint16(data[2:4], ws.Cols)
-	return w.write(StreamResize, at, data[:])
+	return w.Append(StreamResize, at, data[:])
 }
 
 func appendFrame(buf []byte, stream Stream, at time.Time, data []byte) []byte {
@@ -194,7 +198,7 @@ func parseFrames(data []byte) ([]Record, int, error) {
 // It returns fn's error, ctx's error, or nil at the end of the session. New output
 // is looked for after 1 ms, backing off to 25 ms while the session is quiet.
 func FollowTranscript(ctx context.Context, dir string, fromOffset int64, fn func(Record) error) error {
-	end := openEndWatch(dir)
+	end := OpenEndWatch(dir)
 	defer end.close()
 	path := filepath.Join(dir, TranscriptFile)
 	offset := fromOffset
@@ -205,9 +209,9 @@ func FollowTranscript(ctx context.Context, dir string, fromOffset int64, fn func
 		// The init writes all output before the end in meta.json, so a session seen
 		// ended before a read has nothing left to write after it.
 		ended := false
-		if checkMeta || time.Since(lastMetaCheck) >= lostCheckInterval {
+		if checkMeta || time.Since(lastMetaCheck) >= LostCheckInterval {
 			lastMetaCheck = time.Now()
-			meta, err := ReadSessionMeta(dir)
+			meta, err := ReadMeta(dir)
 			if err != nil {
 				return fmt.Errorf("follow transcript: %w", err)
 			}
@@ -242,7 +246,7 @@ func FollowTranscript(ctx context.Context, dir string, fromOffset int64, fn func
 const (
 	minFollowPoll = time.Millisecond
 	maxFollowPoll = 25 * time.Millisecond
-	// lostCheckInterval is how often waiters look at the init's pid when nothing
+	// LostCheckInterval is how often waiters look at the init's pid when nothing
 	// else tells them: an init killed before it opened end.fifo cannot close it.
-	lostCheckInterval = 250 * time.Millisecond
+	LostCheckInterval = 250 * time.Millisecond
 )

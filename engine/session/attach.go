@@ -1,4 +1,4 @@
-package engine
+package session
 
 import (
 	"bytes"
@@ -45,7 +45,7 @@ type AttachOptions struct {
 // non-blocking file), Attach stops its read before returning; otherwise a read in
 // progress is left behind and its bytes are dropped.
 func Attach(ctx context.Context, dir string, in io.Reader, out io.Writer, opts AttachOptions) error {
-	meta, err := ReadSessionMeta(dir)
+	meta, err := ReadMeta(dir)
 	if err != nil {
 		return fmt.Errorf("attach: %w", err)
 	}
@@ -59,9 +59,9 @@ func Attach(ctx context.Context, dir string, in io.Reader, out io.Writer, opts A
 	if meta.State.Ended() {
 		return replayEnded(dir, out, opts.Replay)
 	}
-	conn, err := dialAttach(dir)
+	conn, err := DialAttach(dir)
 	if err != nil {
-		if meta, merr := ReadSessionMeta(dir); merr == nil && meta.State.Ended() {
+		if meta, merr := ReadMeta(dir); merr == nil && meta.State.Ended() {
 			return replayEnded(dir, out, opts.Replay)
 		}
 		return fmt.Errorf("attach to session %s: %w", meta.ID, err)
@@ -69,15 +69,15 @@ func Attach(ctx context.Context, dir string, in io.Reader, out io.Writer, opts A
 	defer conn.Close()
 	var flags byte
 	if opts.Replay {
-		flags |= attachReplay
+		flags |= AttachReplay
 	}
 	var wmu sync.Mutex
 	send := func(typ byte, data []byte) error {
 		wmu.Lock()
 		defer wmu.Unlock()
-		return writeAttachFrame(conn, typ, data)
+		return WriteAttachFrame(conn, typ, data)
 	}
-	if err := send(attachHello, []byte{flags}); err != nil {
+	if err := send(AttachHello, []byte{flags}); err != nil {
 		return fmt.Errorf("attach to session %s: %w", meta.ID, err)
 	}
 
@@ -97,7 +97,7 @@ func Attach(ctx context.Context, dir string, in io.Reader, out io.Writer, opts A
 			if n > 0 {
 				data, hit := d.feed(buf[:n])
 				if len(data) > 0 {
-					if send(attachInput, data) != nil {
+					if send(AttachInput, data) != nil {
 						return
 					}
 				}
@@ -126,7 +126,7 @@ func Attach(ctx context.Context, dir string, in io.Reader, out io.Writer, opts A
 					var data [4]byte
 					binary.BigEndian.PutUint16(data[0:2], ws.Rows)
 					binary.BigEndian.PutUint16(data[2:4], ws.Cols)
-					if send(attachResize, data[:]) != nil {
+					if send(AttachResize, data[:]) != nil {
 						return
 					}
 				}
@@ -145,12 +145,12 @@ func Attach(ctx context.Context, dir string, in io.Reader, out io.Writer, opts A
 	select {
 	case <-ctx.Done():
 		conn.Close()
-		drainErr(outputDone)
+		DrainErr(outputDone)
 		stopInput()
 		return ctx.Err()
 	case <-detached:
 		conn.Close()
-		drainErr(outputDone)
+		DrainErr(outputDone)
 		return ErrDetached
 	case err := <-outputDone:
 		stopInput()
@@ -186,7 +186,8 @@ func replayEnded(dir string, out io.Writer, replay bool) error {
 	return err
 }
 
-func dialAttach(dir string) (net.Conn, error) {
+// DialAttach connects to a running session's attach socket.
+func DialAttach(dir string) (net.Conn, error) {
 	p, done, err := socketPath(dir, AttachSocket)
 	if err != nil {
 		return nil, err
@@ -273,4 +274,12 @@ func AttachTerminal(ctx context.Context, dir string, detachKeys []byte) error {
 		}
 	}
 	return Attach(ctx, dir, in, os.Stdout, AttachOptions{DetachKeys: detachKeys, Resize: resize, Replay: true})
+}
+
+// DrainErr waits for a goroutine's result whose error is already reported
+// another way (the session's metadata, the caller's own error).
+func DrainErr(ch <-chan error) {
+	if err := <-ch; err != nil {
+		return // reported elsewhere; only the wait matters here
+	}
 }

@@ -1,4 +1,4 @@
-package engine
+package cuberun
 
 import (
 	"bytes"
@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stratahq/strata/cube"
+	"github.com/stratahq/strata/engine/session"
 	"github.com/stratahq/strata/engine/world"
 )
 
@@ -108,9 +109,9 @@ type cubeRunnerSpec struct {
 	KillGrace time.Duration `json:"kill_grace,omitempty"`
 }
 
-// cubeKillGrace is how long `strata kill` (SIGTERM) gives a cube session's
+// CubeKillGrace is how long `strata kill` (SIGTERM) gives a cube session's
 // command before the runner follows with SIGKILL.
-var cubeKillGrace = 10 * time.Second
+var CubeKillGrace = 10 * time.Second
 
 // cubeSessionTag is the envd process tag of a session's command: the
 // runner that re-attaches after its predecessor died checks, through
@@ -150,7 +151,7 @@ func cubeExecEnv(env []string) map[string]string {
 }
 
 // guestCwd maps a working directory in the World to the guest.
-func (e *Engine) guestCwd(w *World, cwd string) string {
+func (e *Runtime) guestCwd(w *World, cwd string) string {
 	mp := e.cubeMountPoint(w)
 	switch {
 	case cwd == "":
@@ -166,9 +167,9 @@ func (e *Engine) guestCwd(w *World, cwd string) string {
 // execCube starts a session in a cube World: the World is brought up if
 // needed (planned: created; stopped: resumed) and its overlay checked, then
 // a detached runner starts the command through envd.
-func (e *Engine) execCube(ctx context.Context, w *World, o ExecOptions) (SessionMeta, error) {
-	if o.Snapshot || e.Config.AutoSnapshot {
-		if _, err := e.Snapshot(ctx, w.Name, SnapshotOptions{Message: "before exec: " + shellQuote(o.Argv), Auto: true}); err != nil {
+func (e *Runtime) execCube(ctx context.Context, w *World, o ExecOptions) (SessionMeta, error) {
+	if o.Snapshot || e.cfg().AutoSnapshot {
+		if err := e.h.SnapshotBeforeExec(ctx, w.Name, o.Argv); err != nil {
 			return SessionMeta{}, fmt.Errorf("exec in world %q: snapshot before exec: %w", w.Name, err)
 		}
 	}
@@ -181,7 +182,7 @@ func (e *Engine) execCube(ctx context.Context, w *World, o ExecOptions) (Session
 	if err != nil {
 		return SessionMeta{}, fmt.Errorf("exec in world %q: %w", w.Name, err)
 	}
-	env, cwd := o.envAndCwd(w)
+	env, cwd := o.EnvAndCwd(w)
 	if o.TTY && !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "TERM=") }) {
 		env = append(slices.Clip(env), "TERM=xterm-256color")
 	}
@@ -193,7 +194,7 @@ func (e *Engine) execCube(ctx context.Context, w *World, o ExecOptions) (Session
 	spec := cubeRunnerSpec{
 		Dir: filepath.Join(e.Paths.Sessions(w.Name), id),
 		Meta: SessionMeta{
-			ID: id, World: w.Name, Argv: o.Argv, Env: RedactEnv(env, e.Config.EnvRedact),
+			ID: id, World: w.Name, Argv: o.Argv, Env: RedactEnv(env, e.cfg().EnvRedact),
 			Source: w.Source, Cwd: cwd, TTY: o.TTY, Runtime: RuntimeCube, NoNetwork: o.NoNetwork,
 			StartedAt: time.Now(), State: SessionStarting, Attention: AttentionRunning,
 		},
@@ -205,7 +206,7 @@ func (e *Engine) execCube(ctx context.Context, w *World, o ExecOptions) (Session
 			Envs: cubeExecEnv(env), Cwd: e.guestCwd(w, cwd),
 			Tag: cubeSessionTag(id),
 		},
-		KillGrace: cubeKillGrace,
+		KillGrace: CubeKillGrace,
 	}
 	if o.TTY {
 		// An attaching client sends its own size first thing.
@@ -221,7 +222,7 @@ func (e *Engine) execCube(ctx context.Context, w *World, o ExecOptions) (Session
 	if err != nil {
 		return meta, fmt.Errorf("exec in world %q: %w", w.Name, err)
 	}
-	e.activity(ctx, Event{Type: EventSessionStarted, World: w.Name, Session: meta.ID, Detail: map[string]any{"argv": o.Argv, "backend": string(RuntimeCube), "sandbox": sb.SandboxID}})
+	e.h.SessionStarted(ctx, w.Name, meta.ID, map[string]any{"argv": o.Argv, "backend": string(RuntimeCube), "sandbox": sb.SandboxID})
 	return meta, nil
 }
 
@@ -238,12 +239,12 @@ func startCubeRunner(ctx context.Context, exe string, spec cubeRunnerSpec) (Sess
 		if err := os.Mkdir(spec.Dir, 0o700); err != nil {
 			return meta, fmt.Errorf("start session %s: %w", meta.ID, err)
 		}
-		if err := unix.Mkfifo(filepath.Join(spec.Dir, endFIFO), 0o600); err != nil {
+		if err := unix.Mkfifo(filepath.Join(spec.Dir, session.EndFIFO), 0o600); err != nil {
 			return meta, fmt.Errorf("start session %s: %w", meta.ID, err)
 		}
 	}
 	if spec.AttachPID == 0 {
-		if err := writeSessionMetaPath(spec.Dir, meta); err != nil {
+		if err := session.WriteMetaPath(spec.Dir, meta); err != nil {
 			return meta, fmt.Errorf("start session %s: %w", meta.ID, err)
 		}
 	}
@@ -254,7 +255,7 @@ func startCubeRunner(ctx context.Context, exe string, spec cubeRunnerSpec) (Sess
 			return meta, fmt.Errorf("re-attach to session %s: %w", meta.ID, err)
 		}
 		meta.State, meta.Error, meta.EndedAt, meta.Attention, meta.ExitCode = SessionFailed, err.Error(), time.Now(), AttentionFailed, 1
-		_ = writeSessionMetaPath(spec.Dir, meta)
+		_ = session.WriteMetaPath(spec.Dir, meta)
 		return meta, fmt.Errorf("start session %s: %w", meta.ID, err)
 	}
 	devNull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
@@ -262,7 +263,7 @@ func startCubeRunner(ctx context.Context, exe string, spec cubeRunnerSpec) (Sess
 		return fail(err)
 	}
 	defer devNull.Close()
-	runnerLog, err := os.OpenFile(filepath.Join(spec.Dir, initLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	runnerLog, err := os.OpenFile(filepath.Join(spec.Dir, session.InitLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return fail(err)
 	}
@@ -299,8 +300,8 @@ func startCubeRunner(ctx context.Context, exe string, spec cubeRunnerSpec) (Sess
 	// The runner cannot see its own host pid from inside its PID namespace;
 	// it is the session's "init" for liveness and the target of kills.
 	spec.Meta.InitPID, spec.Meta.PID = cmd.Process.Pid, cmd.Process.Pid
-	if st, err := readProcStat(cmd.Process.Pid); err == nil {
-		spec.Meta.InitStartTime = st.startTime
+	if st, err := session.ReadProcStat(cmd.Process.Pid); err == nil {
+		spec.Meta.InitStartTime = st.StartTime
 	}
 	data, err := json.Marshal(spec)
 	if err != nil {
@@ -310,7 +311,7 @@ func startCubeRunner(ctx context.Context, exe string, spec cubeRunnerSpec) (Sess
 	_, _ = specW.Write(data)
 	specW.Close()
 
-	return awaitReady(ctx, cmd.Process, exited, readyR, "cube session runner", meta.ID, spec.Dir, fail)
+	return session.AwaitReady(ctx, cmd.Process, exited, readyR, "cube session runner", meta.ID, spec.Dir, fail)
 }
 
 // CubeSessionMain is the cube session runner (see CubeSessionArg); args are
@@ -357,7 +358,7 @@ type cubeRunner struct {
 
 func (r *cubeRunner) signalReady() {
 	if r.ready != nil {
-		_ = json.NewEncoder(r.ready).Encode(readyMessage{Meta: r.meta})
+		_ = json.NewEncoder(r.ready).Encode(session.ReadyMessage{Meta: r.meta})
 		r.ready.Close()
 		r.ready = nil
 	}
@@ -366,23 +367,23 @@ func (r *cubeRunner) signalReady() {
 // end records how the session ended and lets waiters go.
 func (r *cubeRunner) end(fifo *os.File) error {
 	r.meta.EndedAt = time.Now()
-	err := writeSessionMetaPath(r.dir, r.meta)
+	err := session.WriteMetaPath(r.dir, r.meta)
 	r.signalReady()
 	if fifo != nil {
 		fifo.Close()
 	}
-	if info, serr := os.Stat(filepath.Join(r.dir, initLogFile)); serr == nil && info.Size() == 0 {
-		_ = os.Remove(filepath.Join(r.dir, initLogFile))
+	if info, serr := os.Stat(filepath.Join(r.dir, session.InitLogFile)); serr == nil && info.Size() == 0 {
+		_ = os.Remove(filepath.Join(r.dir, session.InitLogFile))
 	}
 	return err
 }
 
 func (r *cubeRunner) run() error {
-	fifo, err := os.OpenFile(filepath.Join(r.dir, endFIFO), os.O_RDWR|unix.O_NONBLOCK, 0)
+	fifo, err := os.OpenFile(filepath.Join(r.dir, session.EndFIFO), os.O_RDWR|unix.O_NONBLOCK, 0)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", endFIFO, err)
+		return fmt.Errorf("open %s: %w", session.EndFIFO, err)
 	}
-	if err := writeSessionMetaPath(r.dir, r.meta); err != nil {
+	if err := session.WriteMetaPath(r.dir, r.meta); err != nil {
 		fifo.Close()
 		return err
 	}
@@ -395,7 +396,7 @@ func (r *cubeRunner) run() error {
 		return failStart(fmt.Errorf("open transcript: %w", err))
 	}
 	defer tf.Close()
-	tw, err := newTranscriptWriter(tf)
+	tw, err := session.NewTranscriptWriter(tf)
 	if err != nil {
 		return failStart(err)
 	}
@@ -416,24 +417,24 @@ func (r *cubeRunner) run() error {
 	onStart := func(pid int) { started <- pid }
 	var stdout, stderr io.Writer = transcriptStream{tw, StreamStdout}, &startFilter{next: transcriptStream{tw, StreamStderr}, onStart: onStart}
 	var term *cubeTerminal
-	var pty *ptyServer
+	var pty *session.PTYServer
 	closeTerminal := func() {}
 	if req := r.spec.Request; req.PTY != nil {
 		// One stream: the terminal, which the start marker comes through.
-		ln, err := listenAttach(r.dir)
+		ln, err := session.ListenAttach(r.dir)
 		if err != nil {
 			return failStart(err)
 		}
 		term = &cubeTerminal{client: client, sb: &sb}
-		pty = newTerminalServer(term, tw, ln)
-		_ = tw.writeResize(time.Now(), WinSize{Rows: req.PTY.Rows, Cols: req.PTY.Cols})
+		pty = session.NewTerminalServer(term, tw, ln)
+		_ = tw.AppendResize(time.Now(), WinSize{Rows: req.PTY.Rows, Cols: req.PTY.Cols})
 		stdout, stderr = &startFilter{next: pty, onStart: onStart}, nil
 		var once sync.Once
 		// Before the end is recorded: whoever waits for it finds the
 		// clients served and the socket gone.
 		closeTerminal = func() {
 			once.Do(func() {
-				pty.finish(2 * time.Second)
+				pty.Finish(2 * time.Second)
 				_ = os.Remove(filepath.Join(r.dir, AttachSocket))
 			})
 		}
@@ -454,12 +455,12 @@ func (r *cubeRunner) run() error {
 		if r.spec.AttachPID == 0 {
 			r.meta.StartedAt = time.Now()
 		}
-		if err := writeSessionMetaPath(r.dir, r.meta); err != nil {
+		if err := session.WriteMetaPath(r.dir, r.meta); err != nil {
 			cancel()
 		}
 		if pty != nil && pid > 0 {
 			term.pid.Store(int64(pid))
-			go pty.serve()
+			go pty.Serve()
 			go watchCubeAttention(client, &sb, pid, pty, term, attention, stopAttention)
 		}
 		r.signalReady()
@@ -467,7 +468,7 @@ func (r *cubeRunner) run() error {
 	if pid := r.spec.AttachPID; pid > 0 {
 		// The previous runner died with the command running: carry on
 		// from what envd sends from now on, and say what was missed.
-		_ = tw.write(StreamStderr, time.Now(), []byte(fmt.Sprintf(
+		_ = tw.Append(StreamStderr, time.Now(), []byte(fmt.Sprintf(
 			"strata: the session's runner (pid %d) ended while the command ran; re-attached to process %d in sandbox %s; output printed in between is not in this transcript\n",
 			r.spec.LostRunner, pid, sb.SandboxID)))
 		if term == nil {
@@ -504,7 +505,7 @@ func (r *cubeRunner) run() error {
 		case att := <-attention:
 			if r.meta.State == SessionRunning && r.meta.Attention != att {
 				r.meta.Attention = att
-				_ = writeSessionMetaPath(r.dir, r.meta)
+				_ = session.WriteMetaPath(r.dir, r.meta)
 			}
 		case s := <-sigs:
 			sig := relayedSignal(s.(syscall.Signal))
@@ -520,7 +521,7 @@ func (r *cubeRunner) run() error {
 				// outlive `strata kill` by more than the grace.
 				pid := remotePID
 				escalate = time.AfterFunc(r.spec.KillGrace, func() {
-					_ = tw.write(StreamStderr, time.Now(), []byte(fmt.Sprintf("strata: process %d did not end %s after SIGTERM; sending SIGKILL\n", pid, r.spec.KillGrace)))
+					_ = tw.Append(StreamStderr, time.Now(), []byte(fmt.Sprintf("strata: process %d did not end %s after SIGTERM; sending SIGKILL\n", pid, r.spec.KillGrace)))
 					killInSandbox(client, &sb, pid, unix.SIGKILL)
 				})
 			}
@@ -530,7 +531,7 @@ func (r *cubeRunner) run() error {
 			// carry on. Output printed in between is not kept by envd.
 			if pid := res.res.PID; errors.Is(res.err, cube.ErrStreamDropped) && pid > 0 && reattached < cubeMaxReattach {
 				reattached++
-				_ = tw.write(StreamStderr, time.Now(), []byte(fmt.Sprintf("strata: exec stream dropped; re-attaching to process %d in sandbox %s\n", pid, sb.SandboxID)))
+				_ = tw.Append(StreamStderr, time.Now(), []byte(fmt.Sprintf("strata: exec stream dropped; re-attaching to process %d in sandbox %s\n", pid, sb.SandboxID)))
 				go func() {
 					res2, err := client.Attach(ctx, &sb, pid, stdout, stderr)
 					if res2.PID == 0 {
@@ -563,19 +564,19 @@ func (r *cubeRunner) run() error {
 }
 
 // finish turns the exec result into the session's end state.
-func (r *cubeRunner) finish(tw *transcriptWriter, res cube.ExecResult, err error) {
+func (r *cubeRunner) finish(tw *session.TranscriptWriter, res cube.ExecResult, err error) {
 	switch {
 	case err != nil && errors.Is(err, cube.ErrNotFound) && res.PID > 0:
 		// The command ended unseen: nobody knows how.
 		msg := err.Error()
-		_ = tw.write(StreamStderr, time.Now(), []byte("strata: "+msg+"\n"))
+		_ = tw.Append(StreamStderr, time.Now(), []byte("strata: "+msg+"\n"))
 		r.meta.State, r.meta.Attention, r.meta.ExitCode, r.meta.Error = SessionLost, AttentionLost, LostExitCode, msg
 	case err != nil:
 		msg := err.Error()
 		if errors.Is(err, cube.ErrStreamDropped) {
 			msg += fmt.Sprintf(" (the command may still be running in sandbox %s)", r.spec.Sandbox.SandboxID)
 		}
-		_ = tw.write(StreamStderr, time.Now(), []byte("strata: "+msg+"\n"))
+		_ = tw.Append(StreamStderr, time.Now(), []byte("strata: "+msg+"\n"))
 		r.meta.State, r.meta.Attention, r.meta.ExitCode, r.meta.Error = SessionFailed, AttentionFailed, 255, msg
 	case strings.HasPrefix(res.Status, "signal") && res.ExitCode > 128:
 		r.meta.ExitCode = res.ExitCode
@@ -648,12 +649,12 @@ func killInSandbox(client *cube.Client, sb *cube.Sandbox, pid int, sig syscall.S
 
 // transcriptStream appends what is written to it as frames of one stream.
 type transcriptStream struct {
-	tw     *transcriptWriter
+	tw     *session.TranscriptWriter
 	stream Stream
 }
 
 func (s transcriptStream) Write(p []byte) (int, error) {
-	if err := s.tw.write(s.stream, time.Now(), p); err != nil {
+	if err := s.tw.Append(s.stream, time.Now(), p); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -707,7 +708,7 @@ func (f *startFilter) Write(p []byte) (int, error) {
 // sessions inside the sandbox (one envd exec) for a consistent upper capture,
 // and returns the function that resumes them. The VM snapshot itself is
 // consistent on its own; the host-mounted upper is what needs the pause.
-func (e *Engine) cubeFreeze(ctx context.Context, w *World) func() {
+func (e *Runtime) cubeFreeze(ctx context.Context, w *World) func() {
 	ss, _ := ListSessions(e.Paths.World(w.Name))
 	pids := runningGuestPIDs(ss)
 	if len(pids) == 0 || w.State != StateReady {
@@ -770,8 +771,8 @@ func (t *cubeTerminal) Resize(ws WinSize) error {
 // scanning /proc costs no forks.
 var cubeWaitingScript = `p=$1
 case $(uname -m) in
-x86_64) reads=" ` + joinInts(readSyscalls["amd64"]) + ` " polls=" ` + joinInts(pollSyscalls["amd64"]) + ` " ;;
-aarch64 | arm64) reads=" ` + joinInts(readSyscalls["arm64"]) + ` " polls=" ` + joinInts(pollSyscalls["arm64"]) + ` " ;;
+x86_64) reads=" ` + joinInts(session.ReadSyscalls["amd64"]) + ` " polls=" ` + joinInts(session.PollSyscalls["amd64"]) + ` " ;;
+aarch64 | arm64) reads=" ` + joinInts(session.ReadSyscalls["arm64"]) + ` " polls=" ` + joinInts(session.PollSyscalls["arm64"]) + ` " ;;
 *) echo busy; exit 0 ;;
 esac
 { read -r st < /proc/$p/stat; } 2>/dev/null || exit 1
@@ -799,12 +800,12 @@ echo busy`
 
 // watchCubeAttention reports, for a cube PTY session, when its command
 // starts or stops waiting for input: once the terminal has been quiet for
-// quietBeforeWaiting, one envd exec runs cubeWaitingScript. A command found
+// session.QuietBeforeWaiting, one envd exec runs cubeWaitingScript. A command found
 // waiting is not asked again until it prints or is given input; one found
 // busy is asked again after a growing pause (1 s up to 30 s), so a quiet
 // long job costs few calls.
-func watchCubeAttention(client *cube.Client, sb *cube.Sandbox, pid int, pty *ptyServer, term *cubeTerminal, out chan<- Attention, stop <-chan struct{}) {
-	tick := time.NewTicker(attentionInterval)
+func watchCubeAttention(client *cube.Client, sb *cube.Sandbox, pid int, pty *session.PTYServer, term *cubeTerminal, out chan<- Attention, stop <-chan struct{}) {
+	tick := time.NewTicker(session.AttentionInterval)
 	defer tick.Stop()
 	report := func(att Attention) {
 		select {
@@ -826,11 +827,11 @@ func watchCubeAttention(client *cube.Client, sb *cube.Sandbox, pid int, pty *pty
 			return
 		case <-tick.C:
 		}
-		lastOut, inputs := pty.lastOutput.Load(), term.inputs.Load()
+		lastOut, inputs := pty.LastOutput(), term.inputs.Load()
 		if lastOut != seenOut || inputs != seenIn {
 			seenOut, seenIn, backoff, next, knownIdle = lastOut, inputs, 0, time.Time{}, false
 		}
-		if time.Since(time.Unix(0, lastOut)) < quietBeforeWaiting {
+		if time.Since(time.Unix(0, lastOut)) < session.QuietBeforeWaiting {
 			if current != AttentionRunning {
 				current = AttentionRunning
 				report(current)
@@ -889,7 +890,7 @@ echo "$t $m $n"`
 // cubeUsage fills in r's processes, CPU time and memory from the sandbox of
 // a cube World with running sessions. A sandbox that does not answer leaves
 // them at zero (and is logged): a sample is not worth an error.
-func (e *Engine) cubeUsage(ctx context.Context, w *World, ss []SessionMeta, r *Resources) {
+func (e *Runtime) cubeUsage(ctx context.Context, w *World, ss []SessionMeta, r *Resources) {
 	pids := runningGuestPIDs(ss)
 	if len(pids) == 0 || w.State != StateReady || w.Cube == nil {
 		return
@@ -938,12 +939,12 @@ const cubeReviveTimeout = 15 * time.Second
 // If the sandbox answers without it, the session is recorded as lost for
 // good; if the sandbox does not answer, it stays lost for now and the next
 // look asks again.
-func (e *Engine) reviveCubeSession(ctx context.Context, name string, s SessionMeta) SessionMeta {
+func (e *Runtime) reviveCubeSession(ctx context.Context, name string, s SessionMeta) SessionMeta {
 	// A lost session with an end recorded was looked at already.
 	if s.State != SessionLost || !s.EndedAt.IsZero() || s.GuestPID <= 0 {
 		return s
 	}
-	dir := e.SessionDir(name, s.ID)
+	dir := e.h.SessionDir(name, s.ID)
 	lctx, cancel := context.WithTimeout(ctx, cubeReviveTimeout)
 	defer cancel()
 	// One strata at a time: a second one waits and finds the session
@@ -963,17 +964,17 @@ func (e *Engine) reviveCubeSession(ctx context.Context, name string, s SessionMe
 	gone := func(why string) SessionMeta {
 		cur.Error = fmt.Sprintf("session lost: its runner (pid %d) ended without recording an exit status, and %s", cur.InitPID, why)
 		cur.EndedAt = time.Now()
-		if err := writeSessionMetaPath(dir, cur); err != nil {
+		if err := session.WriteMetaPath(dir, cur); err != nil {
 			e.Log.Warn("record a lost cube session", "world", name, "session", cur.ID, "err", err)
 		}
-		e.activity(ctx, Event{Type: EventSessionEnded, World: name, Session: cur.ID, Detail: map[string]any{"state": string(SessionLost), "error": cur.Error}})
+		e.h.SessionEnded(ctx, name, cur.ID, map[string]any{"state": string(SessionLost), "error": cur.Error})
 		return cur
 	}
 	unknown := func(err error) SessionMeta {
 		cur.Error = fmt.Sprintf("session lost for now: its runner (pid %d) ended, and strata could not ask the sandbox whether process %d still runs (%v); it asks again the next time it looks (strata sessions %s)", cur.InitPID, cur.GuestPID, err, name)
 		return cur
 	}
-	w, err := e.World(name)
+	w, err := e.h.World(name)
 	if err != nil {
 		return unknown(err)
 	}
@@ -1017,7 +1018,7 @@ func (e *Engine) reviveCubeSession(ctx context.Context, name string, s SessionMe
 	spec := cubeRunnerSpec{
 		Dir: dir, Meta: meta, Sandbox: *sb,
 		Client:    cubeClientSpec{Endpoint: cfg.Endpoint, APIKey: cfg.APIKey, AuthHeader: cfg.AuthHeader, ProxyAddr: cfg.ProxyAddr, Scheme: cfg.Scheme},
-		AttachPID: cur.GuestPID, LostRunner: cur.InitPID, KillGrace: cubeKillGrace,
+		AttachPID: cur.GuestPID, LostRunner: cur.InitPID, KillGrace: CubeKillGrace,
 	}
 	if cur.TTY {
 		spec.Request.PTY = &cube.PTYSize{Rows: 24, Cols: 80}
@@ -1027,6 +1028,6 @@ func (e *Engine) reviveCubeSession(ctx context.Context, name string, s SessionMe
 		return unknown(err)
 	}
 	e.Log.Info("re-attached a cube session after its runner died", "world", name, "session", cur.ID, "pid", cur.GuestPID, "sandbox", sb.SandboxID, "runner", started.InitPID)
-	e.activity(ctx, Event{Type: EventSessionStarted, World: name, Session: cur.ID, Detail: map[string]any{"reattached": true, "backend": string(RuntimeCube), "sandbox": sb.SandboxID, "pid": cur.GuestPID}})
+	e.h.SessionStarted(ctx, name, cur.ID, map[string]any{"reattached": true, "backend": string(RuntimeCube), "sandbox": sb.SandboxID, "pid": cur.GuestPID})
 	return started
 }

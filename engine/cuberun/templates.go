@@ -1,4 +1,4 @@
-package engine
+package cuberun
 
 import (
 	"context"
@@ -28,8 +28,8 @@ const (
 	cubeBuildTimeout       = 30 * time.Minute
 )
 
-// cubeBuildPoll is how often a template build's status is asked.
-var cubeBuildPoll = 2 * time.Second
+// CubeBuildPoll is how often a template build's status is asked.
+var CubeBuildPoll = 2 * time.Second
 
 // BuiltCubeTemplate is a template strata built from cube.base_image for a
 // size no configured template fits, recorded in the state root
@@ -45,14 +45,14 @@ type BuiltCubeTemplate struct {
 	BuiltAt  time.Time `json:"built_at"`
 }
 
-func (e *Engine) cubeTemplatesFile() string {
+func (e *Runtime) cubeTemplatesFile() string {
 	return filepath.Join(e.Paths.Root, "cube", "templates.json")
 }
 
 // builtCubeTemplates reads the record; a missing or unreadable one is empty
 // (an unreadable one is logged: strata then builds again, never guesses).
 // Only templates built on the configured endpoint count.
-func (e *Engine) builtCubeTemplates() []BuiltCubeTemplate {
+func (e *Runtime) builtCubeTemplates() []BuiltCubeTemplate {
 	data, err := os.ReadFile(e.cubeTemplatesFile())
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
@@ -65,10 +65,10 @@ func (e *Engine) builtCubeTemplates() []BuiltCubeTemplate {
 		e.Log.Warn("read built cube templates", "file", e.cubeTemplatesFile(), "err", err)
 		return nil
 	}
-	return slices.DeleteFunc(all, func(t BuiltCubeTemplate) bool { return t.Endpoint != e.Config.Cube.Endpoint })
+	return slices.DeleteFunc(all, func(t BuiltCubeTemplate) bool { return t.Endpoint != e.cfg().Cube.Endpoint })
 }
 
-func (e *Engine) recordBuiltCubeTemplate(t BuiltCubeTemplate) error {
+func (e *Runtime) recordBuiltCubeTemplate(t BuiltCubeTemplate) error {
 	var all []BuiltCubeTemplate
 	if data, err := os.ReadFile(e.cubeTemplatesFile()); err == nil {
 		_ = json.Unmarshal(data, &all)
@@ -101,8 +101,8 @@ func (e *Engine) recordBuiltCubeTemplate(t BuiltCubeTemplate) error {
 // cube.base_image is set, it builds one (buildCubeTemplate). Cube not
 // answering leaves the choice unchecked: the World is planned and its
 // create will say.
-func (e *Engine) resolveCubeTemplate(ctx context.Context, explicit string, want CubeResources, check bool, progress func(string)) (string, error) {
-	cc := e.Config.Cube
+func (e *Runtime) resolveCubeTemplate(ctx context.Context, explicit string, want CubeResources, check bool, progress func(string)) (string, error) {
+	cc := e.cfg().Cube
 	cc.Templates = slices.Clip(cc.Templates)
 	for _, b := range e.builtCubeTemplates() {
 		cc.Templates = append(cc.Templates, CubeTemplate{ID: b.ID, CPU: b.CPU, MemoryMB: b.MemoryMB, DiskMB: b.DiskMB})
@@ -141,7 +141,7 @@ func (e *Engine) resolveCubeTemplate(ctx context.Context, explicit string, want 
 // /templates), else as an alias (GET /templates/aliases/{id}), and returns
 // the template id to create from. An unknown one is an error listing what
 // exists; one that is not READY says its status and last error.
-func (e *Engine) checkCubeTemplate(ctx context.Context, c *cube.Client, id string) (string, error) {
+func (e *Runtime) checkCubeTemplate(ctx context.Context, c *cube.Client, id string) (string, error) {
 	cctx, cancel := context.WithTimeout(ctx, cubeCallTimeout)
 	defer cancel()
 	tpls, err := c.Templates(cctx)
@@ -173,7 +173,7 @@ func (e *Engine) checkCubeTemplate(ctx context.Context, c *cube.Client, id strin
 				list = "none"
 			}
 			return id, fmt.Errorf("%w %q: CubeSandbox %s has no such template or alias; its templates: %s (pass --template ID, or set cube.template in %s)",
-				ErrCubeTemplateUnknown, id, e.Config.Cube.Endpoint, list, e.Config.Path())
+				ErrCubeTemplateUnknown, id, e.cfg().Cube.Endpoint, list, e.cfg().Path)
 		default:
 			return id, fmt.Errorf("check cube template %s: %w", id, aerr)
 		}
@@ -193,7 +193,7 @@ func (e *Engine) checkCubeTemplate(ctx context.Context, c *cube.Client, id strin
 // status polled with a progress line per change, bounded by
 // cube.build_timeout), records it and returns it. One build per size at a
 // time: a second strata waits for the first and reuses its template.
-func (e *Engine) buildCubeTemplate(ctx context.Context, c *cube.Client, want CubeResources, progress func(string)) (BuiltCubeTemplate, error) {
+func (e *Runtime) buildCubeTemplate(ctx context.Context, c *cube.Client, want CubeResources, progress func(string)) (BuiltCubeTemplate, error) {
 	say := func(format string, args ...any) {
 		line := fmt.Sprintf(format, args...)
 		e.Log.Info(line)
@@ -201,15 +201,15 @@ func (e *Engine) buildCubeTemplate(ctx context.Context, c *cube.Client, want Cub
 			progress(line)
 		}
 	}
-	image := e.Config.Cube.BaseImage
+	image := e.cfg().Cube.BaseImage
 	b := BuiltCubeTemplate{
 		CPU: max(want.CPU, cubeBuildDefaultCPU), MemoryMB: max(want.MemoryMB, cubeBuildDefaultMemory), DiskMB: want.DiskMB,
-		Image: image, Endpoint: e.Config.Cube.Endpoint,
+		Image: image, Endpoint: e.cfg().Cube.Endpoint,
 	}
 	sum := sha256.Sum256([]byte(image))
 	b.ID = fmt.Sprintf("strata-%dm-%dmb-%dmb-%s", b.CPU, b.MemoryMB, b.DiskMB, hex.EncodeToString(sum[:4]))
 	timeout := cubeBuildTimeout
-	if s := e.Config.Cube.BuildTimeout; s > 0 {
+	if s := e.cfg().Cube.BuildTimeout; s > 0 {
 		timeout = time.Duration(s) * time.Second
 	}
 	bctx, cancel := context.WithTimeout(ctx, timeout)
@@ -240,7 +240,7 @@ func (e *Engine) buildCubeTemplate(ctx context.Context, c *cube.Client, want Cub
 	}
 	b.Job = job.JobID
 	last := ""
-	st, err := c.WaitTemplateBuild(bctx, b.ID, job.JobID, cubeBuildPoll, func(st cube.BuildStatus) {
+	st, err := c.WaitTemplateBuild(bctx, b.ID, job.JobID, CubeBuildPoll, func(st cube.BuildStatus) {
 		line := fmt.Sprintf("  %s %d%%", st.Status, st.Progress)
 		if st.Message != "" && st.Message != st.Status {
 			line += ": " + st.Message
@@ -282,7 +282,7 @@ type CubeCluster struct {
 	Note     string                `json:"note,omitempty"`
 }
 
-func (e *Engine) cubeCluster(ctx context.Context, c *cube.Client) CubeCluster {
+func (e *Runtime) cubeCluster(ctx context.Context, c *cube.Client) CubeCluster {
 	var out CubeCluster
 	nodes, err := c.Nodes(ctx)
 	if errors.Is(err, cube.ErrNoClusterAPI) {
@@ -302,7 +302,7 @@ func (e *Engine) cubeCluster(ctx context.Context, c *cube.Client) CubeCluster {
 
 // CubeCluster reports the configured deployment's node capacity for `top`
 // and the TUI; ErrCubeNotConfigured without a [cube] endpoint.
-func (e *Engine) CubeCluster(ctx context.Context) (CubeCluster, error) {
+func (e *Runtime) CubeCluster(ctx context.Context) (CubeCluster, error) {
 	if !e.cubeConfigured() {
 		return CubeCluster{}, ErrCubeNotConfigured
 	}

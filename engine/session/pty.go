@@ -1,4 +1,4 @@
-package engine
+package session
 
 import (
 	"encoding/binary"
@@ -20,13 +20,13 @@ import (
 // uint32 big-endian][data]; the first frame is a hello. Init to client: the raw
 // terminal output, then EOF when the session ends.
 const (
-	attachHello  = 1 // data: flags (attachReplay)
-	attachInput  = 2 // data: bytes for the terminal
-	attachResize = 3 // data: rows, cols as big-endian uint16
+	AttachHello  = 1 // data: flags (AttachReplay)
+	AttachInput  = 2 // data: bytes for the terminal
+	AttachResize = 3 // data: rows, cols as big-endian uint16
 )
 
 const (
-	attachReplay = 1 << 0
+	AttachReplay = 1 << 0
 
 	// replayBytes is how much recent output the init keeps for a client asking for
 	// a replay: enough to redraw a screen of a full-screen program.
@@ -53,9 +53,9 @@ func socketPath(dir, name string) (string, func(), error) {
 	return "/proc/self/fd/" + strconv.Itoa(fd) + "/" + name, func() { unix.Close(fd) }, nil
 }
 
-// ptyTerminal is the terminal a ptyServer serves attached clients: a local
+// Terminal is the terminal a PTYServer serves attached clients: a local
 // PTY master, or a cube process's terminal reached through envd.
-type ptyTerminal interface {
+type Terminal interface {
 	// Input writes what a client typed.
 	Input(data []byte) error
 	// Resize sets the terminal's size.
@@ -77,14 +77,14 @@ func (t masterTerminal) Resize(ws WinSize) error {
 	})
 }
 
-// ptyServer is a PTY session's terminal side, in the session init (or a cube
+// PTYServer is a PTY session's terminal side, in the session init (or a cube
 // session's runner): it copies the terminal's output to the transcript and
 // to attached clients, and their input and size changes to the terminal.
-type ptyServer struct {
+type PTYServer struct {
 	master     *os.File // local sessions: the PTY master (nil for cube sessions)
-	term       ptyTerminal
+	term       Terminal
 	slavePath  string
-	transcript *transcriptWriter
+	transcript *TranscriptWriter
 	ln         *net.UnixListener
 
 	lastOutput atomic.Int64 // unix nanos
@@ -101,7 +101,8 @@ type attachClient struct {
 	queue chan []byte
 }
 
-func listenAttach(dir string) (*net.UnixListener, error) {
+// ListenAttach listens on the session dir's attach socket.
+func ListenAttach(dir string) (*net.UnixListener, error) {
 	p, done, err := socketPath(dir, AttachSocket)
 	if err != nil {
 		return nil, err
@@ -118,9 +119,9 @@ func listenAttach(dir string) (*net.UnixListener, error) {
 	return ln, nil
 }
 
-// openPTY opens a terminal pair from the /dev/ptmx the init sees (its private
+// OpenPTY opens a terminal pair from the /dev/ptmx the init sees (its private
 // devpts) with the master non-blocking, so its reads go through the runtime poller.
-func openPTY(size WinSize) (master, slave *os.File, slavePath string, err error) {
+func OpenPTY(size WinSize) (master, slave *os.File, slavePath string, err error) {
 	mfd, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("open pty: %w", err)
@@ -161,22 +162,23 @@ func fileIoctl(f *os.File, fn func(fd int) error) error {
 	return ferr
 }
 
-func newPTYServer(master *os.File, slavePath string, tw *transcriptWriter, ln *net.UnixListener) *ptyServer {
-	s := newTerminalServer(masterTerminal{master}, tw, ln)
+// NewPTYServer serves a local PTY whose master the server reads (Pump).
+func NewPTYServer(master *os.File, slavePath string, tw *TranscriptWriter, ln *net.UnixListener) *PTYServer {
+	s := NewTerminalServer(masterTerminal{master}, tw, ln)
 	s.master, s.slavePath = master, slavePath
 	return s
 }
 
-// newTerminalServer serves a terminal whose output the caller feeds to
+// NewTerminalServer serves a terminal whose output the caller feeds to
 // output.
-func newTerminalServer(term ptyTerminal, tw *transcriptWriter, ln *net.UnixListener) *ptyServer {
-	s := &ptyServer{term: term, transcript: tw, ln: ln, clients: map[*attachClient]struct{}{}}
+func NewTerminalServer(term Terminal, tw *TranscriptWriter, ln *net.UnixListener) *PTYServer {
+	s := &PTYServer{term: term, transcript: tw, ln: ln, clients: map[*attachClient]struct{}{}}
 	s.lastOutput.Store(time.Now().UnixNano())
 	return s
 }
 
-// pump copies a local terminal's output until it has no writer left (EIO).
-func (s *ptyServer) pump() {
+// Pump copies a local terminal's output until it has no writer left (EIO).
+func (s *PTYServer) Pump() {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := s.master.Read(buf)
@@ -191,20 +193,20 @@ func (s *ptyServer) pump() {
 
 // output records terminal output in the transcript and sends it to the
 // attached clients.
-func (s *ptyServer) output(data []byte) {
+func (s *PTYServer) output(data []byte) {
 	now := time.Now()
 	s.lastOutput.Store(now.UnixNano())
-	_ = s.transcript.write(StreamPTY, now, data)
+	_ = s.transcript.Append(StreamPTY, now, data)
 	s.broadcast(data)
 }
 
 // Write is output, for the terminal's output stream.
-func (s *ptyServer) Write(p []byte) (int, error) {
+func (s *PTYServer) Write(p []byte) (int, error) {
 	s.output(p)
 	return len(p), nil
 }
 
-func (s *ptyServer) broadcast(data []byte) {
+func (s *PTYServer) broadcast(data []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ring = append(s.ring, data...)
@@ -222,13 +224,13 @@ func (s *ptyServer) broadcast(data []byte) {
 
 func slicesClone(b []byte) []byte { return append([]byte(nil), b...) }
 
-func (s *ptyServer) dropLocked(c *attachClient) {
+func (s *PTYServer) dropLocked(c *attachClient) {
 	delete(s.clients, c)
 	close(c.queue)
 }
 
-// serve accepts attach clients until the listener closes.
-func (s *ptyServer) serve() {
+// Serve accepts attach clients until the listener closes.
+func (s *PTYServer) Serve() {
 	for {
 		conn, err := s.ln.Accept()
 		if err != nil {
@@ -238,10 +240,10 @@ func (s *ptyServer) serve() {
 	}
 }
 
-func (s *ptyServer) handle(conn net.Conn) {
+func (s *PTYServer) handle(conn net.Conn) {
 	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-	typ, data, err := readAttachFrame(conn)
-	if err != nil || typ != attachHello || len(data) < 1 {
+	typ, data, err := ReadAttachFrame(conn)
+	if err != nil || typ != AttachHello || len(data) < 1 {
 		conn.Close()
 		return
 	}
@@ -253,7 +255,7 @@ func (s *ptyServer) handle(conn net.Conn) {
 		conn.Close()
 		return
 	}
-	if data[0]&attachReplay != 0 && len(s.ring) > 0 {
+	if data[0]&AttachReplay != 0 && len(s.ring) > 0 {
 		c.queue <- slicesClone(s.ring)
 	}
 	s.clients[c] = struct{}{}
@@ -278,7 +280,7 @@ func (s *ptyServer) handle(conn net.Conn) {
 	}()
 
 	for {
-		typ, data, err := readAttachFrame(conn)
+		typ, data, err := ReadAttachFrame(conn)
 		if err != nil {
 			s.mu.Lock()
 			if _, ok := s.clients[c]; ok {
@@ -288,22 +290,22 @@ func (s *ptyServer) handle(conn net.Conn) {
 			return
 		}
 		switch typ {
-		case attachInput:
+		case AttachInput:
 			_ = s.term.Input(data)
-		case attachResize:
+		case AttachResize:
 			if len(data) == 4 {
 				ws := WinSize{Rows: binary.BigEndian.Uint16(data[0:2]), Cols: binary.BigEndian.Uint16(data[2:4])}
 				if ws.Rows > 0 && ws.Cols > 0 && s.term.Resize(ws) == nil {
-					_ = s.transcript.writeResize(time.Now(), ws)
+					_ = s.transcript.AppendResize(time.Now(), ws)
 				}
 			}
 		}
 	}
 }
 
-// finish stops accepting clients, lets each queued output reach them and closes
+// Finish stops accepting clients, lets each queued output reach them and closes
 // them, so a client sees all output and then EOF.
-func (s *ptyServer) finish(timeout time.Duration) {
+func (s *PTYServer) Finish(timeout time.Duration) {
 	s.ln.Close()
 	s.mu.Lock()
 	s.closed = true
@@ -319,10 +321,27 @@ func (s *ptyServer) finish(timeout time.Duration) {
 	}
 }
 
-// waitingForInput reports whether the terminal's foreground process group is blocked
-// reading it and the terminal has been quiet for quietBeforeWaiting.
-func (s *ptyServer) waitingForInput() bool {
-	if time.Since(time.Unix(0, s.lastOutput.Load())) < quietBeforeWaiting {
+// LastOutput is when the terminal last printed, in unix nanoseconds.
+func (s *PTYServer) LastOutput() int64 { return s.lastOutput.Load() }
+
+// Abort closes a local PTY's master and the attach listener of a session
+// whose command never started.
+func (s *PTYServer) Abort() {
+	s.CloseMaster()
+	s.ln.Close()
+}
+
+// CloseMaster closes a local PTY's master once its output is served.
+func (s *PTYServer) CloseMaster() {
+	if s.master != nil {
+		s.master.Close()
+	}
+}
+
+// WaitingForInput reports whether the terminal's foreground process group is blocked
+// reading it and the terminal has been quiet for QuietBeforeWaiting.
+func (s *PTYServer) WaitingForInput() bool {
+	if time.Since(time.Unix(0, s.lastOutput.Load())) < QuietBeforeWaiting {
 		return false
 	}
 	var fg int
@@ -336,7 +355,8 @@ func (s *ptyServer) waitingForInput() bool {
 	return terminalReader("/proc", fg, s.slavePath)
 }
 
-func writeAttachFrame(w io.Writer, typ byte, data []byte) error {
+// WriteAttachFrame writes one client-to-init frame of the attach protocol.
+func WriteAttachFrame(w io.Writer, typ byte, data []byte) error {
 	buf := make([]byte, 0, 5+len(data))
 	buf = append(buf, typ)
 	buf = binary.BigEndian.AppendUint32(buf, uint32(len(data)))
@@ -345,7 +365,8 @@ func writeAttachFrame(w io.Writer, typ byte, data []byte) error {
 	return err
 }
 
-func readAttachFrame(r io.Reader) (byte, []byte, error) {
+// ReadAttachFrame reads one client-to-init frame of the attach protocol.
+func ReadAttachFrame(r io.Reader) (byte, []byte, error) {
 	var h [5]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
 		return 0, nil, err

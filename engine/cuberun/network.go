@@ -1,4 +1,4 @@
-package engine
+package cuberun
 
 import (
 	"context"
@@ -31,13 +31,13 @@ import (
 // created afterwards, not for a running one; there are no egress.denied
 // events (Cube does not report refusals).
 
-// cubeResolve resolves a host for the create request (a test stub replaces it).
-var cubeResolve = net.DefaultResolver.LookupIPAddr
+// CubeResolve resolves a host for the create request (a test stub replaces it).
+var CubeResolve = net.DefaultResolver.LookupIPAddr
 
 // cubeNetwork sets req's egress policy from World w's network mode and
 // allow-list (see above).
-func (e *Engine) cubeNetwork(w *World, req *cube.CreateRequest) {
-	n, err := e.sessionNetwork(w, e.cubeLevel(w), ExecOptions{})
+func (e *Runtime) cubeNetwork(w *World, req *cube.CreateRequest) {
+	n, err := e.h.SessionNetwork(w, e.cubeLevel(w), ExecOptions{})
 	if err != nil || n == boundary.NetworkHost {
 		return
 	}
@@ -47,10 +47,10 @@ func (e *Engine) cubeNetwork(w *World, req *cube.CreateRequest) {
 	if n != boundary.NetworkProxy {
 		return
 	}
-	list, err := e.EgressAllowlist(w.Name)
+	list, err := e.h.EgressAllowlist(w.Name)
 	if err != nil {
 		// A World being created has no world.toml yet: config alone.
-		list, _ = boundary.ParseAllowlist(append(append(append([]string{}, boundary.DefaultAllow...), e.Config.Boundary.Allow...), e.Config.Boundary.Worlds[w.Name].Allow...))
+		list, _ = boundary.ParseAllowlist(append(append(append([]string{}, boundary.DefaultAllow...), e.cfg().Boundary.Allow...), e.cfg().Boundary.Worlds[w.Name].Allow...))
 	}
 	cidrs, unmapped := resolveCIDRs(list)
 	if len(unmapped) > 0 {
@@ -60,11 +60,11 @@ func (e *Engine) cubeNetwork(w *World, req *cube.CreateRequest) {
 }
 
 // cubeLevel is the isolation level whose network default a cube World takes.
-func (e *Engine) cubeLevel(w *World) Isolation {
+func (e *Runtime) cubeLevel(w *World) Isolation {
 	if w.Isolation != "" {
 		return w.Isolation
 	}
-	return e.Config.Isolation
+	return e.cfg().Isolation
 }
 
 // resolveCIDRs maps allow-list entries to CIDRs (sorted, unique) and names
@@ -96,7 +96,7 @@ func resolveCIDRs(list boundary.Allowlist) (cidrs, unmapped []string) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			addrs, err := cubeResolve(ctx, p.Host)
+			addrs, err := CubeResolve(ctx, p.Host)
 			if err != nil || len(addrs) == 0 {
 				mu.Lock()
 				unmapped = append(unmapped, p.String())

@@ -1,4 +1,4 @@
-package engine
+package session
 
 import (
 	"os"
@@ -82,7 +82,7 @@ func TestTerminalReaderThreads(t *testing.T) {
 		{"epoll-tty", true},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
-			master, slave, slavePath, err := openPTY(WinSize{Rows: 24, Cols: 80})
+			master, slave, slavePath, err := OpenPTY(WinSize{Rows: 24, Cols: 80})
 			if err != nil {
 				t.Skipf("no pty here: %v", err)
 			}
