@@ -116,6 +116,8 @@ type SessionSpec struct {
 	// spec with no config (Env scrubbed, HOME the home, no home layer).
 	// Ignored at tree, which keeps today's mounts.
 	Boundary *boundary.Boundary `json:"boundary,omitempty"`
+	// Trace: the init writes STRATA_TRACE phase lines to init.log.
+	Trace bool `json:"trace,omitempty"`
 }
 
 // DefaultEnvRedact are the variable name patterns whose values are not recorded.
@@ -340,6 +342,8 @@ func StartSession(ctx context.Context, spec SessionSpec) (SessionMeta, error) {
 	if err := spec.normalize(); err != nil {
 		return SessionMeta{}, fmt.Errorf("start session: %w", err)
 	}
+	spec.Trace = spec.Trace || traceOn
+	Trace("session: spec normalized")
 	if err := os.MkdirAll(filepath.Dir(spec.Dir), 0o755); err != nil {
 		return SessionMeta{}, fmt.Errorf("start session %s: %w", spec.ID, err)
 	}
@@ -357,6 +361,7 @@ func StartSession(ctx context.Context, spec SessionSpec) (SessionMeta, error) {
 	if err := writeSessionMetaPath(spec.Dir, meta); err != nil {
 		return meta, fmt.Errorf("start session %s: %w", spec.ID, err)
 	}
+	Trace("session: dir, fifo, meta written")
 	fail := func(err error) (SessionMeta, error) {
 		meta.State, meta.Error, meta.EndedAt, meta.Attention = SessionFailed, err.Error(), time.Now(), AttentionFailed
 		if meta.ExitCode == 0 {
@@ -367,10 +372,12 @@ func StartSession(ctx context.Context, spec SessionSpec) (SessionMeta, error) {
 	}
 
 	spec.deriveEvidence()
+	Trace("session: evidence derived (world.toml, cgroup)")
 	init, readyR, err := startInit(spec)
 	if err != nil {
 		return fail(err)
 	}
+	Trace("session: init started")
 	defer readyR.Close()
 	exited := make(chan error, 1)
 	// Reap the init if it ends while we live; it is in its own session, so it
@@ -408,6 +415,7 @@ func awaitReady(ctx context.Context, proc *os.Process, exited <-chan error, read
 		if r.msg.Meta.State == SessionFailed {
 			return r.msg.Meta, fmt.Errorf("start session %s: %s: %w", id, r.msg.Meta.Error, ErrStartFailed)
 		}
+		Trace("session: ready received")
 		return r.msg.Meta, nil
 	}
 }
@@ -555,6 +563,12 @@ func writeSessionMetaPath(dir string, meta SessionMeta) error {
 // whatever its file says, and each fsync costs a short command's whole run time
 // again. Readers always see a whole file (rename).
 func writeSessionMeta(root *os.Root, meta SessionMeta) error {
+	return writeSessionMetaSync(root, meta, meta.State.Ended())
+}
+
+// writeSessionMetaSync is writeSessionMeta, fsyncing the file when sync is
+// set (the init's end: see syncSessionEnd).
+func writeSessionMetaSync(root *os.Root, meta SessionMeta, sync bool) error {
 	data, err := json.MarshalIndent(meta, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode session meta: %w", err)
@@ -566,7 +580,7 @@ func writeSessionMeta(root *os.Root, meta SessionMeta) error {
 		return fmt.Errorf("write session meta: %w", err)
 	}
 	_, err = f.Write(data)
-	if err == nil && meta.State.Ended() {
+	if err == nil && sync {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
