@@ -217,3 +217,53 @@ func TestIsMountRoot(t *testing.T) {
 		}
 	}
 }
+
+// The proxy's idle check remembers ended sessions and still sees every
+// live one: a session starting after many ended ones, a running one, and
+// one that ends later.
+func TestWorldLiveSkipping(t *testing.T) {
+	e := &Engine{Paths: Paths{Root: t.TempDir()}}
+	sessions := filepath.Join(e.Paths.World("w"), "sessions")
+	write := func(id string, m SessionMeta) {
+		t.Helper()
+		dir := filepath.Join(sessions, id)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		m.ID = id
+		if err := writeSessionMetaPath(dir, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	self, _ := readProcStat(os.Getpid())
+	running := SessionMeta{State: SessionRunning, InitPID: os.Getpid(), InitStartTime: self.startTime, StartedAt: time.Now()}
+	ended := map[string]bool{}
+	if e.worldLiveSkipping("w", ended) {
+		t.Fatal("a World with no sessions dir is live")
+	}
+	for i := range 50 {
+		write(fmt.Sprintf("old-%02d", i), SessionMeta{State: SessionExited, EndedAt: time.Now()})
+	}
+	if e.worldLiveSkipping("w", ended) || len(ended) != 50 {
+		t.Fatalf("50 ended sessions: live, or %d remembered", len(ended))
+	}
+	if err := os.MkdirAll(filepath.Join(sessions, "creating"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	write("run", running)
+	if !e.worldLiveSkipping("w", ended) {
+		t.Fatal("a running session after 50 ended ones is not seen")
+	}
+	write("run", SessionMeta{State: SessionExited, EndedAt: time.Now()})
+	if e.worldLiveSkipping("w", ended) {
+		t.Fatal("the session ended and the World still reads live")
+	}
+	if ended["creating"] {
+		t.Error("a session being created (no meta.json yet) was remembered as ended")
+	}
+	// A dead init: lost, which is ended.
+	write("lost", SessionMeta{State: SessionRunning, InitPID: 1 << 22, StartedAt: time.Now()})
+	if e.worldLiveSkipping("w", ended) || !ended["lost"] {
+		t.Error("a session whose init is gone reads live")
+	}
+}

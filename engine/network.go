@@ -508,12 +508,13 @@ func (e *Engine) serveEgress(ctx context.Context, name string, ready io.WriteClo
 	tick := time.NewTicker(egressIdle / 4)
 	defer tick.Stop()
 	var idleSince time.Time
+	ended := map[string]bool{} // sessions seen ended: not read again
 	for range tick.C {
 		if _, err := os.Stat(e.Paths.World(name)); err != nil {
 			e.Log.Info("egress proxy: the world is gone", "world", name)
 			return nil
 		}
-		if e.worldLive(name) {
+		if e.worldLiveSkipping(name, ended) {
 			idleSince = time.Time{}
 			continue
 		}
@@ -527,7 +528,7 @@ func (e *Engine) serveEgress(ctx context.Context, name string, ready io.WriteClo
 		if err != nil {
 			continue // a session is starting
 		}
-		if e.worldLive(name) {
+		if e.worldLiveSkipping(name, ended) {
 			unix.Close(fd)
 			idleSince = time.Time{}
 			continue
