@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stratahq/strata/overlay"
 )
 
 // Exec latency tracing. STRATA_TRACE=1 makes a strata process write one
@@ -134,9 +136,11 @@ func markEgressPushed(dir string, list []string) {
 
 // ensureMountedFast is EnsureMounted for the exec path: a World whose merged
 // view is a mount already (one statx, where EnsureMounted reads the whole
-// mount table, a ms or more on a host with many mounts) needs nothing.
+// mount table, a ms or more on a host with many mounts) needs nothing. Only
+// for the kernel overlay: a statx of a FUSE mount asks its daemon, which may
+// hang, where the mount table does not.
 func (e *Engine) ensureMountedFast(ctx context.Context, w *World) error {
-	if isMountRoot(e.Paths.Merged(w.Name)) {
+	if w.MountBackend == overlay.BackendKernel && isMountRoot(e.Paths.Merged(w.Name)) {
 		return nil
 	}
 	return e.EnsureMounted(ctx, w)
