@@ -64,6 +64,7 @@ func (e *Engine) execLocal(ctx context.Context, w *World, o ExecOptions) (Sessio
 		return SessionMeta{}, err // names the World already
 	}
 	e.thawStale(w)
+	Trace("exec: checked, thawed")
 	if o.Snapshot || e.Config.AutoSnapshot {
 		if _, err := e.Snapshot(ctx, name, SnapshotOptions{Message: "before exec: " + shellQuote(o.Argv), Auto: true}); err != nil {
 			return SessionMeta{}, fmt.Errorf("exec in world %q: snapshot before exec: %w", name, err)
@@ -74,9 +75,10 @@ func (e *Engine) execLocal(ctx context.Context, w *World, o ExecOptions) (Sessio
 		// Rootless kernel overlay: only a user namespace may mount it, so the
 		// session init mounts it inside its own namespaces.
 		inSession = &overlay.MountSpec{Lower: w.Source, Upper: e.Paths.Upper(w.Name), Work: e.Paths.Work(w.Name), Target: e.Paths.Merged(w.Name), Backend: overlay.BackendKernel, UserXattr: true}
-	} else if err := e.EnsureMounted(ctx, w); err != nil {
+	} else if err := e.ensureMountedFast(ctx, w); err != nil {
 		return SessionMeta{}, err
 	}
+	Trace("exec: mounted")
 	iso := o.Isolation
 	if iso == "" {
 		iso = w.Isolation
@@ -94,6 +96,7 @@ func (e *Engine) execLocal(ctx context.Context, w *World, o ExecOptions) (Sessio
 	}
 	// The spec's own binds (agents: the hook channel, the strata binary);
 	// strict_binds are shared caches of the boundary now.
+	Trace("exec: boundary computed")
 	binds := slices.Clone(o.Binds)
 	id := o.ID
 	if id == "" {
@@ -127,6 +130,7 @@ func (e *Engine) execLocal(ctx context.Context, w *World, o ExecOptions) (Sessio
 	if err != nil {
 		return SessionMeta{}, err
 	}
+	Trace("exec: network prepared")
 	if spec.Boundary != nil && spec.Network != "" {
 		// One mode: the one the session's namespaces get is the one its
 		// boundary (mount plan, strata show) describes.
@@ -138,6 +142,7 @@ func (e *Engine) execLocal(ctx context.Context, w *World, o ExecOptions) (Sessio
 		return meta, fmt.Errorf("exec in world %q: %w", name, err)
 	}
 	e.activity(ctx, Event{Type: EventSessionStarted, World: w.Name, Session: meta.ID, Detail: map[string]any{"argv": o.Argv, "tty": o.TTY}})
+	Trace("exec: session.started logged")
 	return meta, nil
 }
 

@@ -295,8 +295,9 @@ type allowMessage struct {
 }
 
 // pushAllow hands list to the World's running proxy; an error means none
-// answers.
+// answers. It keeps egressPushedFile true: forgotten before, recorded after.
 func pushAllow(ctx context.Context, dir string, list boundary.Allowlist) error {
+	_ = os.Remove(filepath.Join(dir, egressPushedFile))
 	body, _ := json.Marshal(allowMessage{Allow: list.Strings()})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://egress/allow", bytes.NewReader(body))
 	if err != nil {
@@ -313,6 +314,7 @@ func pushAllow(ctx context.Context, dir string, list boundary.Allowlist) error {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return fmt.Errorf("egress proxy: %s: %s", resp.Status, bytes.TrimSpace(msg))
 	}
+	markEgressPushed(dir, list.Strings())
 	return nil
 }
 
@@ -331,11 +333,18 @@ func (e *Engine) ensureEgress(ctx context.Context, w *World) (release func(), er
 			unlock()
 		}
 	}()
+	Trace("egress: locked")
 	list, err := e.EgressAllowlist(w.Name)
 	if err != nil {
 		return nil, err
 	}
+	Trace("egress: allow-list computed")
+	if egressPushed(dir, list.Strings()) {
+		Trace("egress: the running proxy has the allow-list")
+		return unlock, nil
+	}
 	if pushAllow(ctx, dir, list) == nil {
+		Trace("egress: allow-list pushed to the running proxy")
 		return unlock, nil
 	}
 	if err := e.startEgress(ctx, w.Name, dir); err != nil {
@@ -499,12 +508,13 @@ func (e *Engine) serveEgress(ctx context.Context, name string, ready io.WriteClo
 	tick := time.NewTicker(egressIdle / 4)
 	defer tick.Stop()
 	var idleSince time.Time
+	ended := map[string]bool{} // sessions seen ended: not read again
 	for range tick.C {
 		if _, err := os.Stat(e.Paths.World(name)); err != nil {
 			e.Log.Info("egress proxy: the world is gone", "world", name)
 			return nil
 		}
-		if e.worldLive(name) {
+		if e.worldLiveSkipping(name, ended) {
 			idleSince = time.Time{}
 			continue
 		}
@@ -518,7 +528,7 @@ func (e *Engine) serveEgress(ctx context.Context, name string, ready io.WriteClo
 		if err != nil {
 			continue // a session is starting
 		}
-		if e.worldLive(name) {
+		if e.worldLiveSkipping(name, ended) {
 			unix.Close(fd)
 			idleSince = time.Time{}
 			continue

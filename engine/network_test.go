@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/engine/boundary"
+	"github.com/stratahq/strata/engine/session"
 	"github.com/stratahq/strata/overlay"
 )
 
@@ -70,9 +71,16 @@ func netEngine(t *testing.T, allowHost string) *Engine {
 	return e
 }
 
+// stopEgress kills World name's proxy, as a crash would, and returns once
+// it is gone.
 func stopEgress(t *testing.T, e *Engine, name string) {
 	if pid := egressPID(e, name); pid > 0 {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if st, err := session.ReadProcStat(pid); err != nil || st.State == 'Z' || st.State == 'X' {
+				return
+			}
+		}
 	}
 }
 

@@ -93,6 +93,8 @@ type SessionSpec struct {
 	// spec with no config (Env scrubbed, HOME the home, no home layer).
 	// Ignored at tree, which keeps today's mounts.
 	Boundary *boundary.Boundary `json:"boundary,omitempty"`
+	// Trace: the init writes STRATA_TRACE phase lines to init.log.
+	Trace bool `json:"trace,omitempty"`
 }
 
 const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -189,6 +191,8 @@ func StartSession(ctx context.Context, spec SessionSpec) (SessionMeta, error) {
 	if err := spec.normalize(); err != nil {
 		return SessionMeta{}, fmt.Errorf("start session: %w", err)
 	}
+	spec.Trace = spec.Trace || traceOn
+	Trace("session: spec normalized")
 	if err := os.MkdirAll(filepath.Dir(spec.Dir), 0o755); err != nil {
 		return SessionMeta{}, fmt.Errorf("start session %s: %w", spec.ID, err)
 	}
@@ -206,6 +210,7 @@ func StartSession(ctx context.Context, spec SessionSpec) (SessionMeta, error) {
 	if err := session.WriteMetaPath(spec.Dir, meta); err != nil {
 		return meta, fmt.Errorf("start session %s: %w", spec.ID, err)
 	}
+	Trace("session: dir, fifo, meta written")
 	fail := func(err error) (SessionMeta, error) {
 		meta.State, meta.Error, meta.EndedAt, meta.Attention = SessionFailed, err.Error(), time.Now(), AttentionFailed
 		if meta.ExitCode == 0 {
@@ -216,17 +221,21 @@ func StartSession(ctx context.Context, spec SessionSpec) (SessionMeta, error) {
 	}
 
 	spec.deriveEvidence()
+	Trace("session: evidence derived (world.toml, cgroup)")
 	init, readyR, err := startInit(spec)
 	if err != nil {
 		return fail(err)
 	}
+	Trace("session: init started")
 	defer readyR.Close()
 	exited := make(chan error, 1)
 	// Reap the init if it ends while we live; it is in its own session, so it
 	// outlives us otherwise.
 	go func() { exited <- init.Wait() }()
 
-	return session.AwaitReady(ctx, init.Process, exited, readyR, "session init", spec.ID, spec.Dir, fail)
+	m, err := session.AwaitReady(ctx, init.Process, exited, readyR, "session init", spec.ID, spec.Dir, fail)
+	Trace("session: ready received")
+	return m, err
 }
 
 // startInit starts `Exe __session-init Dir` in new namespaces and hands it the spec.

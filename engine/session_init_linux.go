@@ -86,6 +86,7 @@ func (in *sessionInit) run() error {
 	if err != nil {
 		return fmt.Errorf("read spec: %w", err)
 	}
+	enableInitTrace(in.spec.Trace)
 	// Keep the command (root, but without CAP_SYS_PTRACE) out of /proc/1: the init's
 	// fds lead to the hidden state root.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
@@ -142,7 +143,9 @@ func (in *sessionInit) run() error {
 			return in.startFailed(1, err)
 		}
 	}
+	Trace("init: session dir, fifo, /proc, transcript opened")
 	in.prepareEvidence()
+	Trace("init: evidence prepared (cgroup, watch, activity)")
 	if err := in.openEgress(&spec.SessionSpec); err != nil { // before the state root is hidden
 		return in.startFailed(1, err)
 	}
@@ -154,6 +157,7 @@ func (in *sessionInit) run() error {
 	if err != nil {
 		return in.startFailed(1, err)
 	}
+	Trace("init: mounts set up")
 	hostname := spec.World
 	if hostname == "" {
 		hostname = "strata"
@@ -164,6 +168,7 @@ func (in *sessionInit) run() error {
 	if err := in.setupNetwork(&spec.SessionSpec); err != nil {
 		return in.startFailed(1, err)
 	}
+	Trace("init: hostname, network set up")
 	if err := unix.Chdir("/"); err != nil {
 		return in.startFailed(1, err)
 	}
@@ -207,7 +212,9 @@ func (in *sessionInit) run() error {
 		pumps.Wait()
 		return in.startFailed(1, err)
 	}
+	Trace("init: stdio, fds closed")
 	proc, startErr := startCommand(spec.SessionSpec, files)
+	Trace("init: command started")
 	for _, f := range files {
 		f.Close()
 	}
@@ -241,6 +248,7 @@ func (in *sessionInit) run() error {
 	}
 	_ = json.NewEncoder(in.ready).Encode(session.ReadyMessage{Meta: meta})
 	in.ready.Close()
+	Trace("init: running meta written, ready sent")
 
 	if in.pty != nil {
 		pumps.Go(in.pty.Pump)
@@ -256,6 +264,7 @@ func (in *sessionInit) run() error {
 	}
 
 	ws := <-status
+	Trace("init: command exited")
 	close(stopAttention)
 	endedAt := time.Now()
 	// Output normally ends with the command; a background process still holding
@@ -276,13 +285,14 @@ func (in *sessionInit) run() error {
 		in.pty.CloseMaster()
 		_ = in.root.Remove(AttachSocket)
 	}
-	_ = tf.Sync()
+	Trace("init: output drained")
 	written := -1
 	if in.watch != nil {
 		// Nothing of the session writes any more: what the watcher still has
 		// queued or missed is recorded before the end is.
 		written = in.watch.finish()
 	}
+	Trace("init: watch finished")
 
 	in.mu.Lock()
 	in.meta.EndedAt = endedAt
@@ -299,12 +309,20 @@ func (in *sessionInit) run() error {
 	}
 	meta = in.meta
 	in.mu.Unlock()
-	if err := session.WriteMeta(in.root, meta); err != nil {
+	// Written, then announced, then made durable: the waiting caller has the
+	// exit status without waiting for two fsyncs. A power loss in the
+	// millisecond between may lose the end (the session reads as lost, or
+	// as broken where the file system kept the rename but not the data).
+	if err := session.WriteMetaSync(in.root, meta, false); err != nil {
 		return err
 	}
+	Trace("init: end meta written")
 	in.endFIFO.Close()
+	syncSessionEnd(in.root, tf)
+	Trace("init: transcript and end meta synced")
 	in.logEnd(meta, written)
 	in.removeEmptyLog()
+	Trace("init: end logged")
 	return nil
 }
 
@@ -666,6 +684,10 @@ func setupSandboxMounts(spec *SessionSpec) error {
 		// whole hierarchy, or be refused in a user namespace. The host's
 		// cgroupfs stays, read-only like the rest of the host.
 		plan = slices.DeleteFunc(plan, func(s sandbox.Step) bool { return s.Op == sandbox.OpCgroup })
+	}
+	if traceOn {
+		sandbox.StepDone = func(s sandbox.Step) { Trace("init: sandbox " + s.String()) }
+		Trace("init: sandbox plan made")
 	}
 	if err := sandbox.Apply(plan); err != nil {
 		return fmt.Errorf("%s isolation: %w", spec.Boundary.Level, err)

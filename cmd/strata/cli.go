@@ -150,14 +150,17 @@ func (a *app) open() error {
 	if err != nil {
 		return err
 	}
+	engine.Trace("cli: config loaded")
 	if err := checkUIConfig(cfg); err != nil {
 		return err
 	}
+	engine.Trace("cli: ui config checked")
 	logger := openLog()
 	eng, err := engine.Open(a.ctx, engine.Options{Logger: logger, Config: cfg})
 	if err != nil {
 		return err
 	}
+	engine.Trace("cli: engine open")
 	a.eng = eng
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 )
 
 func main() {
+	engine.Trace("main")
 	if len(os.Args) > 1 && os.Args[1] == engine.SessionInitArg {
 		os.Exit(engine.SessionInitMain(os.Args[2:]))
 	}
@@ -31,5 +32,7 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == engine.AgentSuperviseArg {
 		os.Exit(engine.AgentSuperviseMain(os.Args[2:]))
 	}
-	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	code := run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	engine.Trace("exit")
+	os.Exit(code)
 }

@@ -77,6 +77,7 @@ func cmdExec(a *app, in *input) error {
 	if err != nil {
 		return err
 	}
+	engine.Trace("cli: world read")
 	// Before anything else (strata shell's terminal check included):
 	// the engine refuses too, but this is what the person must fix.
 	if err := a.eng.CheckExec(w); err != nil {
@@ -137,10 +138,12 @@ func (a *app) follow(world string, meta engine.SessionMeta) error {
 	if err != nil {
 		return err
 	}
+	engine.Trace("cli: transcript followed to its end")
 	end, err := engine.WaitSession(a.ctx, dir)
 	if err != nil {
 		return err
 	}
+	engine.Trace("cli: session end read")
 	return sessionExit(end)
 }
 

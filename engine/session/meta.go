@@ -172,6 +172,12 @@ func WriteMetaPath(dir string, meta Meta) error {
 // whatever its file says, and each fsync costs a short command's whole run time
 // again. Readers always see a whole file (rename).
 func WriteMeta(root *os.Root, meta Meta) error {
+	return WriteMetaSync(root, meta, meta.State.Ended())
+}
+
+// WriteMetaSync is WriteMeta, fsyncing the file when sync is set (the init's
+// end fsyncs after it has told the waiting caller: see syncSessionEnd).
+func WriteMetaSync(root *os.Root, meta Meta, sync bool) error {
 	data, err := json.MarshalIndent(meta, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode session meta: %w", err)
@@ -183,7 +189,7 @@ func WriteMeta(root *os.Root, meta Meta) error {
 		return fmt.Errorf("write session meta: %w", err)
 	}
 	_, err = f.Write(data)
-	if err == nil && meta.State.Ended() {
+	if err == nil && sync {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {

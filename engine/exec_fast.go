@@ -1,0 +1,192 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stratahq/strata/overlay"
+
+	"github.com/stratahq/strata/engine/session"
+)
+
+// Exec latency tracing. STRATA_TRACE=1 makes a strata process write one
+// line per phase of its work to stderr, and a session started from it
+// write its init's phases to the session's init.log:
+//
+//	strata-trace pid=123 t=1764600000.123456 +1.234ms exec: session dir
+//
+// t is wall-clock time (lines of the CLI, the session init and the egress
+// proxy line up), +ms the time since the process's first trace point. It
+// costs nothing when off: one bool test per phase.
+var (
+	traceOn  = os.Getenv("STRATA_TRACE") != ""
+	traceMu  sync.Mutex
+	traceOut io.Writer = os.Stderr
+	traceT0            = time.Now()
+)
+
+// Tracing reports whether STRATA_TRACE phase tracing is on.
+func Tracing() bool { return traceOn }
+
+// Trace records that phase has just ended (STRATA_TRACE=1); a no-op otherwise.
+func Trace(phase string) {
+	if !traceOn {
+		return
+	}
+	now := time.Now()
+	traceMu.Lock()
+	defer traceMu.Unlock()
+	fmt.Fprintf(traceOut, "strata-trace pid=%d t=%d.%06d +%.3fms %s\n", os.Getpid(),
+		now.Unix(), now.Nanosecond()/1000, float64(now.Sub(traceT0).Microseconds())/1000, phase)
+}
+
+// enableInitTrace turns tracing on in a session's init whose caller traced
+// (its environment is empty: the spec says so); lines go to init.log.
+func enableInitTrace(on bool) {
+	if on {
+		traceOn = true
+		Trace("init: spec read")
+	}
+}
+
+// syncSessionEnd makes an ended session's transcript and meta.json durable:
+// the init calls it once the caller waiting for the end has been told (end.fifo
+// closed), so a short command's exit status does not wait for two fsyncs. The
+// init outlives it: the session's namespaces end with the init, after it.
+func syncSessionEnd(root *os.Root, transcript *os.File) {
+	_ = transcript.Sync()
+	f, err := root.Open(MetaFile)
+	if err != nil {
+		return
+	}
+	_ = f.Sync()
+	_ = f.Close()
+}
+
+// egressPushedFile records which list the World's running proxy was last
+// handed: "PID STARTTIME SHA256" (the proxy's pid and start time in clock
+// ticks, the list's hash). A session start whose list and proxy are the
+// same skips the round trip on the control socket.
+const egressPushedFile = "pushed"
+
+// egressListKey is the hash of an allow-list as pushed.
+func egressListKey(list []string) string {
+	h := sha256.New()
+	for _, s := range list {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// egressPushed reports whether the proxy named in dir's pid file is alive
+// and was handed list last (see egressPushedFile). Anything unsure is false:
+// the caller pushes, which also finds a dead proxy.
+func egressPushed(dir string, list []string) bool {
+	data, err := os.ReadFile(filepath.Join(dir, egressPushedFile))
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(data))
+	if len(f) != 3 || f[2] != egressListKey(list) {
+		return false
+	}
+	pid, err := strconv.Atoi(f[0])
+	if err != nil || pid <= 0 || !egressProxyIs(dir, pid) {
+		return false
+	}
+	st, err := session.ReadProcStat(pid)
+	return err == nil && st.State != 'Z' && st.State != 'X' && strconv.FormatUint(st.StartTime, 10) == f[1]
+}
+
+// egressProxyIs tells whether dir's pid file names pid: a proxy that ended
+// by itself removed it.
+func egressProxyIs(dir string, pid int) bool {
+	data, err := os.ReadFile(filepath.Join(dir, egressPIDFile))
+	return err == nil && strings.TrimSpace(string(data)) == strconv.Itoa(pid)
+}
+
+// markEgressPushed records that the proxy in dir's pid file has list.
+func markEgressPushed(dir string, list []string) {
+	data, err := os.ReadFile(filepath.Join(dir, egressPIDFile))
+	if err != nil {
+		return
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		return
+	}
+	st, err := session.ReadProcStat(pid)
+	if err != nil {
+		return
+	}
+	line := fmt.Sprintf("%d %d %s\n", pid, st.StartTime, egressListKey(list))
+	_ = writeFileAtomic(filepath.Join(dir, egressPushedFile), []byte(line))
+}
+
+// ensureMountedFast is EnsureMounted for the exec path: a World whose merged
+// view is a mount already (one statx, where EnsureMounted reads the whole
+// mount table, a ms or more on a host with many mounts) needs nothing. Only
+// for the kernel overlay: a statx of a FUSE mount asks its daemon, which may
+// hang, where the mount table does not.
+func (e *Engine) ensureMountedFast(ctx context.Context, w *World) error {
+	if w.MountBackend == overlay.BackendKernel && isMountRoot(e.Paths.Merged(w.Name)) {
+		return nil
+	}
+	return e.EnsureMounted(ctx, w)
+}
+
+// isMountRoot reports whether p is the root of a mount, by statx's
+// STATX_ATTR_MOUNT_ROOT; false when unsure (an old kernel, an error such as
+// a FUSE mount whose daemon died), for the caller to look closer.
+func isMountRoot(p string) bool {
+	var stx unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, p, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_TYPE, &stx); err != nil {
+		return false
+	}
+	return stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 && stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0 &&
+		stx.Mode&unix.S_IFMT == unix.S_IFDIR
+}
+
+// worldLiveSkipping is worldLive for the egress proxy's idle check, which
+// runs every egressIdle/4 for as long as the proxy lives: a session seen
+// ended is put in ended and never read again (it cannot run again), so a
+// tick reads the meta.json of live sessions only, not of the hundreds a
+// World collects (that was a third of the machine's CPU in a loop of execs).
+func (e *Engine) worldLiveSkipping(name string, ended map[string]bool) bool {
+	dir := filepath.Join(e.Paths.World(name), "sessions")
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return false
+	}
+	if err != nil {
+		return true // unsure: keep serving
+	}
+	for _, d := range ents {
+		if !d.IsDir() || ended[d.Name()] {
+			continue
+		}
+		meta, err := ReadSessionMeta(filepath.Join(dir, d.Name()))
+		switch {
+		case errors.Is(err, ErrNoSession):
+			// Being created: its start holds the egress lock.
+		case err != nil || meta.State.Ended():
+			ended[d.Name()] = true // unreadable reads as ended, as in ListSessions
+		default:
+			return true
+		}
+	}
+	return false
+}
