@@ -37,7 +37,7 @@ func CarryBuildState(from, to string, d Dialect, build *Ignore) (moved, dropped 
 	if build == nil {
 		return 0, 0, nil
 	}
-	r, err := rulesFor(d)
+	r, err := RulesFor(d)
 	if err != nil {
 		return 0, 0, fmt.Errorf("carry build state: %w", err)
 	}
@@ -50,10 +50,10 @@ func CarryBuildState(from, to string, d Dialect, build *Ignore) (moved, dropped 
 		}
 		slices.Sort(names)
 		for _, name := range names {
-			if kind, _ := r.classifyName(name, rel == ""); kind != MarkerPlain {
+			if kind, _ := r.ClassifyName(name, rel == ""); kind != MarkerPlain {
 				continue // bookkeeping and name-spelled markers stay with their upper
 			}
-			child := joinRel(rel, name)
+			child := JoinRel(rel, name)
 			var st unix.Stat_t
 			if err := unix.Lstat(filepath.Join(from, filepath.FromSlash(child)), &st); err != nil {
 				if errors.Is(err, unix.ENOENT) {
@@ -62,7 +62,7 @@ func CarryBuildState(from, to string, d Dialect, build *Ignore) (moved, dropped 
 				return fmt.Errorf("lstat %s: %w", child, err)
 			}
 			isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
-			whiteout := r.isWhiteoutDev(st.Mode, st.Rdev)
+			whiteout := r.IsWhiteoutDev(st.Mode, st.Rdev)
 			if build.Match(child, isDir) || whiteout && build.Match(child, !isDir) {
 				ok, err := carryOne(from, to, child)
 				if err != nil {
@@ -234,7 +234,7 @@ func touchPaths(to, lower string, after *Manifest, paths []string, build *Ignore
 				continue
 			}
 			// However deep p is (a World may hold a tree deeper than PATH_MAX).
-			dst, release, err := shortPathBeneath(to, p)
+			dst, release, err := ShortPathBeneath(to, p)
 			if err == nil {
 				err = unix.UtimesNanoAt(unix.AT_FDCWD, dst, ts, unix.AT_SYMLINK_NOFOLLOW)
 				release()
@@ -246,7 +246,7 @@ func touchPaths(to, lower string, after *Manifest, paths []string, build *Ignore
 			continue
 		}
 		dst := filepath.Join(to, filepath.FromSlash(p))
-		if len(dst) >= anchorAt || len(lower)+1+len(p) >= anchorAt {
+		if len(dst) >= AnchorAt || len(lower)+1+len(p) >= AnchorAt {
 			// The source tree's own deep files are not copied up to be
 			// touched: a build over a path that long cannot name them either.
 			continue

@@ -191,7 +191,7 @@ func CaptureUpperWith(ctx context.Context, store *Store, upper string, d Dialect
 	if err := restoreCheckDialect(d); err != nil {
 		return nil, stats, fmt.Errorf("capture upper %s: %w", upper, err)
 	}
-	r, err := rulesFor(d)
+	r, err := RulesFor(d)
 	if err != nil {
 		return nil, stats, fmt.Errorf("capture upper %s: %w", upper, err)
 	}
@@ -329,7 +329,7 @@ feed:
 
 // putDeepFile stores the file rel of upper, however deep it lies.
 func putDeepFile(store *Store, upper, rel string) (ObjectID, int64, bool, unix.Stat_t, error) {
-	p, release, err := shortPathBeneath(upper, rel)
+	p, release, err := ShortPathBeneath(upper, rel)
 	if err != nil {
 		return "", 0, false, unix.Stat_t{}, fmt.Errorf("store %s: %w", rel, err)
 	}
@@ -341,7 +341,7 @@ func putDeepFile(store *Store, upper, rel string) (ObjectID, int64, bool, unix.S
 type snapScanner struct {
 	upper   string
 	d       Dialect
-	r       rules // d's vocabulary
+	r       Rules // d's vocabulary
 	entries []ManifestEntry
 	index   map[string]int            // path -> position in entries
 	stats   map[string]statCacheEntry // file path -> stat seen by the walk
@@ -374,7 +374,7 @@ func (sc *snapScanner) abs(rel string) string {
 	if rel == "" {
 		return sc.upper
 	}
-	parent, base := splitRel(rel)
+	parent, base := SplitRel(rel)
 	if parent == "." {
 		parent = ""
 	}
@@ -406,7 +406,7 @@ func (sc *snapScanner) scanDir(ctx context.Context, rel string, dir *ManifestEnt
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	dirPath, release, err := anchorDir(sc.abs(rel))
+	dirPath, release, err := AnchorDir(sc.abs(rel))
 	if err != nil {
 		return fmt.Errorf("read dir %s: %w", rel, err)
 	}
@@ -426,14 +426,14 @@ func (sc *snapScanner) scanDir(ctx context.Context, rel string, dir *ManifestEnt
 		if rel != "" {
 			child = rel + "/" + name
 		}
-		switch kind, hidden := sc.r.classifyName(name, rel == ""); kind {
+		switch kind, hidden := sc.r.ClassifyName(name, rel == ""); kind {
 		case MarkerSkip:
 			continue
 		case MarkerOpaque:
 			dir.Opaque = true
 			continue
 		case MarkerWhiteout:
-			sc.addWhiteoutMarker(joinRel(rel, hidden), false)
+			sc.addWhiteoutMarker(JoinRel(rel, hidden), false)
 			continue
 		}
 		st, err := sc.lstat(child)
@@ -443,7 +443,7 @@ func (sc *snapScanner) scanDir(ctx context.Context, rel string, dir *ManifestEnt
 		if err != nil {
 			return err
 		}
-		isCharWhiteout := sc.r.isWhiteoutDev(st.Mode, st.Rdev)
+		isCharWhiteout := sc.r.IsWhiteoutDev(st.Mode, st.Rdev)
 		if sc.isBuildState(child, st.Mode&unix.S_IFMT == unix.S_IFDIR, isCharWhiteout) {
 			continue
 		}
@@ -509,11 +509,11 @@ func (sc *snapScanner) entryFor(rel string, st *unix.Stat_t) (ManifestEntry, err
 		return e, err
 	}
 	for name, value := range xattrs {
-		switch sc.r.classifyXattr(name) {
+		switch sc.r.ClassifyXattr(name) {
 		case MarkerRedirect, MarkerMetacopy:
 			return e, fmt.Errorf("%s carries %s: %w (mount without redirect_dir and metacopy)", sc.abs(rel), name, ErrUnsupportedUpper)
 		case MarkerOpaque:
-			if e.Kind == EntryDir && isOpaqueValue(value) {
+			if e.Kind == EntryDir && IsOpaqueValue(value) {
 				e.Opaque = true
 			}
 		case MarkerWhiteout:
@@ -534,7 +534,7 @@ func (sc *snapScanner) entryFor(rel string, st *unix.Stat_t) (ManifestEntry, err
 // snapKeepXattr says whether an xattr belongs to the user's file rather than
 // to an overlay's bookkeeping or to the host's security labelling.
 func snapKeepXattr(name string) bool {
-	if isOverlayXattr(name) {
+	if IsOverlayXattr(name) {
 		return false
 	}
 	for _, skip := range []string{"security.selinux", "security.apparmor"} {
@@ -605,7 +605,7 @@ func snapGetXattr(p, name string) ([]byte, error) {
 // scanUnionfsMeta reads unionfs-fuse's meta tree: a PATH_HIDDEN~ file or dir
 // under .unionfs-fuse/ (or .unionfs/) marks PATH deleted.
 func (sc *snapScanner) scanUnionfsMeta() error {
-	for _, meta := range unionfsMetaDirs {
+	for _, meta := range UnionfsMetaDirs {
 		base := filepath.Join(sc.upper, meta)
 		if st, err := os.Lstat(base); err != nil || !st.IsDir() {
 			continue
@@ -615,7 +615,7 @@ func (sc *snapScanner) scanUnionfsMeta() error {
 				return err
 			}
 			name := de.Name()
-			target, ok := unionfsHiddenTarget(name)
+			target, ok := UnionfsHiddenTarget(name)
 			if p == base || !ok {
 				return nil
 			}

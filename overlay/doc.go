@@ -9,5 +9,5 @@
 // and opaque marker names, the unionfs-fuse meta tree, overlay xattrs, the
 // char 0/0 whiteout device): everything else, here and in the engine, asks
 // it (ClassifyUpperEntry, DeletionMarkers, InMetaTree and the unexported
-// rules) instead of writing a marker name itself.
+// Rules) instead of writing a marker name itself.
 package overlay

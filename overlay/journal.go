@@ -228,7 +228,7 @@ func validateStep(id string, st journalStep) error {
 		if err := validateTempPath(id, st.Temp); err != nil {
 			return err
 		}
-		if pd, _ := splitRel(st.Path); func() string { d, _ := splitRel(st.Temp); return d }() != pd {
+		if pd, _ := SplitRel(st.Path); func() string { d, _ := SplitRel(st.Temp); return d }() != pd {
 			return fmt.Errorf("temp %q not beside %q", st.Temp, st.Path)
 		}
 		switch st.Type {
@@ -246,7 +246,7 @@ func validateTempPath(id, rel string) error {
 	if err := ValidateRelPath(rel); err != nil {
 		return err
 	}
-	if _, base := splitRel(rel); !strings.HasPrefix(base, pubTempPrefix+id+"-") {
+	if _, base := SplitRel(rel); !strings.HasPrefix(base, pubTempPrefix+id+"-") {
 		return fmt.Errorf("temp %q is not a publication temp of %s", rel, id)
 	}
 	return nil
@@ -277,19 +277,9 @@ func writeFileDurably(path string, data []byte, sync bool) error {
 		return err
 	}
 	if sync {
-		return fsyncPath(filepath.Dir(path))
+		return fsx.FsyncPath(filepath.Dir(path))
 	}
 	return nil
-}
-
-// fsyncPath fsyncs a file or directory, not following a final symlink.
-func fsyncPath(p string) error {
-	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return err
-	}
-	defer closeFd(fd)
-	return unix.Fsync(fd)
 }
 
 // pubFiles groups the files of one publication id found in a journal dir.
@@ -658,12 +648,12 @@ func repairPublication(ctx context.Context, journalDir, hash string, p *pubFiles
 		rep.Problem = refused
 		return rep, fmt.Errorf("publication %s: %w: %s", p.id, ErrForeignRoot, where)
 	}
-	fd, err := openRootFd(named)
+	fd, err := OpenRootFd(named)
 	if err != nil {
 		rep.Action = act(actionLeft)
 		return rep, fmt.Errorf("publication %s: open source %s: %w", p.id, named, err)
 	}
-	defer closeFd(fd)
+	defer CloseFd(fd)
 	x.rootFd = fd
 
 	if x.body != nil {
@@ -766,8 +756,8 @@ func verifyJournal(rootFd int, j *journalBody) (landed int, problem string, err 
 		if st.Op != stepRename {
 			continue
 		}
-		parent, base := splitRel(st.Path)
-		_, tempBase := splitRel(st.Temp)
+		parent, base := SplitRel(st.Path)
+		_, tempBase := SplitRel(st.Temp)
 		fd, err := dirs.open(parent)
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 			problems = append(problems, fmt.Sprintf("the directory of %s is gone", st.Path))
@@ -872,7 +862,7 @@ func intentTemps(in *intentFile) []string {
 func presentTemps(rootFd int, temps []string) []string {
 	var out []string
 	for _, t := range temps {
-		dirFd, base, err := openParentBeneath(rootFd, t)
+		dirFd, base, err := OpenParentBeneath(rootFd, t)
 		if err != nil {
 			continue
 		}
@@ -880,7 +870,7 @@ func presentTemps(rootFd int, temps []string) []string {
 		if unix.Fstatat(dirFd, base, &s, unix.AT_SYMLINK_NOFOLLOW) == nil {
 			out = append(out, t)
 		}
-		closeFd(dirFd)
+		CloseFd(dirFd)
 	}
 	return out
 }
@@ -919,14 +909,14 @@ func removeTempBeneath(rootFd int, id, rel string) (bool, error) {
 	if err := validateTempPath(id, rel); err != nil {
 		return false, err
 	}
-	dirFd, base, err := openParentBeneath(rootFd, rel)
+	dirFd, base, err := OpenParentBeneath(rootFd, rel)
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	defer closeFd(dirFd)
+	defer CloseFd(dirFd)
 	return removeAllAt(dirFd, base)
 }
 
@@ -944,13 +934,13 @@ func retirePublication(journalDir, id string) error {
 // rollBackIntent removes the temps of a publication that never committed.
 func rollBackIntent(in *intentFile, step func()) (RecoveryReport, error) {
 	rep := RecoveryReport{ID: in.ID, Root: in.Root, Action: actionBack}
-	rootFd, err := openRootFd(in.Root)
+	rootFd, err := OpenRootFd(in.Root)
 	if err != nil {
 		return rep, err
 	}
-	defer closeFd(rootFd)
+	defer CloseFd(rootFd)
 	for _, t := range in.Temps {
-		dirFd, base, err := openParentBeneath(rootFd, t.Path)
+		dirFd, base, err := OpenParentBeneath(rootFd, t.Path)
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 			rep.Skipped++
 			continue
@@ -959,7 +949,7 @@ func rollBackIntent(in *intentFile, step func()) (RecoveryReport, error) {
 			return rep, fmt.Errorf("open parent of %s: %w", t.Path, err)
 		}
 		removed, err := removeAllAt(dirFd, base)
-		closeFd(dirFd)
+		CloseFd(dirFd)
 		if err != nil {
 			return rep, fmt.Errorf("remove temp %s: %w", t.Path, err)
 		}
@@ -985,7 +975,7 @@ func removeAllAt(dirFd int, name string) (bool, error) {
 	case !errors.Is(err, unix.EISDIR) && !errors.Is(err, unix.EPERM):
 		return false, err
 	}
-	fd, err := openatRetry(dirFd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+	fd, err := OpenatRetry(dirFd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
 	if err != nil {
 		return false, err
 	}
@@ -1026,7 +1016,7 @@ func (d *stepDirs) open(rel string) (int, error) {
 	if fd, ok := d.fds[rel]; ok {
 		return fd, nil
 	}
-	fd, err := openBeneathFd(d.rootFd, rel, unix.O_RDONLY|unix.O_DIRECTORY)
+	fd, err := OpenBeneathFd(d.rootFd, rel, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		return -1, err
 	}
@@ -1040,7 +1030,7 @@ func (d *stepDirs) forget(rel string) {
 	defer d.mu.Unlock()
 	for k, fd := range d.fds {
 		if k == rel || strings.HasPrefix(k, rel+"/") {
-			closeFd(fd)
+			CloseFd(fd)
 			delete(d.fds, k)
 		}
 	}
@@ -1048,7 +1038,7 @@ func (d *stepDirs) forget(rel string) {
 
 func (d *stepDirs) close() {
 	for _, fd := range d.fds {
-		closeFd(fd)
+		CloseFd(fd)
 	}
 }
 
@@ -1101,11 +1091,11 @@ func forEachParallel(n int, fn func(i int) error) error {
 // have run yet (the publication itself, right after its commit).
 func completeJournal(ctx context.Context, j *journalBody, mode SyncMode, fresh bool, step func()) (RecoveryReport, error) {
 	rep := RecoveryReport{ID: j.ID, Root: j.Root, Action: actionForward}
-	rootFd, err := openRootFd(j.Root)
+	rootFd, err := OpenRootFd(j.Root)
 	if err != nil {
 		return rep, err
 	}
-	defer closeFd(rootFd)
+	defer CloseFd(rootFd)
 	dirs := &stepDirs{rootFd: rootFd, fds: map[string]int{}}
 	defer dirs.close()
 
@@ -1192,7 +1182,7 @@ func completeJournal(ctx context.Context, j *journalBody, mode SyncMode, fresh b
 }
 
 func stepEntryExists(dirs *stepDirs, rel string) (bool, error) {
-	parent, base := splitRel(rel)
+	parent, base := SplitRel(rel)
 	fd, err := dirs.open(parent)
 	if err != nil {
 		return false, err
@@ -1206,7 +1196,7 @@ func stepEntryExists(dirs *stepDirs, rel string) (bool, error) {
 }
 
 func runRemoval(dirs *stepDirs, st journalStep) (bool, error) {
-	parent, base := splitRel(st.Path)
+	parent, base := SplitRel(st.Path)
 	fd, err := dirs.open(parent)
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 		return false, nil // no parent, so no entry left to remove
@@ -1226,8 +1216,8 @@ func runRemoval(dirs *stepDirs, st journalStep) (bool, error) {
 }
 
 func runRename(dirs *stepDirs, st journalStep) (bool, error) {
-	parent, base := splitRel(st.Path)
-	_, tempBase := splitRel(st.Temp)
+	parent, base := SplitRel(st.Path)
+	_, tempBase := SplitRel(st.Temp)
 	fd, err := dirs.open(parent)
 	if err != nil {
 		return false, err
@@ -1268,18 +1258,18 @@ func targetHolds(fd int, name string, st journalStep) (bool, error) {
 		if s.Mode&unix.S_IFMT != unix.S_IFLNK {
 			return false, nil
 		}
-		link, err := readlinkat(fd, name)
+		link, err := Readlinkat(fd, name)
 		return err == nil && link == st.Link, err
 	case entryTypeFile:
 		if s.Mode&unix.S_IFMT != unix.S_IFREG {
 			return false, nil
 		}
-		f, err := openatRetry(fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+		f, err := OpenatRetry(fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
 		if err != nil {
 			return false, err
 		}
 		file := os.NewFile(uintptr(f), name)
-		defer closeQuiet(file)
+		defer CloseQuiet(file)
 		h := sha256.New()
 		if _, err := io.Copy(h, file); err != nil {
 			return false, err
@@ -1290,11 +1280,11 @@ func targetHolds(fd int, name string, st journalStep) (bool, error) {
 }
 
 func runChmod(dirs *stepDirs, st journalStep) (bool, error) {
-	fd, err := openBeneathFd(dirs.rootFd, st.Path, unix.O_RDONLY|unix.O_DIRECTORY)
+	fd, err := OpenBeneathFd(dirs.rootFd, st.Path, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		return false, err
 	}
-	defer closeFd(fd)
+	defer CloseFd(fd)
 	return true, unix.Fchmod(fd, st.Mode)
 }
 

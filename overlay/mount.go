@@ -194,7 +194,7 @@ func fuseArgs(s MountSpec) ([]string, error) {
 			}
 		}
 		// cow records deletions (without it unionfs-fuse cannot delete lower
-		// files at all); hide_meta_files keeps its .unionfs-fuse tree and
+		// Files at all); hide_meta_files keeps its .unionfs-fuse tree and
 		// .fuse_hidden files out of the merged view.
 		opts := strings.Join(append([]string{"cow", "hide_meta_files"}, s.Options...), ",")
 		return []string{"-o", opts, s.Upper + "=RW:" + s.Lower + "=RO", s.Target}, nil

@@ -323,7 +323,7 @@ func (s *Store) syncObjects(ids []ObjectID) error {
 		go func() {
 			defer wg.Done()
 			for p := range work {
-				if err := fsyncPath(p); err != nil {
+				if err := fsx.FsyncPath(p); err != nil {
 					errs <- fmt.Errorf("sync %s: %w", p, err)
 				}
 			}

@@ -273,22 +273,22 @@ func checkUpperMarks(b Backend, upper string) error {
 	d := b.Dialect()
 	switch b {
 	case BackendKernel, BackendFuseOverlayfs:
-		if !upperDeletes(d, upper, "gone.txt") {
+		if !UpperDeletes(d, upper, "gone.txt") {
 			return fmt.Errorf("upper has no %s whiteout for a deleted lower file", d)
 		}
-		if !upperOpaque(d, upper, "dir") {
+		if !UpperOpaque(d, upper, "dir") {
 			return fmt.Errorf("recreated dir in upper has no %s opaque mark", d)
 		}
 	case BackendUnionfs:
-		meta, ok := unionfsMetaRoot(upper)
+		meta, ok := UnionfsMetaRoot(upper)
 		if !ok {
-			return fmt.Errorf("upper has no %s meta tree (is cow on?)", unionfsMetaDirs[0])
+			return fmt.Errorf("upper has no %s meta tree (is cow on?)", UnionfsMetaDirs[0])
 		}
-		if m := unionfsHiddenPath(meta, "gone.txt"); !probeIsRegular(at(m)) {
+		if m := UnionfsHiddenPath(meta, "gone.txt"); !probeIsRegular(at(m)) {
 			return fmt.Errorf("upper lacks the %s file marking a deleted lower file", m)
 		}
-		if !upperOpaque(d, upper, "dir") {
-			return fmt.Errorf("upper lacks the %s dir marking a replaced dir", unionfsHiddenPath(meta, "dir"))
+		if !UpperOpaque(d, upper, "dir") {
+			return fmt.Errorf("upper lacks the %s dir marking a replaced dir", UnionfsHiddenPath(meta, "dir"))
 		}
 	}
 	return nil

@@ -132,31 +132,9 @@ type StalePath struct {
 func (e *StaleError) Error() string {
 	parts := make([]string, 0, len(e.Paths))
 	for _, p := range e.Paths {
-		parts = append(parts, fmt.Sprintf("%s (want %s, found %s)", p.Path, shortHash(p.Want), shortHash(p.Got)))
+		parts = append(parts, fmt.Sprintf("%s (want %s, found %s)", p.Path, ShortHash(p.Want), ShortHash(p.Got)))
 	}
 	return "source changed since it was read: " + strings.Join(parts, "; ")
-}
-
-// ErrContentChanged is matched by errors.Is for a *ContentError.
-var ErrContentChanged = errors.New("content changed while it was published")
-
-// ContentError rejects a publication whose staged file does not hold the
-// content the caller checked (PublishOp.ContentHash). Nothing was written.
-type ContentError struct {
-	Path, Want, Got string
-}
-
-func (e *ContentError) Error() string {
-	return fmt.Sprintf("%s: the content staged for publication (%s) is not the content that was checked (%s): it changed while it was copied", e.Path, shortHash(e.Got), shortHash(e.Want))
-}
-
-func (e *ContentError) Is(target error) bool { return target == ErrContentChanged }
-
-func shortHash(h string) string {
-	if len(h) == 64 {
-		return h[:12]
-	}
-	return h
 }
 
 // publishHook is called with a running step count at every durable step of a
@@ -344,7 +322,7 @@ func (po *pathOps) holdsNewDir() bool {
 }
 
 func parentRel(rel string) string {
-	d, _ := splitRel(rel)
+	d, _ := SplitRel(rel)
 	return d
 }
 
@@ -396,21 +374,21 @@ type createdEntry struct {
 func (p *publication) closeDirs() {
 	for _, d := range p.dirs {
 		if d.fd != p.rootFd {
-			closeFd(d.fd)
+			CloseFd(d.fd)
 		}
 	}
 	for _, nd := range p.missing {
 		if nd.fd > 0 {
-			closeFd(nd.fd)
+			CloseFd(nd.fd)
 		}
 	}
 	if p.rootFd > 0 {
-		closeFd(p.rootFd)
+		CloseFd(p.rootFd)
 	}
 }
 
 func (p *publication) run() error {
-	fd, err := openRootFd(p.root)
+	fd, err := OpenRootFd(p.root)
 	if err != nil {
 		return err
 	}
@@ -490,7 +468,7 @@ func (p *publication) plan() ([]plannedOp, error) {
 	var chmods []journalStep
 	for _, path := range paths {
 		po := p.byPath[path]
-		parent, base := splitRel(path)
+		parent, base := SplitRel(path)
 		dir, err := p.dir(parent)
 		if err != nil {
 			return nil, err
@@ -623,12 +601,12 @@ func (p *publication) dir(rel string) (*pubDir, error) {
 	if p.absent[rel] {
 		return nil, nil
 	}
-	parent, base := splitRel(rel)
+	parent, base := SplitRel(rel)
 	pd, err := p.dir(parent)
 	if err != nil || pd == nil {
 		return nil, err
 	}
-	fd, err := openBeneathFd(pd.fd, base, unix.O_RDONLY|unix.O_DIRECTORY)
+	fd, err := OpenBeneathFd(pd.fd, base, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil && !errors.Is(err, unix.ENOENT) {
 		// A file or link this publication deletes is no obstacle: a new
 		// directory takes its place. Anything else is not walked through.
@@ -646,7 +624,7 @@ func (p *publication) dir(rel string) (*pubDir, error) {
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		closeFd(fd)
+		CloseFd(fd)
 		return nil, fmt.Errorf("stat directory %s: %w", rel, err)
 	}
 	d := &pubDir{fd: fd, dev: st.Dev, ino: st.Ino}
@@ -705,13 +683,13 @@ func (p *publication) checkEmptied(rel string) error {
 	if err != nil || d == nil {
 		return fmt.Errorf("rmdir %s: parent: %v", rel, err)
 	}
-	_, base := splitRel(rel)
-	fd, err := openBeneathFd(d.fd, base, unix.O_RDONLY|unix.O_DIRECTORY)
+	_, base := SplitRel(rel)
+	fd, err := OpenBeneathFd(d.fd, base, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		return fmt.Errorf("rmdir %s: %w", rel, err)
 	}
 	f := os.NewFile(uintptr(fd), rel)
-	defer closeQuiet(f)
+	defer CloseQuiet(f)
 	names, err := f.Readdirnames(-1)
 	if err != nil {
 		return fmt.Errorf("rmdir %s: list: %w", rel, err)
@@ -735,18 +713,18 @@ func currentHash(dir *pubDir, base string, cur *unix.Stat_t) (string, error) {
 	case unix.S_IFDIR:
 		return "dir", nil
 	case unix.S_IFLNK:
-		link, err := readlinkat(dir.fd, base)
+		link, err := Readlinkat(dir.fd, base)
 		if err != nil {
 			return "", err
 		}
 		h.Write([]byte(link))
 	case unix.S_IFREG:
-		fd, err := openatRetry(dir.fd, base, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+		fd, err := OpenatRetry(dir.fd, base, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
 		if err != nil {
 			return "", err
 		}
 		f := os.NewFile(uintptr(fd), base)
-		defer closeQuiet(f)
+		defer CloseQuiet(f)
 		if _, err := io.Copy(h, f); err != nil {
 			return "", err
 		}
@@ -778,10 +756,10 @@ func (p *publication) create(plan []plannedOp) error {
 		var name string
 		if nd.stage == nd {
 			parentFd = p.dirs[parentRel(nd.rel)].fd
-			_, name = splitRel(nd.temp)
+			_, name = SplitRel(nd.temp)
 		} else {
 			parentFd = p.missing[parentRel(nd.rel)].fd
-			_, name = splitRel(nd.rel)
+			_, name = SplitRel(nd.rel)
 		}
 		// 0700 while it is filled: the final mode may forbid writing into it.
 		if err := unix.Mkdirat(parentFd, name, 0o700); err != nil {
@@ -790,7 +768,7 @@ func (p *publication) create(plan []plannedOp) error {
 		if nd.stage == nd {
 			p.created = append(p.created, createdEntry{dirFd: parentFd, name: name})
 		}
-		fd, err := openatRetry(parentFd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+		fd, err := OpenatRetry(parentFd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
 		if err != nil {
 			return fmt.Errorf("open new directory %s: %w", nd.rel, err)
 		}
@@ -817,7 +795,7 @@ func (p *publication) create(plan []plannedOp) error {
 			d := p.dirs[c.parent]
 			d.gotTemps = true
 			r.dirFd = d.fd
-			_, r.name = splitRel(c.temp)
+			_, r.name = SplitRel(c.temp)
 		} else {
 			r.dirFd, r.name = p.missing[c.parent].fd, c.base
 		}
@@ -869,7 +847,7 @@ func (p *publication) createEntry(dirFd int, name string, c plannedOp) (journalS
 		st.Type, st.Ino, st.Link = entryTypeLink, s.Ino, c.op.Target
 		return st, true, nil
 	}
-	fd, err := openatRetry(dirFd, name, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+	fd, err := OpenatRetry(dirFd, name, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC)
 	if err != nil {
 		return st, false, err
 	}
@@ -884,16 +862,16 @@ func (p *publication) createEntry(dirFd int, name string, c plannedOp) (journalS
 func (p *publication) fillFile(f *os.File, fd int, c plannedOp, st *journalStep) error {
 	var sum string
 	if c.op.SourceFile != "" {
-		src, err := openSourceFile(c.op.SourceFile)
+		src, err := OpenSourceFile(c.op.SourceFile)
 		if err != nil {
 			return err
 		}
 		info, err := src.Stat()
 		if err == nil {
-			_, err = copySparse(f, src, info.Size())
+			_, err = CopySparse(f, src, info.Size())
 		}
 		_ = src.Close()
-		if errors.Is(err, errShrank) && c.op.ContentHash != "" {
+		if errors.Is(err, ErrShrank) && c.op.ContentHash != "" {
 			return &ContentError{Path: c.op.Path, Want: c.op.ContentHash, Got: "a file that shrank while it was copied"}
 		}
 		if err != nil {
@@ -942,25 +920,6 @@ func (p *publication) fillFile(f *os.File, fd int, c plannedOp, st *journalStep)
 	return nil
 }
 
-// openSourceFile opens a content source without following a final symlink:
-// a link planted where a file was expected must not pull in what it names.
-func openSourceFile(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return nil, fmt.Errorf("open source file: %w", err)
-	}
-	info, err := f.Stat()
-	if err != nil {
-		_ = f.Close()
-		return nil, err
-	}
-	if !info.Mode().IsRegular() {
-		_ = f.Close()
-		return nil, fmt.Errorf("source file %s is not a regular file", path)
-	}
-	return f, nil
-}
-
 // syncBeforeCommit makes every temp and built directory durable: the journal
 // may only promise renames of temps that will survive a power cut.
 func (p *publication) syncBeforeCommit() error {
@@ -1002,13 +961,13 @@ func (p *publication) verifyDirs() error {
 		if rel == "." {
 			continue
 		}
-		fd, err := openBeneathFd(p.rootFd, rel, unix.O_PATH|unix.O_DIRECTORY)
+		fd, err := OpenBeneathFd(p.rootFd, rel, unix.O_PATH|unix.O_DIRECTORY)
 		if err != nil {
 			return fmt.Errorf("directory %s changed during publication: %w", rel, err)
 		}
 		var st unix.Stat_t
 		err = unix.Fstat(fd, &st)
-		closeFd(fd)
+		CloseFd(fd)
 		if err != nil {
 			return fmt.Errorf("stat directory %s: %w", rel, err)
 		}

@@ -352,8 +352,8 @@ func TestPublishRejectsBadOps(t *testing.T) {
 func TestPublishSymlinkedIntermediateDir(t *testing.T) {
 	for _, fallback := range []bool{false, true} {
 		t.Run(fmt.Sprintf("fallback=%v", fallback), func(t *testing.T) {
-			openat2Missing.Store(fallback)
-			t.Cleanup(func() { openat2Missing.Store(false) })
+			Openat2Missing.Store(fallback)
+			t.Cleanup(func() { Openat2Missing.Store(false) })
 			root, journal, outside := t.TempDir(), t.TempDir(), t.TempDir()
 			pubWriteTree(t, outside, map[string]string{"passwd": "root:x:0:0", "sub/f": "f"})
 			pubWriteTree(t, root, map[string]string{"etc": "-> " + outside, "real/link": "-> " + outside, "ok": "ok"})

@@ -409,7 +409,7 @@ func (w *snapWriter) removeMetaSubtree(p string) error {
 	if w.d != DialectUnionfs {
 		return nil
 	}
-	for _, meta := range unionfsMetaDirs {
+	for _, meta := range UnionfsMetaDirs {
 		if err := os.RemoveAll(filepath.Join(w.root, meta, filepath.FromSlash(p))); err != nil {
 			return err
 		}
@@ -421,7 +421,7 @@ func (w *snapWriter) removeMetaSubtree(p string) error {
 // not at p itself.
 func (w *snapWriter) nameWhiteoutPaths(p string) []string {
 	var out []string
-	for _, m := range deletionMarkers(w.d, p) {
+	for _, m := range DeletionMarkers(w.d, p) {
 		out = append(out, w.markerAbs(m))
 	}
 	return out
@@ -497,7 +497,7 @@ func (w *snapWriter) forgetDeep(rel string) {
 	defer w.deepMu.Unlock()
 	for d, fd := range w.deep {
 		if rel == "" || d == rel || strings.HasPrefix(d, rel+"/") {
-			closeFd(fd)
+			CloseFd(fd)
 			delete(w.deep, d)
 		}
 	}
@@ -511,12 +511,12 @@ func (w *snapWriter) deepDir(rel string) (int, error) {
 	if fd, ok := w.deep[rel]; ok {
 		return fd, nil
 	}
-	rootFd, err := openRootFd(w.root)
+	rootFd, err := OpenRootFd(w.root)
 	if err != nil {
 		return -1, err
 	}
-	defer closeFd(rootFd)
-	fd, err := openBeneathFd(rootFd, rel, unix.O_PATH|unix.O_DIRECTORY)
+	defer CloseFd(rootFd)
+	fd, err := OpenBeneathFd(rootFd, rel, unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
 		return -1, err
 	}
@@ -537,16 +537,16 @@ func (w *snapWriter) abs(rel string) string {
 		return w.root
 	}
 	full := filepath.Join(w.root, filepath.FromSlash(rel))
-	if len(full) < anchorAt {
+	if len(full) < AnchorAt {
 		return full
 	}
 	// Deeper than a syscall takes: name it through its parent's descriptor.
-	parent, base := splitRel(rel)
+	parent, base := SplitRel(rel)
 	fd, err := w.deepDir(parent)
 	if err != nil {
 		return full // the syscall then fails with ENAMETOOLONG, naming the path
 	}
-	return fdPath(fd) + "/" + base
+	return FdPath(fd) + "/" + base
 }
 
 // create makes e at its path; its parent must exist or be creatable.
@@ -681,10 +681,10 @@ feed:
 }
 
 func (w *snapWriter) createWhiteout(e *ManifestEntry) error {
-	node, file := whiteoutSpelling(w.d, e.Path)
+	node, file := WhiteoutSpelling(w.d, e.Path)
 	if node {
 		p := w.abs(e.Path)
-		if err := mknodWhiteout(p); err != nil {
+		if err := MknodWhiteout(p); err != nil {
 			return fmt.Errorf("mknod whiteout %s: %w", p, err)
 		}
 		if err := unix.Lchown(p, e.UID, e.GID); err != nil {
@@ -708,24 +708,24 @@ func (w *snapWriter) createWhiteout(e *ManifestEntry) error {
 // markOpaque spells "this directory hides the lower's" in w's dialect.
 func (w *snapWriter) markOpaque(rel string) error {
 	p := w.abs(rel)
-	sp := opaqueSpellingFor(w.d, rel, w.opts.UserXattr)
-	for _, name := range sp.xattrs {
-		if err := unix.Lsetxattr(p, name, []byte(opaqueValue), 0); err != nil {
+	sp := OpaqueSpellingFor(w.d, rel, w.opts.UserXattr)
+	for _, name := range sp.Xattrs {
+		if err := unix.Lsetxattr(p, name, []byte(OpaqueValue), 0); err != nil {
 			return fmt.Errorf("set %s on %s: %w", name, p, err)
 		}
 	}
-	for _, name := range sp.nodes {
-		if err := mknodWhiteout(filepath.Join(p, name)); err != nil {
+	for _, name := range sp.Nodes {
+		if err := MknodWhiteout(filepath.Join(p, name)); err != nil {
 			return fmt.Errorf("mark %s opaque: %w", p, err)
 		}
 	}
-	for _, name := range sp.files {
+	for _, name := range sp.Files {
 		if err := touchEmpty(filepath.Join(p, name)); err != nil {
 			return err
 		}
 	}
-	if sp.metaDir != "" {
-		if err := os.MkdirAll(filepath.Join(w.root, filepath.FromSlash(sp.metaDir)), 0o755); err != nil {
+	if sp.MetaDir != "" {
+		if err := os.MkdirAll(filepath.Join(w.root, filepath.FromSlash(sp.MetaDir)), 0o755); err != nil {
 			return fmt.Errorf("mark %s opaque: %w", p, err)
 		}
 	}

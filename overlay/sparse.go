@@ -15,8 +15,8 @@ const sparseBlock = 1 << 20
 
 var zeroBlock = make([]byte, sparseBlock)
 
-// errShrank is a file that got shorter while it was read: it changed.
-var errShrank = errors.New("the file shrank while it was read")
+// ErrShrank is a file that got shorter while it was read: it changed.
+var ErrShrank = errors.New("the file shrank while it was read")
 
 // bufSize is the copy buffer for a file of size bytes: small files (most of
 // a publication) do not each allocate a whole block.
@@ -59,10 +59,10 @@ func dataRanges(f *os.File, size int64, fn func(start, end int64) error) error {
 	return nil
 }
 
-// copySparse copies the first size bytes of src into dst (empty, at offset
+// CopySparse copies the first size bytes of src into dst (empty, at offset
 // 0) without allocating src's holes, nor all-zero blocks of its data, in
 // dst: they become holes there too. It returns the bytes read.
-func copySparse(dst, src *os.File, size int64) (int64, error) {
+func CopySparse(dst, src *os.File, size int64) (int64, error) {
 	buf := make([]byte, bufSize(size))
 	var read int64
 	err := dataRanges(src, size, func(start, end int64) error {
@@ -75,7 +75,7 @@ func copySparse(dst, src *os.File, size int64) (int64, error) {
 			read += int64(got)
 			if err != nil && (!errors.Is(err, io.EOF) || int64(got) != n) {
 				if errors.Is(err, io.EOF) {
-					return fmt.Errorf("%w (to %d bytes)", errShrank, off+int64(got))
+					return fmt.Errorf("%w (to %d bytes)", ErrShrank, off+int64(got))
 				}
 				return err
 			}
@@ -110,7 +110,7 @@ func HashFile(f *os.File) (string, int64, error) {
 	}
 	sum, err := hashSparse(int(f.Fd()), -1, info.Size())
 	if errors.Is(err, io.ErrUnexpectedEOF) {
-		err = errShrank
+		err = ErrShrank
 	}
 	if err != nil {
 		return "", 0, fmt.Errorf("hash %s: %w", f.Name(), err)

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"testing"
+
+	"github.com/stratahq/strata/overlay/overlaytest"
 )
 
 // TestCaptureAndChangesShareOneVocabulary feeds the change reader (what the
@@ -34,7 +37,7 @@ func TestCaptureAndChangesShareOneVocabulary(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			l := resolveLayers(t, tc.d, "file d/old 0644 old\n", tc.upper)
+			l := vocabLayers(t, tc.d, "file d/old 0644 old\n", tc.upper)
 			cs, err := ReadChanges(context.Background(), l, ReadOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -93,7 +96,7 @@ func TestClassifyUpperEntryMatchesChangeReader(t *testing.T) {
 		{DialectKernel, "file d/.fuse_hidden01 0644", "d/.fuse_hidden01", UpperMark{Marker: MarkerSkip}},
 	}
 	for _, tc := range cases {
-		l := resolveLayers(t, tc.d, "file d/old 0644 old\n", tc.upper)
+		l := vocabLayers(t, tc.d, "file d/old 0644 old\n", tc.upper)
 		got, err := ClassifyUpperEntry(tc.d, l.Upper, tc.rel)
 		if err != nil {
 			t.Fatalf("%s %q: %v", tc.d, tc.rel, err)
@@ -118,4 +121,15 @@ func TestClassifyUpperEntryMatchesChangeReader(t *testing.T) {
 	if _, err := ClassifyUpperEntry(DialectKernel, t.TempDir(), "gone"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("vanished entry: err = %v, want not-exist", err)
 	}
+}
+
+// vocabLayers is resolve_test.go's resolveLayers: lower and upper built from
+// specs under a temp dir.
+func vocabLayers(t *testing.T, d Dialect, lower, upper string) Layers {
+	t.Helper()
+	dir := t.TempDir()
+	l := Layers{Upper: filepath.Join(dir, "upper"), Lower: filepath.Join(dir, "lower"), Dialect: d}
+	overlaytest.Build(t, l.Lower, "dir .\n"+lower)
+	overlaytest.Build(t, l.Upper, "dir .\n"+upper)
+	return l
 }
