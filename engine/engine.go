@@ -18,6 +18,7 @@ import (
 	"github.com/stratahq/strata/cube"
 	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/overlay/store"
 )
 
 // Options opens an Engine.
@@ -41,7 +42,7 @@ type Engine struct {
 	exe    string
 
 	storeOnce sync.Once
-	objStore  *overlay.Store
+	objStore  *store.Store
 	storeErr  error
 
 	cube cubeClients

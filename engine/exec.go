@@ -13,6 +13,7 @@ import (
 
 	"github.com/stratahq/strata/engine/boundary"
 	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/overlay/mount"
 )
 
 // ExecOptions are the parameters of `strata exec`.
@@ -90,11 +91,11 @@ func (e *Engine) execLocal(ctx context.Context, w *World, o ExecOptions) (Sessio
 			return SessionMeta{}, fmt.Errorf("exec in world %q: snapshot before exec: %w", name, err)
 		}
 	}
-	var inSession *overlay.MountSpec
+	var inSession *mount.MountSpec
 	if !isRoot() && w.MountBackend == overlay.BackendKernel {
 		// Rootless kernel overlay: only a user namespace may mount it, so the
 		// session init mounts it inside its own namespaces.
-		inSession = &overlay.MountSpec{Lower: w.Source, Upper: e.Paths.Upper(w.Name), Work: e.Paths.Work(w.Name), Target: e.Paths.Merged(w.Name), Backend: overlay.BackendKernel, UserXattr: true}
+		inSession = &mount.MountSpec{Lower: w.Source, Upper: e.Paths.Upper(w.Name), Work: e.Paths.Work(w.Name), Target: e.Paths.Merged(w.Name), Backend: overlay.BackendKernel, UserXattr: true}
 	} else if err := e.EnsureMounted(ctx, w); err != nil {
 		return SessionMeta{}, err
 	}

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/overlay/mount"
 )
 
 // Apply performs plan in the calling process's mount namespace, which must be
@@ -84,7 +85,7 @@ func (a *applier) step(s Step) error {
 				return err
 			}
 		}
-		return overlay.Mount(context.Background(), overlay.MountSpec{
+		return mount.Mount(context.Background(), mount.MountSpec{
 			Lower: s.Source, Upper: s.Upper, Work: s.Work, Target: s.Target,
 			Backend: overlay.BackendKernel, UserXattr: s.UserXattr,
 		})

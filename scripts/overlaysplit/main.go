@@ -1,0 +1,305 @@
+// Command overlaysplit rewrites Go files that still say overlay.X for an
+// identifier that issue 13's split moved out of the root overlay package:
+// overlay.Publish becomes publish.Publish, overlay.OpenStore becomes
+// store.OpenStore, overlay.Mount becomes mount.Mount, and the imports follow
+// (the overlay import is dropped when nothing else uses it). Identifiers that
+// stayed in overlay (dialects, change sets, layers, safe paths) are left as
+// they are. It is idempotent: run it on code merged from branches written
+// before the split.
+//
+//	go run ./scripts/overlaysplit [-n] [PATH ...]   (default: the whole module)
+//
+// A PATH is a file or a directory (walked, skipping testdata, third_party and
+// hidden dirs). -n lists what would change without writing. A file that
+// declares a name equal to a new package (a variable called store, say) is
+// rewritten anyway and the compiler points at the shadowing; rename the
+// variable.
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"go/ast"
+	"go/format"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+const overlayPath = "github.com/stratahq/strata/overlay"
+
+// moved maps every exported identifier that left the root overlay package
+// to the subpackage that now declares it (overlay/NAME).
+var moved = map[string]string{
+	// overlay/mount
+	"ErrNoBackend":       "mount",
+	"ErrUnsupportedPath": "mount",
+	"ForceUnmount":       "mount",
+	"InUserNamespace":    "mount",
+	"Mount":              "mount",
+	"MountError":         "mount",
+	"MountRecord":        "mount",
+	"MountRecordName":    "mount",
+	"MountSpec":          "mount",
+	"MountedAt":          "mount",
+	"PickBackend":        "mount",
+	"Probe":              "mount",
+	"ProbeOptions":       "mount",
+	"ProbeResult":        "mount",
+	"ProbeWith":          "mount",
+	"ReadMountRecord":    "mount",
+	"Unmount":            "mount",
+	"WriteMountRecord":   "mount",
+	// overlay/publish
+	"CorruptJournalError": "publish",
+	"ErrForeignRoot":      "publish",
+	"ErrIncomplete":       "publish",
+	"ErrUnverified":       "publish",
+	"InspectJournals":     "publish",
+	"JournalInfo":         "publish",
+	"JournalRepair":       "publish",
+	"LockRoot":            "publish",
+	"OpDelete":            "publish",
+	"OpKind":              "publish",
+	"OpMkdir":             "publish",
+	"OpRmdir":             "publish",
+	"OpSymlink":           "publish",
+	"OpWrite":             "publish",
+	"PendingJournals":     "publish",
+	"Publish":             "publish",
+	"PublishOp":           "publish",
+	"PublishOptions":      "publish",
+	"PublishPathError":    "publish",
+	"PublishResult":       "publish",
+	"Recover":             "publish",
+	"RecoveryReport":      "publish",
+	"RepairJournals":      "publish",
+	"RepairOptions":       "publish",
+	"RootLockPath":        "publish",
+	"StaleError":          "publish",
+	"StalePath":           "publish",
+	"SyncFS":              "publish",
+	"SyncMode":            "publish",
+	"SyncPerFile":         "publish",
+	// overlay/store
+	"CaptureOptions":         "store",
+	"CaptureStats":           "store",
+	"CaptureUpper":           "store",
+	"CaptureUpperWith":       "store",
+	"CarryBuildState":        "store",
+	"CloneCopyRange":         "store",
+	"CloneFile":              "store",
+	"CloneMethod":            "store",
+	"ClonePlain":             "store",
+	"CloneReflink":           "store",
+	"ContentError":           "store",
+	"CopySparse":             "store",
+	"CorruptManifestError":   "store",
+	"CorruptObjectError":     "store",
+	"DecodeManifest":         "store",
+	"DefaultGCGrace":         "store",
+	"DeltaAdded":             "store",
+	"DeltaContent":           "store",
+	"DeltaKind":              "store",
+	"DeltaMode":              "store",
+	"DeltaOpaque":            "store",
+	"DeltaOwner":             "store",
+	"DeltaRemoved":           "store",
+	"DeltaTarget":            "store",
+	"DeltaType":              "store",
+	"DeltaXattrs":            "store",
+	"DiffManifests":          "store",
+	"EncodeManifest":         "store",
+	"EntryDir":               "store",
+	"EntryFile":              "store",
+	"EntryKind":              "store",
+	"EntryOther":             "store",
+	"EntrySymlink":           "store",
+	"EntryWhiteout":          "store",
+	"ErrContentChanged":      "store",
+	"ErrFileChanged":         "store",
+	"ErrShrank":              "store",
+	"ErrUnsupportedUpper":    "store",
+	"HashFile":               "store",
+	"LoadStatCache":          "store",
+	"Manifest":               "store",
+	"ManifestDelta":          "store",
+	"ManifestEntry":          "store",
+	"ManifestVersion":        "store",
+	"NewStatCache":           "store",
+	"ObjectID":               "store",
+	"OpenStore":              "store",
+	"ParseObjectID":          "store",
+	"ReadManifest":           "store",
+	"ReflinkSupport":         "store",
+	"ReflinkSupported":       "store",
+	"RemoveRestoreLeftovers": "store",
+	"RestoreOptions":         "store",
+	"RestorePaths":           "store",
+	"RestorePathsWith":       "store",
+	"RestoreUpper":           "store",
+	"RestoreUpperWith":       "store",
+	"SameFS":                 "store",
+	"ShortHash":              "store",
+	"StageUpper":             "store",
+	"StagedUpper":            "store",
+	"StatCache":              "store",
+	"Store":                  "store",
+	"StoreLock":              "store",
+	"TouchPaths":             "store",
+	"TouchRestored":          "store",
+	"WriteManifest":          "store",
+}
+
+func main() {
+	dry := flag.Bool("n", false, "list the files that would change, write nothing")
+	flag.Parse()
+	paths := flag.Args()
+	if len(paths) == 0 {
+		paths = []string{"."}
+	}
+	changed, failed := 0, false
+	for _, root := range paths {
+		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() {
+				n := d.Name()
+				if p != root && (n == "testdata" || n == "third_party" || strings.HasPrefix(n, ".")) {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if !strings.HasSuffix(p, ".go") {
+				return nil
+			}
+			src, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			out, err := Rewrite(p, src)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "overlaysplit: %v\n", err)
+				failed = true
+				return nil
+			}
+			if bytes.Equal(out, src) {
+				return nil
+			}
+			changed++
+			fmt.Println(p)
+			if *dry {
+				return nil
+			}
+			return os.WriteFile(p, out, 0o644)
+		})
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "overlaysplit: %v\n", err)
+			os.Exit(1)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "overlaysplit: %d file(s) rewritten\n", changed)
+	if failed {
+		os.Exit(1)
+	}
+}
+
+// Rewrite returns src with every reference to a moved identifier through the
+// overlay import qualified by its new package, and the imports adjusted.
+func Rewrite(name string, src []byte) ([]byte, error) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, name, src, parser.ParseComments|parser.SkipObjectResolution)
+	if err != nil {
+		return nil, fmt.Errorf("parse %s: %w", name, err)
+	}
+	local := ""
+	var ovImport *ast.ImportSpec
+	for _, im := range f.Imports {
+		if p, _ := strconv.Unquote(im.Path.Value); p == overlayPath {
+			ovImport = im
+			local = "overlay"
+			if im.Name != nil {
+				local = im.Name.Name
+			}
+		}
+	}
+	if ovImport == nil || local == "_" || local == "." {
+		return src, nil
+	}
+	type edit struct {
+		off, end int
+		text     string
+	}
+	var edits []edit
+	need := map[string]bool{}
+	stillOverlay := false
+	ast.Inspect(f, func(n ast.Node) bool {
+		sel, ok := n.(*ast.SelectorExpr)
+		if !ok {
+			return true
+		}
+		x, ok := sel.X.(*ast.Ident)
+		if !ok || x.Name != local {
+			return true
+		}
+		pkg, ok := moved[sel.Sel.Name]
+		if !ok {
+			stillOverlay = true
+			return true
+		}
+		need[pkg] = true
+		edits = append(edits, edit{fset.Position(x.Pos()).Offset, fset.Position(x.End()).Offset, pkg})
+		return true
+	})
+	if len(edits) == 0 {
+		return src, nil
+	}
+	// Imports: add the new packages after the overlay import; drop overlay
+	// when nothing uses it any more.
+	var pkgs []string
+	for p := range need {
+		if !hasImport(f, overlayPath+"/"+p) {
+			pkgs = append(pkgs, p)
+		}
+	}
+	sort.Strings(pkgs)
+	var lines []string
+	for _, p := range pkgs {
+		lines = append(lines, strconv.Quote(overlayPath+"/"+p))
+	}
+	start, end := fset.Position(ovImport.Pos()).Offset, fset.Position(ovImport.End()).Offset
+	if stillOverlay {
+		if len(lines) > 0 {
+			edits = append(edits, edit{end, end, "\n\t" + strings.Join(lines, "\n\t")})
+		}
+	} else {
+		edits = append(edits, edit{start, end, strings.Join(lines, "\n\t")})
+	}
+	slices.SortFunc(edits, func(a, b edit) int { return b.off - a.off })
+	out := slices.Clone(src)
+	for _, e := range edits {
+		out = slices.Concat(out[:e.off], []byte(e.text), out[e.end:])
+	}
+	formatted, err := format.Source(out)
+	if err != nil {
+		return nil, fmt.Errorf("format %s after the rewrite: %w", name, err)
+	}
+	return formatted, nil
+}
+
+func hasImport(f *ast.File, path string) bool {
+	for _, im := range f.Imports {
+		if p, _ := strconv.Unquote(im.Path.Value); p == path {
+			return true
+		}
+	}
+	return false
+}
