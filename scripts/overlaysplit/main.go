@@ -7,7 +7,16 @@
 // they are. It is idempotent: run it on code merged from branches written
 // before the split.
 //
-//	go run ./scripts/overlaysplit [-n] [PATH ...]   (default: the whole module)
+//	go run ./scripts/overlaysplit [-n] [-inside DIR] [PATH ...]   (default: the whole module)
+//
+// First, inside overlay's own packages (-inside, default "overlay"; run it
+// from the module root), it repairs code merged from before the split: a
+// file in overlay/store still saying package overlay, a bare Manifest in
+// overlay/publish that is now store.Manifest, a bare Dialect in a part that
+// is now overlay.Dialect, the old names of helpers the split exported
+// (closeFd is overlay.CloseFd). It finds them as the type checker does, so
+// the packages must otherwise compile; a file that needs a part its package
+// may not import is reported with where it belongs (git mv it, run again).
 //
 // A PATH is a file or a directory (walked, skipping testdata, third_party and
 // hidden dirs). -n lists what would change without writing. A file that
@@ -160,12 +169,40 @@ var moved = map[string]string{
 
 func main() {
 	dry := flag.Bool("n", false, "list the files that would change, write nothing")
+	inside := flag.String("inside", "overlay", "the module's overlay dir, whose own packages are repaired first (\"\" skips that)")
 	flag.Parse()
 	paths := flag.Args()
 	if len(paths) == 0 {
 		paths = []string{"."}
 	}
 	changed, failed := 0, false
+	if *inside != "" {
+		for _, pkg := range []string{"overlay", "mount", "store", "publish"} {
+			out, notes, err := FixInside(*inside, pkg, nil)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "overlaysplit: %s: %v\n", pkg, err)
+				os.Exit(1)
+			}
+			for _, n := range notes {
+				fmt.Fprintln(os.Stderr, "overlaysplit:", n)
+				failed = true
+			}
+			dir := *inside
+			if pkg != "overlay" {
+				dir = filepath.Join(dir, pkg)
+			}
+			for name, b := range out {
+				changed++
+				fmt.Println(filepath.Join(dir, name))
+				if !*dry {
+					if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+						fmt.Fprintf(os.Stderr, "overlaysplit: %v\n", err)
+						os.Exit(1)
+					}
+				}
+			}
+		}
+	}
 	for _, root := range paths {
 		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
@@ -234,10 +271,6 @@ func Rewrite(name string, src []byte) ([]byte, error) {
 	if ovImport == nil || local == "_" || local == "." {
 		return src, nil
 	}
-	type edit struct {
-		off, end int
-		text     string
-	}
 	var edits []edit
 	need := map[string]bool{}
 	stillOverlay := false
@@ -283,14 +316,36 @@ func Rewrite(name string, src []byte) ([]byte, error) {
 	} else {
 		edits = append(edits, edit{start, end, strings.Join(lines, "\n\t")})
 	}
+	out, err := applyEdits(src, edits)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return out, nil
+}
+
+// edit replaces src[off:end] with text.
+type edit struct {
+	off, end int
+	text     string
+}
+
+// applyEdits applies edits (skipping one that overlaps a later one: a
+// second pass sees it again) and formats the result.
+func applyEdits(src []byte, edits []edit) ([]byte, error) {
+	edits = slices.Clone(edits)
 	slices.SortFunc(edits, func(a, b edit) int { return b.off - a.off })
 	out := slices.Clone(src)
+	last := len(out) + 1
 	for _, e := range edits {
+		if e.end > last {
+			continue
+		}
 		out = slices.Concat(out[:e.off], []byte(e.text), out[e.end:])
+		last = e.off
 	}
 	formatted, err := format.Source(out)
 	if err != nil {
-		return nil, fmt.Errorf("format %s after the rewrite: %w", name, err)
+		return nil, fmt.Errorf("format after the rewrite: %w", err)
 	}
 	return formatted, nil
 }
