@@ -250,7 +250,10 @@ func main() {
 }
 
 // Rewrite returns src with every reference to a moved identifier through the
-// overlay import qualified by its new package, and the imports adjusted.
+// overlay import qualified by its new package, and the imports adjusted: the
+// new packages are added (also when the code already says store.X but a
+// merge kept only the old import block), and the overlay import is dropped
+// when nothing uses it any more.
 func Rewrite(name string, src []byte) ([]byte, error) {
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, name, src, parser.ParseComments|parser.SkipObjectResolution)
@@ -268,7 +271,7 @@ func Rewrite(name string, src []byte) ([]byte, error) {
 			}
 		}
 	}
-	if ovImport == nil || local == "_" || local == "." {
+	if local == "_" || local == "." {
 		return src, nil
 	}
 	var edits []edit
@@ -280,47 +283,88 @@ func Rewrite(name string, src []byte) ([]byte, error) {
 			return true
 		}
 		x, ok := sel.X.(*ast.Ident)
-		if !ok || x.Name != local {
-			return true
-		}
-		pkg, ok := moved[sel.Sel.Name]
 		if !ok {
-			stillOverlay = true
 			return true
 		}
-		need[pkg] = true
-		edits = append(edits, edit{fset.Position(x.Pos()).Offset, fset.Position(x.End()).Offset, pkg})
+		pkg, isMoved := moved[sel.Sel.Name]
+		switch {
+		case ovImport != nil && x.Name == local && isMoved:
+			need[pkg] = true
+			edits = append(edits, edit{fset.Position(x.Pos()).Offset, fset.Position(x.End()).Offset, pkg})
+		case ovImport != nil && x.Name == local:
+			stillOverlay = true
+		case isMoved && x.Name == pkg && f.Name.Name != pkg:
+			need[pkg] = true // already rewritten; the import may be missing
+		}
 		return true
 	})
-	if len(edits) == 0 {
-		return src, nil
-	}
-	// Imports: add the new packages after the overlay import; drop overlay
-	// when nothing uses it any more.
-	var pkgs []string
+	var lines []string
 	for p := range need {
 		if !hasImport(f, overlayPath+"/"+p) {
-			pkgs = append(pkgs, p)
+			lines = append(lines, strconv.Quote(overlayPath+"/"+p))
 		}
 	}
-	sort.Strings(pkgs)
-	var lines []string
-	for _, p := range pkgs {
-		lines = append(lines, strconv.Quote(overlayPath+"/"+p))
+	sort.Strings(lines)
+	dropOverlay := ovImport != nil && !stillOverlay
+	if len(edits) == 0 && len(lines) == 0 && !dropOverlay {
+		return src, nil
 	}
-	start, end := fset.Position(ovImport.Pos()).Offset, fset.Position(ovImport.End()).Offset
-	if stillOverlay {
-		if len(lines) > 0 {
-			edits = append(edits, edit{end, end, "\n\t" + strings.Join(lines, "\n\t")})
-		}
-	} else {
-		edits = append(edits, edit{start, end, strings.Join(lines, "\n\t")})
-	}
+	edits = append(edits, importEdits(fset, f, ovImport, dropOverlay, lines)...)
 	out, err := applyEdits(src, edits)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return out, nil
+}
+
+// importEdits adds the import lines (quoted paths) after the overlay import,
+// in its place when drop is set, or, without one, after the last of strata's
+// own imports (a new group when there is none).
+func importEdits(fset *token.FileSet, f *ast.File, ov *ast.ImportSpec, drop bool, lines []string) []edit {
+	off := func(p token.Pos) int { return fset.Position(p).Offset }
+	block := strings.Join(lines, "\n\t")
+	var decl *ast.GenDecl
+	for _, d := range f.Decls {
+		if g, ok := d.(*ast.GenDecl); ok && g.Tok == token.IMPORT && (ov == nil || slices.Contains(g.Specs, ast.Spec(ov))) {
+			decl = g
+		}
+	}
+	switch {
+	case ov != nil && !decl.Lparen.IsValid(): // import "…/overlay"
+		if !drop {
+			return []edit{{off(decl.End()), off(decl.End()), "\nimport (\n\t" + block + "\n)"}}
+		}
+		if len(lines) == 0 {
+			return []edit{{off(decl.Pos()), off(decl.End()), ""}}
+		}
+		if len(lines) == 1 {
+			return []edit{{off(decl.Pos()), off(decl.End()), "import " + block}}
+		}
+		return []edit{{off(decl.Pos()), off(decl.End()), "import (\n\t" + block + "\n)"}}
+	case ov != nil && drop:
+		return []edit{{off(ov.Pos()), off(ov.End()), block}}
+	case ov != nil:
+		if len(lines) == 0 {
+			return nil
+		}
+		return []edit{{off(ov.End()), off(ov.End()), "\n\t" + block}}
+	case len(lines) == 0:
+		return nil
+	case decl == nil:
+		return []edit{{off(f.Name.End()), off(f.Name.End()), "\n\nimport (\n\t" + block + "\n)"}}
+	case !decl.Lparen.IsValid():
+		return []edit{{off(decl.End()), off(decl.End()), "\nimport (\n\t" + block + "\n)"}}
+	}
+	var lastOurs *ast.ImportSpec
+	for _, s := range decl.Specs {
+		if im := s.(*ast.ImportSpec); strings.HasPrefix(im.Path.Value, `"`+strings.TrimSuffix(overlayPath, "overlay")) {
+			lastOurs = im
+		}
+	}
+	if lastOurs != nil {
+		return []edit{{off(lastOurs.End()), off(lastOurs.End()), "\n\t" + block}}
+	}
+	return []edit{{off(decl.Rparen), off(decl.Rparen), "\n\t" + block + "\n"}}
 }
 
 // edit replaces src[off:end] with text.

@@ -143,6 +143,66 @@ var s *store.Store
 `,
 		},
 		{
+			"a merge kept the old import block over rewritten code: the imports follow the code",
+			`package engine
+
+import (
+	"fmt"
+
+	"github.com/stratahq/strata/engine/session"
+	"github.com/stratahq/strata/overlay"
+)
+
+func f() { fmt.Println(session.X, mount.Probe, store.OpenStore) }
+`,
+			`package engine
+
+import (
+	"fmt"
+
+	"github.com/stratahq/strata/engine/session"
+	"github.com/stratahq/strata/overlay/mount"
+	"github.com/stratahq/strata/overlay/store"
+)
+
+func f() { fmt.Println(session.X, mount.Probe, store.OpenStore) }
+`,
+		},
+		{
+			"no overlay import at all: the missing part is added after strata's imports",
+			`package engine
+
+import (
+	"fmt"
+
+	"github.com/stratahq/strata/fsx"
+)
+
+func f() { fmt.Println(fsx.HumanBytes(1), publish.Publish) }
+`,
+			`package engine
+
+import (
+	"fmt"
+
+	"github.com/stratahq/strata/fsx"
+	"github.com/stratahq/strata/overlay/publish"
+)
+
+func f() { fmt.Println(fsx.HumanBytes(1), publish.Publish) }
+`,
+		},
+		{
+			"a variable named like a part is not a package when its field is not a moved name",
+			`package engine
+
+import "github.com/stratahq/strata/overlay/store"
+
+func f(s *store.Store) { store := s; _ = store.Root }
+`,
+			"",
+		},
+		{
 			"already split: nothing changes",
 			`package x
 
