@@ -89,7 +89,7 @@ bench: deps build
 	$(GO) run ./cmd/strata-bench $(if $(BIG),-big,) $(BENCH_ARGS)
 
 fuzz:
-	@for pkg in ./overlay ./diffview; do \
+	@for pkg in ./overlay ./overlay/mount ./overlay/store ./diffview; do \
 		for f in $$($(GO) test -list 'Fuzz.*' $$pkg | grep ^Fuzz); do \
 			echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 		done; \

@@ -20,6 +20,8 @@ import (
 	"github.com/stratahq/strata/diffview"
 	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/overlay/publish"
+	"github.com/stratahq/strata/overlay/store"
 )
 
 // Pick selects one path, or a directory and everything under it, and within
@@ -370,7 +372,7 @@ func selectChanges(cs *overlay.ChangeSet, picks []Pick) ([]overlay.Change, map[s
 
 // plan is the outcome of deciding every picked path.
 type plan struct {
-	ops       []overlay.PublishOp
+	ops       []publish.PublishOp
 	paths     []AppliedPath
 	conflicts []Conflict
 	written   map[string]version // new source content per path, for base updates
@@ -460,7 +462,7 @@ func (e *Engine) Apply(ctx context.Context, name string, o ApplyOptions) (*Apply
 		if v.typ == overlay.TypeFile {
 			if v.streamed() {
 				// The source now holds exactly the checked content.
-				rec.Object = overlay.ObjectID(v.sum)
+				rec.Object = store.ObjectID(v.sum)
 				_, err = st.PutFileSparse(filepath.Join(w.Source, filepath.FromSlash(rel)), rec.Object)
 			} else {
 				rec.Object, _, _, err = st.PutBytes(v.data)
@@ -517,12 +519,12 @@ func (e *Engine) publishAttempt(ctx context.Context, w *World, changes []overlay
 	if len(p.ops) == 0 {
 		return p, false, nil
 	}
-	pr, err := overlay.Publish(ctx, w.Source, e.Paths.Journal(), p.ops, overlay.PublishOptions{})
+	pr, err := publish.Publish(ctx, w.Source, e.Paths.Journal(), p.ops, publish.PublishOptions{})
 	if err == nil {
 		res.ID = pr.ID
 		return p, false, nil
 	}
-	var stale *overlay.StaleError
+	var stale *publish.StaleError
 	if errors.As(err, &stale) {
 		cs := &ConflictError{World: name}
 		for _, sp := range stale.Paths {
@@ -530,7 +532,7 @@ func (e *Engine) publishAttempt(ctx context.Context, w *World, changes []overlay
 		}
 		return p, false, cs
 	}
-	var changed *overlay.ContentError
+	var changed *store.ContentError
 	if errors.As(err, &changed) {
 		if attempt < captureAttempts {
 			e.Log.Debug("apply: a streamed file changed before it was staged, capturing again", "world", name, "path", changed.Path)
@@ -538,8 +540,8 @@ func (e *Engine) publishAttempt(ctx context.Context, w *World, changes []overlay
 		}
 		return nil, false, fmt.Errorf("apply world %q: the World kept changing %s while it was published; nothing was written; wait for its writer or stop it, then apply again: %w", name, changed.Path, err)
 	}
-	var cj *overlay.CorruptJournalError
-	if errors.As(err, &cj) || errors.Is(err, overlay.ErrUnverified) || errors.Is(err, overlay.ErrForeignRoot) {
+	var cj *publish.CorruptJournalError
+	if errors.As(err, &cj) || errors.Is(err, publish.ErrUnverified) || errors.Is(err, publish.ErrForeignRoot) {
 		return nil, false, fmt.Errorf("apply world %q: an earlier publication to %s cannot be completed, so nothing was written: %w; strata doctor explains it, strata doctor --repair resolves it", name, w.Source, err)
 	}
 	return nil, false, fmt.Errorf("apply world %q: %w", name, err)
@@ -827,7 +829,7 @@ func isSmallText(vs ...version) bool {
 // publish turns one decided path into publication ops with a last-moment
 // check that the source still holds theirs.
 func (p *plan) publish(c overlay.Change, base, ours, theirs version, deleting map[string]bool, ap *AppliedPath, theirsOf func(string) (version, error)) error {
-	expect := func(op overlay.PublishOp) overlay.PublishOp {
+	expect := func(op publish.PublishOp) publish.PublishOp {
 		if theirs.typ == 0 {
 			op.ExpectAbsent = true
 		} else {
@@ -839,9 +841,9 @@ func (p *plan) publish(c overlay.Change, base, ours, theirs version, deleting ma
 	if theirs.typ != 0 && theirs.typ != ours.typ {
 		switch theirs.typ {
 		case overlay.TypeDir:
-			p.ops = append(p.ops, overlay.PublishOp{Path: c.Path, Kind: overlay.OpRmdir})
+			p.ops = append(p.ops, publish.PublishOp{Path: c.Path, Kind: publish.OpRmdir})
 		default:
-			p.ops = append(p.ops, expect(overlay.PublishOp{Path: c.Path, Kind: overlay.OpDelete}))
+			p.ops = append(p.ops, expect(publish.PublishOp{Path: c.Path, Kind: publish.OpDelete}))
 		}
 	}
 	if special := ours.mode & (fs.ModeSetuid | fs.ModeSetgid); special != 0 && !p.allowSetuid && (ours.typ == overlay.TypeFile || ours.typ == overlay.TypeDir) {
@@ -861,21 +863,21 @@ func (p *plan) publish(c overlay.Change, base, ours, theirs version, deleting ma
 			ap.Action = "rmdir"
 		}
 	case overlay.TypeFile:
-		op := overlay.PublishOp{Path: c.Path, Kind: overlay.OpWrite, Data: ours.data, SourceFile: ours.file, ContentHash: ours.hash(), Mode: ours.mode}
+		op := publish.PublishOp{Path: c.Path, Kind: publish.OpWrite, Data: ours.data, SourceFile: ours.file, ContentHash: ours.hash(), Mode: ours.mode}
 		if theirs.typ == overlay.TypeFile {
 			op = expect(op)
 		}
 		p.ops = append(p.ops, op)
 		ap.Action = "write"
 	case overlay.TypeSymlink:
-		op := overlay.PublishOp{Path: c.Path, Kind: overlay.OpSymlink, Target: ours.target}
+		op := publish.PublishOp{Path: c.Path, Kind: publish.OpSymlink, Target: ours.target}
 		if theirs.typ == overlay.TypeSymlink {
 			op = expect(op)
 		}
 		p.ops = append(p.ops, op)
 		ap.Action = "symlink"
 	case overlay.TypeDir:
-		p.ops = append(p.ops, overlay.PublishOp{Path: c.Path, Kind: overlay.OpMkdir, Mode: ours.mode})
+		p.ops = append(p.ops, publish.PublishOp{Path: c.Path, Kind: publish.OpMkdir, Mode: ours.mode})
 		ap.Action = "mkdir"
 	default:
 		return fmt.Errorf("cannot publish a %s", ours.typ)

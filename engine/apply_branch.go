@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/overlay/publish"
 )
 
 // applyToBranch commits the same picks on a new branch of a git source,
@@ -125,13 +126,13 @@ func (e *Engine) applyToBranch(ctx context.Context, w *World, changes []overlay.
 	for _, op := range p.ops {
 		path := prefix + op.Path
 		switch op.Kind {
-		case overlay.OpDelete, overlay.OpRmdir:
+		case publish.OpDelete, publish.OpRmdir:
 			if _, err := git(env, nil, "rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", path); err != nil {
 				return nil, err
 			}
-		case overlay.OpWrite, overlay.OpSymlink:
+		case publish.OpWrite, publish.OpSymlink:
 			content, mode := op.Data, "100644"
-			if op.Kind == overlay.OpSymlink {
+			if op.Kind == publish.OpSymlink {
 				content, mode = []byte(op.Target), "120000"
 			} else if op.Mode&0o111 != 0 {
 				mode = "100755"

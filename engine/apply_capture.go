@@ -18,6 +18,7 @@ import (
 	"github.com/stratahq/strata/engine/runtime"
 	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/overlay/store"
 )
 
 // streamThreshold is the size from which a World's file is not read into
@@ -162,7 +163,7 @@ func worldVersion(l overlay.Layers, rel string, stream bool) (version, error) {
 		return version{}, err
 	}
 	defer f.Close()
-	sum, size, err := overlay.HashFile(f)
+	sum, size, err := store.HashFile(f)
 	if err != nil {
 		return version{}, err
 	}
@@ -177,7 +178,7 @@ func hashedSide(v version, root, rel string) (version, error) {
 		return v, err
 	}
 	defer f.Close()
-	if v.sum, v.size, err = overlay.HashFile(f); err != nil {
+	if v.sum, v.size, err = store.HashFile(f); err != nil {
 		return v, err
 	}
 	v.file = filepath.Join(root, filepath.FromSlash(rel))

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/overlay/store"
 )
 
 // A 1 GiB sparse file with a few data blocks is applied without reading it
@@ -88,7 +88,7 @@ func TestApplySparseFileStaysSparse(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer f.Close()
-		h, _, err := overlay.HashFile(f)
+		h, _, err := store.HashFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}

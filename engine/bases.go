@@ -18,6 +18,7 @@ import (
 
 	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/overlay/store"
 )
 
 // BaseRecord is the source content a World's change to one path started
@@ -30,7 +31,7 @@ type BaseRecord struct {
 	Absent      bool             `json:"absent,omitempty"` // the source had no such path
 	Type        overlay.FileType `json:"type,omitempty"`
 	Mode        uint32           `json:"mode,omitempty"`
-	Object      overlay.ObjectID `json:"object,omitempty"`       // file content
+	Object      store.ObjectID   `json:"object,omitempty"`       // file content
 	Target      string           `json:"target,omitempty"`       // symlink target
 	TargetBytes []byte           `json:"target_bytes,omitempty"` // as PathBytes, for Target
 	CapturedAt  time.Time        `json:"captured_at"`
@@ -178,9 +179,9 @@ func (b BaseIndex) Remove(path string) error {
 }
 
 // Objects lists the objects the index references (kept by gc).
-func (b BaseIndex) Objects() []overlay.ObjectID {
+func (b BaseIndex) Objects() []store.ObjectID {
 	ents, _ := os.ReadDir(b.Dir)
-	var out []overlay.ObjectID
+	var out []store.ObjectID
 	for _, d := range ents {
 		if !strings.HasSuffix(d.Name(), ".json") {
 			continue
@@ -199,7 +200,7 @@ func (b BaseIndex) Objects() []overlay.ObjectID {
 // CaptureBase records the lower's current version of rel as the base of the
 // World's change to it, unless a base exists. upper is where the World's
 // version lives; its birth time tells whether the capture may be late.
-func CaptureBase(store *overlay.Store, idx BaseIndex, lower, upper, rel string) (bool, error) {
+func CaptureBase(store *store.Store, idx BaseIndex, lower, upper, rel string) (bool, error) {
 	if r, err := idx.Get(rel); err != nil || r != nil {
 		return false, err
 	}

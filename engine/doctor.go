@@ -13,17 +13,19 @@ import (
 
 	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/overlay/mount"
+	"github.com/stratahq/strata/overlay/publish"
 )
 
 // recover finishes publications a crash interrupted, on every start: only
 // those to a source one of this state root's Worlds uses, and only when
 // their staged files verify. The rest wait for strata doctor --repair.
 func (e *Engine) recover(ctx context.Context) error {
-	pending, err := overlay.PendingJournals(e.Paths.Journal())
+	pending, err := publish.PendingJournals(e.Paths.Journal())
 	if err != nil || len(pending) == 0 {
 		return err
 	}
-	reps, err := overlay.Recover(ctx, e.Paths.Journal(), e.sourceRoots())
+	reps, err := publish.Recover(ctx, e.Paths.Journal(), e.sourceRoots())
 	for _, r := range reps {
 		e.Log.Info("recovered publication", "id", r.ID, "root", r.Root, "action", r.Action, "done", r.Done, "skipped", r.Skipped)
 	}
@@ -52,15 +54,15 @@ func (e *Engine) sourceRoots() []string {
 // --repair): rolled forward when its journal is intact and every staged
 // file verifies, else discarded, removing only the temps it staged. A
 // journal naming a directory no World uses is refused and left untouched.
-func (e *Engine) RepairJournals(ctx context.Context, dryRun bool) ([]overlay.JournalRepair, error) {
-	reps, err := overlay.RepairJournals(ctx, e.Paths.Journal(), overlay.RepairOptions{Roots: e.sourceRoots(), Discard: true, DryRun: dryRun})
+func (e *Engine) RepairJournals(ctx context.Context, dryRun bool) ([]publish.JournalRepair, error) {
+	reps, err := publish.RepairJournals(ctx, e.Paths.Journal(), publish.RepairOptions{Roots: e.sourceRoots(), Discard: true, DryRun: dryRun})
 	for _, r := range reps {
 		if !dryRun {
 			e.Log.Info("repaired publication", "id", r.ID, "root", r.Root, "state", r.State, "action", r.Action, "removed", len(r.Removed), "err", r.Error)
 		}
 	}
 	if reps == nil {
-		reps = []overlay.JournalRepair{}
+		reps = []publish.JournalRepair{}
 	}
 	if err != nil {
 		return reps, fmt.Errorf("repair publications: %w", err)
@@ -70,7 +72,7 @@ func (e *Engine) RepairJournals(ctx context.Context, dryRun bool) ([]overlay.Jou
 
 // journalProblem says what doctor found in one unfinished publication and
 // what --repair will do with it.
-func journalProblem(j overlay.JournalRepair) string {
+func journalProblem(j publish.JournalRepair) string {
 	what := fmt.Sprintf("unfinished publication %s (%s) to %s", j.ID, j.State, orUnknown(j.Root))
 	if j.Steps > 0 {
 		what += fmt.Sprintf(", %d steps, %d renames landed", j.Steps, j.Landed)
@@ -110,7 +112,7 @@ type DoctorReport struct {
 	StateFree      string                  `json:"state_root_free"`
 	Config         string                  `json:"config"`
 	Worlds         int                     `json:"worlds"`
-	Journals       []overlay.JournalRepair `json:"pending_journals"`
+	Journals       []publish.JournalRepair `json:"pending_journals"`
 	Cube           CubeDoctor              `json:"cube"`
 	Problems       []string                `json:"problems"`
 	// CopyOnWrite says, per source tree (the Worlds' sources, else the
@@ -155,11 +157,11 @@ func (e *Engine) Doctor(ctx context.Context) *DoctorReport {
 	scratch, err := os.MkdirTemp(e.Paths.Scratch(), "probe-")
 	if err == nil {
 		defer os.RemoveAll(scratch)
-		results := overlay.Probe(ctx, scratch)
+		results := mount.Probe(ctx, scratch)
 		for _, pr := range results {
 			r.Backends = append(r.Backends, BackendReport{Backend: string(pr.Backend), OK: pr.OK, Reason: pr.Reason, Duration: pr.Duration.Round(time.Microsecond).String()})
 		}
-		if b, err := overlay.PickBackend(results, overlay.BackendAuto); err == nil {
+		if b, err := mount.PickBackend(results, overlay.BackendAuto); err == nil {
 			r.Preferred = string(b)
 		} else {
 			r.Problems = append(r.Problems, err.Error())
@@ -168,7 +170,7 @@ func (e *Engine) Doctor(ctx context.Context) *DoctorReport {
 		r.Problems = append(r.Problems, fmt.Sprintf("state root %s is not writable: %v", e.Paths.Root, err))
 	}
 	// Errors of the inspection are in each journal's entry.
-	js, err := overlay.InspectJournals(ctx, e.Paths.Journal(), e.sourceRoots())
+	js, err := publish.InspectJournals(ctx, e.Paths.Journal(), e.sourceRoots())
 	if err != nil && len(js) == 0 {
 		r.Problems = append(r.Problems, "read journals: "+err.Error())
 	}
@@ -183,7 +185,7 @@ func (e *Engine) Doctor(ctx context.Context) *DoctorReport {
 		r.Problems = append(r.Problems, p)
 	}
 	if r.Journals == nil {
-		r.Journals = []overlay.JournalRepair{}
+		r.Journals = []publish.JournalRepair{}
 	}
 	for _, b := range broken {
 		r.Problems = append(r.Problems, b.Error())

@@ -19,6 +19,7 @@ import (
 	"github.com/stratahq/strata/engine/cuberun"
 	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/overlay/store"
 )
 
 // Options opens an Engine.
@@ -42,7 +43,7 @@ type Engine struct {
 	exe    string
 
 	storeOnce sync.Once
-	objStore  *overlay.Store
+	objStore  *store.Store
 	storeErr  error
 
 	// cube is the cube runtime (engine/cuberun), made once the state root

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/overlay/mount"
 )
 
 // ErrSourceMissing is matched (errors.Is) by a *SourceMissingError.
@@ -70,11 +71,11 @@ func (e *Engine) execLocal(ctx context.Context, w *World, o ExecOptions) (Sessio
 			return SessionMeta{}, fmt.Errorf("exec in world %q: snapshot before exec: %w", name, err)
 		}
 	}
-	var inSession *overlay.MountSpec
+	var inSession *mount.MountSpec
 	if !isRoot() && w.MountBackend == overlay.BackendKernel {
 		// Rootless kernel overlay: only a user namespace may mount it, so the
 		// session init mounts it inside its own namespaces.
-		inSession = &overlay.MountSpec{Lower: w.Source, Upper: e.Paths.Upper(w.Name), Work: e.Paths.Work(w.Name), Target: e.Paths.Merged(w.Name), Backend: overlay.BackendKernel, UserXattr: true}
+		inSession = &mount.MountSpec{Lower: w.Source, Upper: e.Paths.Upper(w.Name), Work: e.Paths.Work(w.Name), Target: e.Paths.Merged(w.Name), Backend: overlay.BackendKernel, UserXattr: true}
 	} else if err := e.ensureMountedFast(ctx, w); err != nil {
 		return SessionMeta{}, err
 	}

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/overlay/store"
 )
 
 // FanOutResult is one World's line of a fan-out summary.
@@ -69,7 +69,7 @@ func (e *Engine) FanOut(ctx context.Context, worlds []string, o ExecOptions, out
 				r.Error = fmt.Sprintf("list changed paths: %v", err)
 				return
 			}
-			for _, d := range overlay.DiffManifests(before, after) {
+			for _, d := range store.DiffManifests(before, after) {
 				r.Changed = append(r.Changed, d.Path)
 			}
 		}()

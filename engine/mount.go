@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/overlay/mount"
 )
 
 var lookPath = exec.LookPath
@@ -17,7 +18,7 @@ var lookPath = exec.LookPath
 // overlay mounts sharing an upper are undefined behaviour.
 func (e *Engine) EnsureMounted(ctx context.Context, w *World) error {
 	merged := e.Paths.Merged(w.Name)
-	if _, ok, err := overlay.MountedAt(merged); err != nil {
+	if _, ok, err := mount.MountedAt(merged); err != nil {
 		return fmt.Errorf("mount world %q: %w", w.Name, err)
 	} else if ok {
 		return nil
@@ -32,7 +33,7 @@ func (e *Engine) EnsureMounted(ctx context.Context, w *World) error {
 
 func (e *Engine) mountLocked(ctx context.Context, w *World) error {
 	merged := e.Paths.Merged(w.Name)
-	if _, ok, err := overlay.MountedAt(merged); err != nil {
+	if _, ok, err := mount.MountedAt(merged); err != nil {
 		return fmt.Errorf("mount world %q: %w", w.Name, err)
 	} else if ok {
 		return nil
@@ -40,7 +41,7 @@ func (e *Engine) mountLocked(ctx context.Context, w *World) error {
 	if !e.runtimeFor(w).HostView() {
 		return fmt.Errorf("mount world %q: it runs on the %s backend", w.Name, w.Backend)
 	}
-	spec := overlay.MountSpec{
+	spec := mount.MountSpec{
 		Lower:     w.Source,
 		Upper:     e.Paths.Upper(w.Name),
 		Work:      e.Paths.Work(w.Name),
@@ -48,10 +49,10 @@ func (e *Engine) mountLocked(ctx context.Context, w *World) error {
 		Backend:   w.MountBackend,
 		UserXattr: w.MountBackend == overlay.BackendKernel && !isRoot(),
 	}
-	if err := overlay.Mount(ctx, spec); err != nil {
+	if err := mount.Mount(ctx, spec); err != nil {
 		return fmt.Errorf("mount world %q: %w (strata doctor shows which backends work)", w.Name, err)
 	}
-	_ = overlay.WriteMountRecord(e.Paths.World(w.Name), overlay.MountRecord{
+	_ = mount.WriteMountRecord(e.Paths.World(w.Name), mount.MountRecord{
 		Backend: w.MountBackend, Dialect: w.Dialect, Target: merged, MountedAt: time.Now().UTC(),
 	})
 	return nil
@@ -60,11 +61,11 @@ func (e *Engine) mountLocked(ctx context.Context, w *World) error {
 // unmountLocked takes the World's merged view down; the caller holds the lock.
 func (e *Engine) unmountLocked(ctx context.Context, w *World) error {
 	merged := e.Paths.Merged(w.Name)
-	_, ok, err := overlay.MountedAt(merged)
+	_, ok, err := mount.MountedAt(merged)
 	if err != nil || !ok {
 		return err
 	}
-	if err := overlay.Unmount(ctx, merged); err != nil {
+	if err := mount.Unmount(ctx, merged); err != nil {
 		return fmt.Errorf("unmount world %q: %w", w.Name, err)
 	}
 	return nil
@@ -74,6 +75,6 @@ func (e *Engine) unmountLocked(ctx context.Context, w *World) error {
 func (e *Engine) Mounted(w *World) bool { return e.mountedAt(e.Paths.Merged(w.Name)) }
 
 func (e *Engine) mountedAt(merged string) bool {
-	_, ok, _ := overlay.MountedAt(merged)
+	_, ok, _ := mount.MountedAt(merged)
 	return ok
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/stratahq/strata/engine/boundary"
 	"github.com/stratahq/strata/engine/session"
 	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/overlay/mount"
 )
 
 // countingServer serves body on addr:0 (a host loopback address: outside
@@ -66,7 +67,7 @@ func netEngine(t *testing.T, allowHost string) *Engine {
 	}
 	t.Cleanup(func() {
 		stopEgress(t, e, "w")
-		_ = overlay.ForceUnmount(e.Paths.Merged("w"))
+		_ = mount.ForceUnmount(e.Paths.Merged("w"))
 	})
 	return e
 }

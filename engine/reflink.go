@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/overlay/store"
 )
 
 // CopyOnWrite is the doctor's answer to "does this machine get O(1)
@@ -53,7 +53,7 @@ func CheckCopyOnWrite(stateRoot, source string) (CopyOnWrite, error) {
 	if err != nil {
 		return c, fmt.Errorf("state root: %w", err)
 	}
-	rs, err := overlay.ReflinkSupported(rootDir)
+	rs, err := store.ReflinkSupported(rootDir)
 	if err != nil {
 		return c, fmt.Errorf("state root: %w", err)
 	}
@@ -72,14 +72,14 @@ func CheckCopyOnWrite(stateRoot, source string) (CopyOnWrite, error) {
 	if err != nil {
 		return c, fmt.Errorf("source: %w", err)
 	}
-	same, err := overlay.SameFS(rootDir, srcDir)
+	same, err := store.SameFS(rootDir, srcDir)
 	if err != nil {
 		return c, err
 	}
 	c.SourceFS = c.StateRootFS
 	if !same {
 		// The source may be read-only to us: its type is enough here.
-		ss, err := overlay.ReflinkSupported(srcDir)
+		ss, err := store.ReflinkSupported(srcDir)
 		if err == nil {
 			c.SourceFS = ss.FS
 		} else {

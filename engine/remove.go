@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/overlay/mount"
 )
 
 // TrashKeep is how long a removed World stays restorable.
@@ -140,7 +140,7 @@ func (e *Engine) removeBroken(ctx context.Context, b *BrokenWorldError, o Remove
 	}
 	merged := e.Paths.Merged(name)
 	if e.mountedAt(merged) {
-		if err := overlay.Unmount(ctx, merged); err != nil {
+		if err := mount.Unmount(ctx, merged); err != nil {
 			return nil, fmt.Errorf("remove broken world %q: unmount %s: %w", name, merged, err)
 		}
 	}

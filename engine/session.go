@@ -19,7 +19,7 @@ import (
 	"github.com/stratahq/strata/engine/boundary"
 	"github.com/stratahq/strata/engine/session"
 	"github.com/stratahq/strata/fsx"
-	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/overlay/mount"
 )
 
 // SessionInitArg is the first argument with which strata re-executes itself as a
@@ -38,7 +38,7 @@ type SessionSpec struct {
 	// Overlay, when set, is mounted by the init itself at Merged inside the
 	// session's own namespaces (kernel overlay with userxattr): the rootless
 	// path, where the caller cannot mount on the host.
-	Overlay *overlay.MountSpec `json:"overlay,omitempty"`
+	Overlay *mount.MountSpec `json:"overlay,omitempty"`
 	// StateRoot and HideDirs are covered by an empty read-only tmpfs in the session.
 	StateRoot string   `json:"state_root"`
 	HideDirs  []string `json:"hide_dirs,omitempty"`

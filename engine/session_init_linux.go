@@ -21,7 +21,8 @@ import (
 
 	"github.com/stratahq/strata/engine/sandbox"
 	"github.com/stratahq/strata/engine/session"
-	"github.com/stratahq/strata/overlay"
+
+	"github.com/stratahq/strata/overlay/mount"
 )
 
 // Descriptors the caller hands the init (see startInit).
@@ -664,7 +665,7 @@ func setupSandboxMounts(spec *SessionSpec) error {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
 	if spec.Overlay != nil {
-		if err := overlay.Mount(context.Background(), *spec.Overlay); err != nil {
+		if err := mount.Mount(context.Background(), *spec.Overlay); err != nil {
 			return fmt.Errorf("mount the world's overlay in the session: %w", err)
 		}
 	}
@@ -724,7 +725,7 @@ func setupSessionMounts(spec *SessionSpec) error {
 	if spec.Overlay != nil {
 		// Rootless: this user namespace owns the mount namespace, so the
 		// kernel overlay (with userxattr) can be mounted here, privately.
-		if err := overlay.Mount(context.Background(), *spec.Overlay); err != nil {
+		if err := mount.Mount(context.Background(), *spec.Overlay); err != nil {
 			return fmt.Errorf("mount the world's overlay in the session: %w", err)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/stratahq/strata/engine/cuberun"
 	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/overlay/store"
 )
 
 // Snapshot is one frozen state of a World's upper layer: an entry of its
@@ -159,8 +160,8 @@ func (tl *Timeline) Find(ref string) (*Snapshot, error) {
 }
 
 // store opens the object store once per Engine.
-func (e *Engine) store() (*overlay.Store, error) {
-	e.storeOnce.Do(func() { e.objStore, e.storeErr = overlay.OpenStore(e.Paths.Objects()) })
+func (e *Engine) store() (*store.Store, error) {
+	e.storeOnce.Do(func() { e.objStore, e.storeErr = store.OpenStore(e.Paths.Objects()) })
 	return e.objStore, e.storeErr
 }
 
@@ -195,9 +196,9 @@ func (e *Engine) snapshotLocked(ctx context.Context, w *World, o SnapshotOptions
 	if err != nil {
 		return nil, err
 	}
-	cache, err := overlay.LoadStatCache(e.statCachePath(w.Name))
+	cache, err := store.LoadStatCache(e.statCachePath(w.Name))
 	if err != nil {
-		cache = overlay.NewStatCache() // a lost cache only costs rehashing
+		cache = store.NewStatCache() // a lost cache only costs rehashing
 	}
 	// A cube session's commands run in the sandbox; on this host there is
 	// only its runner, which must keep relaying.
@@ -209,7 +210,7 @@ func (e *Engine) snapshotLocked(ctx context.Context, w *World, o SnapshotOptions
 		thaw()
 		return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
 	}
-	m, stats, err := overlay.CaptureUpperWith(ctx, st, e.Paths.Upper(w.Name), w.Dialect, cache, overlay.CaptureOptions{BuildState: build})
+	m, stats, err := store.CaptureUpperWith(ctx, st, e.Paths.Upper(w.Name), w.Dialect, cache, store.CaptureOptions{BuildState: build})
 	thaw()
 	if err != nil {
 		return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
@@ -227,7 +228,7 @@ func (e *Engine) snapshotLocked(ctx context.Context, w *World, o SnapshotOptions
 	// Manifest first, then the timeline: a crash in between leaves an
 	// unreferenced manifest, never a timeline entry without its manifest.
 	// CaptureUpper made the new objects durable; WriteManifest fsyncs the manifest.
-	if err := overlay.WriteManifest(e.manifestPath(s.ID), m); err != nil {
+	if err := store.WriteManifest(e.manifestPath(s.ID), m); err != nil {
 		return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
 	}
 	killPoint("snapshot.manifest")
@@ -389,7 +390,7 @@ func (e *Engine) Rollback(ctx context.Context, name, ref string, o RollbackOptio
 	if err != nil {
 		return nil, err
 	}
-	m, err := overlay.ReadManifest(e.manifestPath(target.ID))
+	m, err := store.ReadManifest(e.manifestPath(target.ID))
 	if err != nil {
 		return nil, fmt.Errorf("rollback world %q to %s: %w", name, target.ID, err)
 	}
@@ -424,19 +425,19 @@ func (e *Engine) Rollback(ctx context.Context, name, ref string, o RollbackOptio
 	if res.BuildState == BuildKeep {
 		// Build outputs made from the newer sources stay: every source file
 		// the rollback changes gets the current time, newer than them.
-		saved, err := overlay.ReadManifest(e.manifestPath(res.Saved.ID))
+		saved, err := store.ReadManifest(e.manifestPath(res.Saved.ID))
 		if err != nil {
 			return nil, fmt.Errorf("rollback world %q: %w", name, err)
 		}
-		if res.Touched, err = overlay.TouchRestored(staged.Dir(), w.Source, saved, m, build, time.Now()); err != nil {
+		if res.Touched, err = store.TouchRestored(staged.Dir(), w.Source, saved, m, build, time.Now()); err != nil {
 			return nil, fmt.Errorf("rollback world %q to %s: %w", name, target.ID, worldUnchanged(err))
 		}
 		prepare = func() error {
 			upper := e.Paths.Upper(w.Name)
-			res.BuildKept, res.BuildDropped, err = overlay.CarryBuildState(upper, staged.Dir(), w.Dialect, build)
+			res.BuildKept, res.BuildDropped, err = store.CarryBuildState(upper, staged.Dir(), w.Dialect, build)
 			if err != nil {
 				// Put back what moved: the World stays as it was, build state too.
-				if _, _, berr := overlay.CarryBuildState(staged.Dir(), upper, w.Dialect, build); berr != nil {
+				if _, _, berr := store.CarryBuildState(staged.Dir(), upper, w.Dialect, build); berr != nil {
 					err = errors.Join(err, fmt.Errorf("put build state back: %w", berr))
 				}
 			}
@@ -469,14 +470,14 @@ func (e *Engine) Rollback(ctx context.Context, name, ref string, o RollbackOptio
 
 // stageUpper builds and verifies the upper m froze next to the World's
 // live one, which keeps running meanwhile.
-func (e *Engine) stageUpper(ctx context.Context, w *World, m *overlay.Manifest) (*overlay.StagedUpper, error) {
+func (e *Engine) stageUpper(ctx context.Context, w *World, m *store.Manifest) (*store.StagedUpper, error) {
 	st, err := e.store()
 	if err != nil {
 		return nil, err
 	}
 	// The old upper is swapped aside and removed after the remount: removing
 	// a tree is the slow part, and the World need not wait for it.
-	return overlay.StageUpper(ctx, st, m, e.Paths.Upper(w.Name), w.Dialect, overlay.RestoreOptions{UserXattr: !isRoot(), Lower: w.Source, DeferCleanup: true})
+	return store.StageUpper(ctx, st, m, e.Paths.Upper(w.Name), w.Dialect, store.RestoreOptions{UserXattr: !isRoot(), Lower: w.Source, DeferCleanup: true})
 }
 
 // swapUpper puts a staged upper in place of the World's, with the World
@@ -485,7 +486,7 @@ func (e *Engine) stageUpper(ctx context.Context, w *World, m *overlay.Manifest) 
 // every restored file has a new inode. prepare (may be nil) runs with the
 // World unmounted, just before the swap: an error from it leaves the World
 // as it was.
-func (e *Engine) swapUpper(ctx context.Context, w *World, staged *overlay.StagedUpper, prepare func() error) error {
+func (e *Engine) swapUpper(ctx context.Context, w *World, staged *store.StagedUpper, prepare func() error) error {
 	wasMounted := e.runtimeFor(w).HostView() && e.Mounted(w)
 	remount := func(err error) error {
 		_ = staged.Discard()
@@ -513,7 +514,7 @@ func (e *Engine) swapUpper(ctx context.Context, w *World, staged *overlay.Staged
 		return remount(err)
 	}
 	defer func() {
-		if err := overlay.RemoveRestoreLeftovers(upper); err != nil {
+		if err := store.RemoveRestoreLeftovers(upper); err != nil {
 			e.Log.Warn("remove the replaced upper", "world", w.Name, "err", err)
 		}
 	}()
@@ -530,7 +531,7 @@ func (e *Engine) swapUpper(ctx context.Context, w *World, staged *overlay.Staged
 // worldUnchanged says so on the error of a restore that failed before it
 // changed anything because a snapshot object is missing or corrupt.
 func worldUnchanged(err error) error {
-	if _, ok := errors.AsType[*overlay.CorruptObjectError](err); ok {
+	if _, ok := errors.AsType[*store.CorruptObjectError](err); ok {
 		return fmt.Errorf("%w; the World was not changed", err)
 	}
 	return err
@@ -619,7 +620,7 @@ func (e *Engine) Fork(ctx context.Context, name string, o ForkOptions) ([]*World
 	if err != nil {
 		return nil, fmt.Errorf("fork world %q: %w", name, err)
 	}
-	m, err := overlay.ReadManifest(e.manifestPath(snap.ID))
+	m, err := store.ReadManifest(e.manifestPath(snap.ID))
 	if err != nil {
 		return nil, fmt.Errorf("fork world %q from %s: %w", name, snap.ID, err)
 	}
@@ -670,7 +671,7 @@ func (e *Engine) Fork(ctx context.Context, name string, o ForkOptions) ([]*World
 				errs[i] = fmt.Errorf("new world %q: %w (strata rm %s, or pick another name)", n, ErrWorldExists, n)
 				return
 			}
-			if err := overlay.RestoreUpperWith(ctx, st, m, sw.upper(nw), nw.Dialect, overlay.RestoreOptions{UserXattr: !isRoot(), Lower: w.Source, NoSync: true}); err != nil {
+			if err := store.RestoreUpperWith(ctx, st, m, sw.upper(nw), nw.Dialect, store.RestoreOptions{UserXattr: !isRoot(), Lower: w.Source, NoSync: true}); err != nil {
 				errs[i] = fmt.Errorf("restore %s into %q: %w", snap.ID, n, err)
 				return
 			}
@@ -774,7 +775,7 @@ func (e *Engine) RestorePaths(ctx context.Context, name, ref string, paths []str
 	if err != nil {
 		return err
 	}
-	m, err := overlay.ReadManifest(e.manifestPath(s.ID))
+	m, err := store.ReadManifest(e.manifestPath(s.ID))
 	if err != nil {
 		return fmt.Errorf("restore from %s: %w", s.ID, err)
 	}
@@ -799,7 +800,7 @@ func (e *Engine) RestorePaths(ctx context.Context, name, ref string, paths []str
 	}
 	defer e.resumeGuest(ctx, w)
 	killPoint("restore.unmounted")
-	if err := overlay.RestorePathsWith(ctx, st, m, e.Paths.Upper(w.Name), w.Dialect, clean, overlay.RestoreOptions{UserXattr: !isRoot(), Lower: w.Source}); err != nil {
+	if err := store.RestorePathsWith(ctx, st, m, e.Paths.Upper(w.Name), w.Dialect, clean, store.RestoreOptions{UserXattr: !isRoot(), Lower: w.Source}); err != nil {
 		err = fmt.Errorf("restore %s from %s in world %q: %w", strings.Join(clean, ", "), s.ID, name, worldUnchanged(err))
 		if wasMounted {
 			if merr := e.mountLocked(ctx, w); merr != nil {
@@ -815,7 +816,7 @@ func (e *Engine) RestorePaths(ctx context.Context, name, ref string, paths []str
 		// changed must look newer than them.
 		build, err := e.buildStateRules()
 		if err == nil {
-			_, err = overlay.TouchPaths(e.Paths.Upper(w.Name), w.Source, m, clean, build, time.Now())
+			_, err = store.TouchPaths(e.Paths.Upper(w.Name), w.Source, m, clean, build, time.Now())
 		}
 		if err != nil {
 			touchErr = fmt.Errorf("restored %s from %s in world %q, but could not give them the current time: %w; a build may trust outputs older than them (touch them, or clean the build)", strings.Join(clean, ", "), s.ID, name, err)
@@ -850,7 +851,7 @@ func (e *Engine) relToSource(w *World, p string) (string, error) {
 
 // SnapDiff lists the paths that differ between two snapshots, or between a
 // snapshot and the World now (b == "").
-func (e *Engine) SnapDiff(ctx context.Context, name, a, b string) ([]overlay.ManifestDelta, error) {
+func (e *Engine) SnapDiff(ctx context.Context, name, a, b string) ([]store.ManifestDelta, error) {
 	tl, err := e.Timeline(name)
 	if err != nil {
 		return nil, err
@@ -859,11 +860,11 @@ func (e *Engine) SnapDiff(ctx context.Context, name, a, b string) ([]overlay.Man
 	if err != nil {
 		return nil, err
 	}
-	ma, err := overlay.ReadManifest(e.manifestPath(sa.ID))
+	ma, err := store.ReadManifest(e.manifestPath(sa.ID))
 	if err != nil {
 		return nil, err
 	}
-	var mb *overlay.Manifest
+	var mb *store.Manifest
 	if b == "" {
 		w, err := e.World(name)
 		if err != nil {
@@ -877,15 +878,15 @@ func (e *Engine) SnapDiff(ctx context.Context, name, a, b string) ([]overlay.Man
 		if err != nil {
 			return nil, err
 		}
-		if mb, err = overlay.ReadManifest(e.manifestPath(sb.ID)); err != nil {
+		if mb, err = store.ReadManifest(e.manifestPath(sb.ID)); err != nil {
 			return nil, err
 		}
 	}
-	return overlay.DiffManifests(ma, mb), nil
+	return store.DiffManifests(ma, mb), nil
 }
 
 // captureNow freezes the live upper into a manifest without recording a snapshot.
-func (e *Engine) captureNow(ctx context.Context, w *World) (*overlay.Manifest, error) {
+func (e *Engine) captureNow(ctx context.Context, w *World) (*store.Manifest, error) {
 	st, err := e.store()
 	if err != nil {
 		return nil, err
@@ -895,15 +896,15 @@ func (e *Engine) captureNow(ctx context.Context, w *World) (*overlay.Manifest, e
 		return nil, err
 	}
 	defer func() { _ = slk.Unlock() }()
-	cache, err := overlay.LoadStatCache(e.statCachePath(w.Name))
+	cache, err := store.LoadStatCache(e.statCachePath(w.Name))
 	if err != nil {
-		cache = overlay.NewStatCache()
+		cache = store.NewStatCache()
 	}
 	build, err := e.buildStateRules()
 	if err != nil {
 		return nil, err
 	}
-	m, _, err := overlay.CaptureUpperWith(ctx, st, e.Paths.Upper(w.Name), w.Dialect, cache, overlay.CaptureOptions{BuildState: build})
+	m, _, err := store.CaptureUpperWith(ctx, st, e.Paths.Upper(w.Name), w.Dialect, cache, store.CaptureOptions{BuildState: build})
 	return m, err
 }
 
@@ -917,7 +918,7 @@ func (e *Engine) unsavedChanges(ctx context.Context, w *World, cs *overlay.Chang
 	if err != nil || tl.Head == "" {
 		return len(cs.Changes), err
 	}
-	head, err := overlay.ReadManifest(e.manifestPath(tl.Head))
+	head, err := store.ReadManifest(e.manifestPath(tl.Head))
 	if err != nil {
 		return len(cs.Changes), nil
 	}
@@ -925,7 +926,7 @@ func (e *Engine) unsavedChanges(ctx context.Context, w *World, cs *overlay.Chang
 	if err != nil {
 		return 0, err
 	}
-	return len(overlay.DiffManifests(head, now)), nil
+	return len(store.DiffManifests(head, now)), nil
 }
 
 // GCResult is what `strata gc` did.
@@ -961,7 +962,7 @@ func (e *Engine) GC(ctx context.Context) (*GCResult, error) {
 		return nil, fmt.Errorf("gc: %w (nothing removed)", err)
 	}
 	res := &GCResult{}
-	var liveIDs []overlay.ObjectID
+	var liveIDs []store.ObjectID
 	ents, err := os.ReadDir(e.Paths.Snapshots())
 	if err != nil {
 		return nil, fmt.Errorf("gc: %w", err)
@@ -980,7 +981,7 @@ func (e *Engine) GC(ctx context.Context) (*GCResult, error) {
 				continue
 			}
 		}
-		m, err := overlay.ReadManifest(p)
+		m, err := store.ReadManifest(p)
 		if err != nil {
 			return nil, fmt.Errorf("gc: %w (nothing removed)", err)
 		}
@@ -998,7 +999,7 @@ func (e *Engine) GC(ctx context.Context) (*GCResult, error) {
 		res.RemovedManifests++
 	}
 	liveIDs = append(liveIDs, e.baseObjects()...)
-	removed, freed, err := st.GCLocked(ctx, start, func(yield func(overlay.ObjectID) bool) {
+	removed, freed, err := st.GCLocked(ctx, start, func(yield func(store.ObjectID) bool) {
 		for _, id := range liveIDs {
 			if !yield(id) {
 				return
@@ -1052,10 +1053,10 @@ func (e *Engine) referencedSnapshots() (map[string]bool, error) {
 // DamagedObject is one object a snapshot needs whose content no longer
 // matches its id (or that is missing).
 type DamagedObject struct {
-	Object   overlay.ObjectID `json:"object"`
-	Snapshot string           `json:"snapshot"`
-	Path     string           `json:"path"`
-	Reason   string           `json:"reason"`
+	Object   store.ObjectID `json:"object"`
+	Snapshot string         `json:"snapshot"`
+	Path     string         `json:"path"`
+	Reason   string         `json:"reason"`
 }
 
 // VerifyObjects rehashes every object every manifest names (each once) and
@@ -1070,20 +1071,20 @@ func (e *Engine) VerifyObjects(ctx context.Context) ([]DamagedObject, error) {
 	if err != nil {
 		return nil, fmt.Errorf("verify objects: %w", err)
 	}
-	seen := map[overlay.ObjectID]bool{}
+	seen := map[store.ObjectID]bool{}
 	var out []DamagedObject
 	for _, d := range ents {
 		id, ok := strings.CutSuffix(d.Name(), ".manifest")
 		if !ok {
 			continue
 		}
-		m, err := overlay.ReadManifest(filepath.Join(e.Paths.Snapshots(), d.Name()))
+		m, err := store.ReadManifest(filepath.Join(e.Paths.Snapshots(), d.Name()))
 		if err != nil {
 			out = append(out, DamagedObject{Snapshot: id, Reason: err.Error()})
 			continue
 		}
 		for _, en := range m.Entries {
-			if en.Kind != overlay.EntryFile || seen[en.Object] {
+			if en.Kind != store.EntryFile || seen[en.Object] {
 				continue
 			}
 			if err := ctx.Err(); err != nil {
@@ -1092,7 +1093,7 @@ func (e *Engine) VerifyObjects(ctx context.Context) ([]DamagedObject, error) {
 			seen[en.Object] = true
 			if err := st.Verify(en.Object); err != nil {
 				reason := err.Error()
-				if ce, ok := errors.AsType[*overlay.CorruptObjectError](err); ok {
+				if ce, ok := errors.AsType[*store.CorruptObjectError](err); ok {
 					reason = ce.Reason
 				} else if errorsIsNotExist(err) {
 					reason = "missing from the store"
@@ -1105,10 +1106,10 @@ func (e *Engine) VerifyObjects(ctx context.Context) ([]DamagedObject, error) {
 }
 
 // baseObjects lists the objects apply bases of every World reference (kept by gc).
-func (e *Engine) baseObjects() []overlay.ObjectID {
+func (e *Engine) baseObjects() []store.ObjectID {
 	// Broken Worlds too: their bases are kept until they are removed.
 	ws, broken, _ := e.scanWorlds()
-	var out []overlay.ObjectID
+	var out []store.ObjectID
 	for _, w := range ws {
 		out = append(out, e.bases(w.Name).Objects()...)
 	}

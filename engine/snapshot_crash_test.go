@@ -23,6 +23,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/overlay/mount"
+	"github.com/stratahq/strata/overlay/store"
 )
 
 // The snapshot crash harness re-executes the test binary as a child that
@@ -123,7 +125,7 @@ func crashSetup(t *testing.T, base string, session bool) *crashWorld {
 		for _, d := range ents {
 			if d.IsDir() && !strings.HasPrefix(d.Name(), ".") {
 				killAllSessions(e, d.Name())
-				_ = overlay.ForceUnmount(e.Paths.Merged(d.Name()))
+				_ = mount.ForceUnmount(e.Paths.Merged(d.Name()))
 			}
 		}
 	})
@@ -174,18 +176,18 @@ func upperSignature(t *testing.T, upper string) string {
 	t.Helper()
 	// A scratch store next to the upper (tmpfs in the harness), fsyncing
 	// nothing that matters.
-	st, err := overlay.OpenStore(filepath.Join(filepath.Dir(upper), "sig-objects"))
+	st, err := store.OpenStore(filepath.Join(filepath.Dir(upper), "sig-objects"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _, err := overlay.CaptureUpper(context.Background(), st, upper, overlay.DialectKernel, nil)
+	m, _, err := store.CaptureUpper(context.Background(), st, upper, overlay.DialectKernel, nil)
 	if err != nil {
 		t.Fatalf("capture %s: %v", upper, err)
 	}
 	return manifestSignature(m)
 }
 
-func manifestSignature(m *overlay.Manifest) string {
+func manifestSignature(m *store.Manifest) string {
 	var b strings.Builder
 	for _, en := range m.Entries {
 		fmt.Fprintf(&b, "%s %v %o %d:%d %s %q %v\n", en.Path, en.Kind, en.Mode, en.UID, en.GID, en.Object, en.Target, en.Opaque)
@@ -411,12 +413,12 @@ func crashOneRun(t *testing.T, op string, i, killAt int, killAfter time.Duration
 		t.Fatal(err)
 	}
 	for _, s := range tl.Snapshots {
-		m, err := overlay.ReadManifest(e2.manifestPath(s.ID))
+		m, err := store.ReadManifest(e2.manifestPath(s.ID))
 		if err != nil {
 			t.Fatalf("timeline lists %s but: %v", s.ID, err)
 		}
 		for _, en := range m.Entries {
-			if en.Kind == overlay.EntryFile {
+			if en.Kind == store.EntryFile {
 				if err := st.Verify(en.Object); err != nil {
 					t.Fatalf("snapshot %s: %s: %v", s.ID, en.Path, err)
 				}
@@ -454,7 +456,7 @@ func crashOneRun(t *testing.T, op string, i, killAt int, killAfter time.Duration
 		if len(forks) != 0 && len(forks) != 3 {
 			t.Fatalf("%d of 3 forks exist after the kill", len(forks))
 		}
-		m1, err := overlay.ReadManifest(e2.manifestPath(cw.s1))
+		m1, err := store.ReadManifest(e2.manifestPath(cw.s1))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/overlay/store"
 )
 
 const freezeHolderEnv = "STRATA_TEST_FREEZE_ROOT"
@@ -144,7 +145,7 @@ func TestGCDropsPurgedAndExpiredWorldsSnapshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.GCGrace = -1
-	snap := func(name, unique string) (*Snapshot, overlay.ObjectID, overlay.ObjectID) {
+	snap := func(name, unique string) (*Snapshot, store.ObjectID, store.ObjectID) {
 		t.Helper()
 		if _, err := e.Create(ctx, CreateOptions{Name: name, Source: src, MountBackend: overlay.BackendKernel}); err != nil {
 			t.Fatal(err)
@@ -155,7 +156,7 @@ func TestGCDropsPurgedAndExpiredWorldsSnapshots(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := overlay.ReadManifest(e.manifestPath(s.ID))
+		m, err := store.ReadManifest(e.manifestPath(s.ID))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -220,7 +221,7 @@ func TestGCDropsPurgedAndExpiredWorldsSnapshots(t *testing.T) {
 
 // corruptSameSize overwrites an object with other bytes of the same size,
 // the damage a size check cannot see.
-func corruptSameSize(t *testing.T, st *overlay.Store, id overlay.ObjectID) {
+func corruptSameSize(t *testing.T, st *store.Store, id store.ObjectID) {
 	t.Helper()
 	p := st.Path(id)
 	data, err := os.ReadFile(p)
@@ -249,7 +250,7 @@ func TestCorruptObjectFailsRollbackForkRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := overlay.ReadManifest(e.manifestPath(s1.ID))
+	m, err := store.ReadManifest(e.manifestPath(s1.ID))
 	if err != nil {
 		t.Fatal(err)
 	}

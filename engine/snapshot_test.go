@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/overlay/mount"
 	"github.com/stratahq/strata/overlay/overlaytest"
+	"github.com/stratahq/strata/overlay/store"
 )
 
 // testEngine opens an engine on a temp state root with a small source tree.
@@ -49,7 +51,7 @@ func testEngine(t *testing.T) (*Engine, string) {
 	t.Cleanup(func() {
 		ws, _ := e.Worlds()
 		for _, w := range ws {
-			_ = overlay.ForceUnmount(e.Paths.Merged(w.Name))
+			_ = mount.ForceUnmount(e.Paths.Merged(w.Name))
 		}
 	})
 	return e, src
@@ -328,7 +330,7 @@ func TestSnapshotIncrementalAndCorruptObjects(t *testing.T) {
 	}
 	// A missing object makes rollback fail clearly and change nothing. The
 	// World no longer holds f05 either, so no capture can put it back.
-	m, err := overlay.ReadManifest(e.manifestPath(s1.ID))
+	m, err := store.ReadManifest(e.manifestPath(s1.ID))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,7 +418,7 @@ func TestSnapshotOpsSurviveKill9(t *testing.T) {
 		}
 		st, _ := e2.store()
 		for _, s := range tl.Snapshots {
-			m, err := overlay.ReadManifest(e2.manifestPath(s.ID))
+			m, err := store.ReadManifest(e2.manifestPath(s.ID))
 			if err != nil {
 				t.Fatalf("after kill during %s: timeline lists %s but: %v", op, s.ID, err)
 			}

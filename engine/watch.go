@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/overlay/store"
 )
 
 // SessionWatch tells a session's init which World layers to watch while the
@@ -76,7 +77,7 @@ type upperWatcher struct {
 	clones          []int  // detached mounts and fds kept open for the whole session
 	upper, lower    string // /proc/self/fd/N paths
 	provFD          int
-	store           *overlay.Store
+	store           *store.Store
 	idx             BaseIndex
 	ign             *overlay.Ignore
 	maxWatches      int
@@ -157,7 +158,7 @@ func openUpperWatch(spec SessionWatch, session string) (_ *upperWatcher, err err
 	w.lower = "/proc/self/fd/" + strconv.Itoa(lowerFD)
 	w.idx = BaseIndex{Dir: bases}
 	// Opening the store touches only its root; the fan-out dirs exist.
-	w.store, w.storeErr = overlay.OpenStore(objects)
+	w.store, w.storeErr = store.OpenStore(objects)
 	if w.ino, err = unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC); err != nil {
 		return nil, fmt.Errorf("watch: inotify: %w", err)
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/overlay/mount"
+	"github.com/stratahq/strata/overlay/store"
 )
 
 // watchFixture is a kernel overlay mounted in the test process, with the
@@ -36,11 +38,11 @@ func newWatchFixture(t *testing.T) watchFixture {
 	writeFile(t, filepath.Join(f.lower, "edit.txt"), "original\n")
 	writeFile(t, filepath.Join(f.lower, "dir", "gone.txt"), "to delete\n")
 	writeFile(t, filepath.Join(f.lower, "dir", "deep", "x.txt"), "x\n")
-	err := overlay.Mount(context.Background(), overlay.MountSpec{Backend: overlay.BackendKernel, Lower: f.lower, Upper: f.upper, Work: work, Target: f.merged})
+	err := mount.Mount(context.Background(), mount.MountSpec{Backend: overlay.BackendKernel, Lower: f.lower, Upper: f.upper, Work: work, Target: f.merged})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = overlay.ForceUnmount(f.merged) })
+	t.Cleanup(func() { _ = mount.ForceUnmount(f.merged) })
 	return f
 }
 
@@ -108,7 +110,7 @@ func TestWatcherRecordsWritesAndBases(t *testing.T) {
 			t.Errorf("%s: ignored path recorded", p)
 		}
 	}
-	store, err := overlay.OpenStore(f.objects)
+	store, err := store.OpenStore(f.objects)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func ReadChanges(ctx context.Context, l Layers, opts ReadOptions) (*ChangeSet, e
 		}
 		dialect = d
 	}
-	r, err := rulesFor(dialect)
+	r, err := RulesFor(dialect)
 	if err != nil {
 		return nil, fmt.Errorf("read changes of %s: %w", l.Upper, err)
 	}
@@ -90,7 +90,7 @@ func ReadChanges(ctx context.Context, l Layers, opts ReadOptions) (*ChangeSet, e
 type reader struct {
 	ctx    context.Context
 	l      Layers
-	rules  rules
+	rules  Rules
 	opts   ReadOptions
 	ignore *Ignore
 
@@ -135,14 +135,14 @@ type upperEntry struct {
 	marks dirMarks
 }
 
-func (r rules) readUpper(dir string, atRoot bool) (upperList, error) {
+func (r Rules) readUpper(dir string, atRoot bool) (upperList, error) {
 	ul := upperList{names: map[string]bool{}, whiteouts: map[string]bool{}}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return ul, fmt.Errorf("read upper dir %s: %w", dir, err)
 	}
 	for _, e := range entries {
-		kind, name := r.classifyName(e.Name(), atRoot)
+		kind, name := r.ClassifyName(e.Name(), atRoot)
 		switch kind {
 		case MarkerSkip:
 			continue
@@ -171,7 +171,7 @@ func (r rules) readUpper(dir string, atRoot bool) (upperList, error) {
 	return ul, nil
 }
 
-func joinRel(dir, name string) string {
+func JoinRel(dir, name string) string {
 	if dir == "" {
 		return name
 	}
@@ -278,7 +278,7 @@ func (rd *reader) walk(dc dirCtx) (walkResult, error) {
 				return res, fmt.Errorf("read lower entry: %w", err)
 			}
 			if info != nil {
-				rel := joinRel(dc.rel, name)
+				rel := JoinRel(dc.rel, name)
 				if err := rd.emitDeleted(rel, full, info, true, dc.opaque, rd.ignored(dc, rel, info.IsDir())); err != nil {
 					return res, err
 				}
@@ -296,12 +296,12 @@ func (rd *reader) walk(dc dirCtx) (walkResult, error) {
 			if info == nil || !info.IsDir() {
 				continue
 			}
-			rel := joinRel(dc.rel, name)
+			rel := JoinRel(dc.rel, name)
 			ignored := rd.ignored(dc, rel, true)
 			if ignored && !rd.opts.IncludeIgnored {
 				continue
 			}
-			child := dirCtx{rel: rel, view: full, viewRel: joinRel(dc.viewRel, name), base: full, opaque: dc.opaque, ignored: ignored}
+			child := dirCtx{rel: rel, view: full, viewRel: JoinRel(dc.viewRel, name), base: full, opaque: dc.opaque, ignored: ignored}
 			if _, err := rd.walk(child); err != nil {
 				return res, err
 			}
@@ -330,7 +330,7 @@ func (rd *reader) walk(dc dirCtx) (walkResult, error) {
 				continue
 			}
 			res.hidden++
-			rel := joinRel(dc.rel, name)
+			rel := JoinRel(dc.rel, name)
 			if err := rd.emitDeleted(rel, full, info, ul.whiteouts[name], dc.opaque, rd.ignored(dc, rel, info.IsDir())); err != nil {
 				return res, err
 			}
@@ -346,7 +346,7 @@ func (rd *reader) walk(dc dirCtx) (walkResult, error) {
 }
 
 // anchorDirCtx re-anchors the directories of a deep dirCtx (see
-// anchorDir). view and base stay equal when they were: the walk compares them.
+// AnchorDir). view and base stay equal when they were: the walk compares them.
 func anchorDirCtx(dc *dirCtx) (func(), error) {
 	var releases []func()
 	release := func() {
@@ -355,7 +355,7 @@ func anchorDirCtx(dc *dirCtx) (func(), error) {
 		}
 	}
 	anchor := func(p *string) error {
-		a, r, err := anchorDir(*p)
+		a, r, err := AnchorDir(*p)
 		if err != nil {
 			return err
 		}
@@ -397,7 +397,7 @@ func listLowerNames(dir string) ([]string, error) {
 
 // compare reports one view entry against the lower entry at the same path.
 func (rd *reader) compare(dc dirCtx, e viewEntry) error {
-	rel := joinRel(dc.rel, e.name)
+	rel := JoinRel(dc.rel, e.name)
 	isDir := e.info.IsDir()
 	ignored := rd.ignored(dc, rel, isDir)
 	if ignored && !rd.opts.IncludeIgnored {
@@ -465,14 +465,14 @@ func (rd *reader) compare(dc dirCtx, e viewEntry) error {
 			full := fsJoin(dc.view, e.name)
 			switch {
 			case !e.fromUpper:
-				child.view, child.viewRel = full, joinRel(dc.viewRel, e.name)
+				child.view, child.viewRel = full, JoinRel(dc.viewRel, e.name)
 			case dc.view == dc.base:
 				if baseInfo != nil && baseInfo.IsDir() {
-					child.view, child.viewRel = full, joinRel(dc.viewRel, e.name)
+					child.view, child.viewRel = full, JoinRel(dc.viewRel, e.name)
 				}
 			default:
 				if info, _ := lstatMaybe(full); info != nil && info.IsDir() {
-					child.view, child.viewRel = full, joinRel(dc.viewRel, e.name)
+					child.view, child.viewRel = full, JoinRel(dc.viewRel, e.name)
 				}
 			}
 		}
@@ -581,7 +581,7 @@ func redirectOrigin(parentRel, parentView, parentViewRel, value string) string {
 	if parentView == "" {
 		parent = parentRel
 	}
-	return strings.Trim(path.Clean(joinRel(parent, value)), "/")
+	return strings.Trim(path.Clean(JoinRel(parent, value)), "/")
 }
 
 // lowerOrigin finds a redirect origin in the lower without following any
@@ -673,7 +673,7 @@ func (rd *reader) emitChildrenDeleted(rel, full string, whiteout, opaque, ignore
 	if err := rd.ctx.Err(); err != nil {
 		return err
 	}
-	full, release, err := anchorDir(full)
+	full, release, err := AnchorDir(full)
 	if err != nil {
 		return fmt.Errorf("read lower dir %s: %w", rel, err)
 	}
@@ -691,7 +691,7 @@ func (rd *reader) emitChildrenDeleted(rel, full string, whiteout, opaque, ignore
 		if info == nil {
 			continue
 		}
-		childRel := joinRel(rel, name)
+		childRel := JoinRel(rel, name)
 		childIgnored := ignored || rd.ignore.matchOne(childRel, info.IsDir())
 		if err := rd.emitDeleted(childRel, childFull, info, whiteout, opaque, childIgnored); err != nil {
 			return err
@@ -713,7 +713,7 @@ func (rd *reader) loadUnionfsHidden() error {
 		}
 		for _, e := range entries {
 			name := e.Name()
-			if target, ok := unionfsHiddenTarget(name); ok {
+			if target, ok := UnionfsHiddenTarget(name); ok {
 				if rd.hidden[rel] == nil {
 					rd.hidden[rel] = map[string]bool{}
 				}
@@ -722,14 +722,14 @@ func (rd *reader) loadUnionfsHidden() error {
 				continue
 			}
 			if e.IsDir() {
-				if err := walk(filepath.Join(dir, name), joinRel(rel, name)); err != nil {
+				if err := walk(filepath.Join(dir, name), JoinRel(rel, name)); err != nil {
 					return err
 				}
 			}
 		}
 		return nil
 	}
-	for _, meta := range unionfsMetaDirs {
+	for _, meta := range UnionfsMetaDirs {
 		dir := filepath.Join(rd.l.Upper, meta)
 		if info, err := os.Lstat(dir); err == nil && info.IsDir() {
 			if err := walk(dir, ""); err != nil {

@@ -315,7 +315,7 @@ func formatChanges(cs *ChangeSet) string {
 
 func checkInvariants(t testing.TB, cs *ChangeSet) {
 	t.Helper()
-	r, err := rulesFor(cs.Dialect)
+	r, err := RulesFor(cs.Dialect)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,7 +438,7 @@ func splitLayers(text string) (dialect Dialect, lower, upper string, err error) 
 }
 
 // TestCorpora materialises every testdata/overlay/<dialect>/<case> (device
-// nodes and trusted xattrs need root) and checks detection, the change set
+// Nodes and trusted xattrs need root) and checks detection, the change set
 // against expected.txt, replay, and the Layers view against the replay.
 func TestCorpora(t *testing.T) {
 	cases, err := filepath.Glob(filepath.Join(corpusRoot, "*", "*", "layers.txt"))

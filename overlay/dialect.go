@@ -32,9 +32,9 @@ const (
 	unionfsHidden  = "_HIDDEN~"
 )
 
-// unionfsMetaDirs are the meta trees unionfs-fuse may keep at an upper's
+// UnionfsMetaDirs are the meta trees unionfs-fuse may keep at an upper's
 // root; the first is the one strata writes.
-var unionfsMetaDirs = []string{unionfsMeta, unionfsMetaOld}
+var UnionfsMetaDirs = []string{unionfsMeta, unionfsMetaOld}
 
 // Xattr names. The kernel uses trusted.overlay.* as root and user.overlay.*
 // with the userxattr mount option; fuse-overlayfs falls back to
@@ -43,7 +43,7 @@ const (
 	xattrTrustedOverlay = "trusted.overlay."
 	xattrUserOverlay    = "user.overlay."
 	xattrFuseOverlayfs  = "user.fuseoverlayfs."
-	opaqueValue         = "y"
+	OpaqueValue         = "y"
 )
 
 var (
@@ -56,8 +56,8 @@ var (
 	whiteoutXattrs       = []string{xattrTrustedOverlay + "whiteout", xattrUserOverlay + "whiteout"}
 )
 
-// rules is what a dialect makes of names, device nodes and xattrs.
-type rules struct {
+// Rules is what a dialect makes of names, device nodes and xattrs.
+type Rules struct {
 	dialect       Dialect
 	whNames       bool // .wh.NAME files are whiteouts, .wh..wh.* bookkeeping
 	charWhiteouts bool // char device 0/0 is a whiteout
@@ -67,18 +67,18 @@ type rules struct {
 	opaqueXattrs  []string
 }
 
-func rulesFor(d Dialect) (rules, error) {
+func RulesFor(d Dialect) (Rules, error) {
 	switch d {
 	case DialectKernel:
-		return rules{dialect: d, charWhiteouts: true, xattrs: true, kernelXattrs: true, opaqueXattrs: kernelOpaqueXattrs}, nil
+		return Rules{dialect: d, charWhiteouts: true, xattrs: true, kernelXattrs: true, opaqueXattrs: kernelOpaqueXattrs}, nil
 	case DialectFuseOverlayfs:
-		return rules{dialect: d, whNames: true, charWhiteouts: true, xattrs: true, opaqueXattrs: fuseOpaqueXattrs}, nil
+		return Rules{dialect: d, whNames: true, charWhiteouts: true, xattrs: true, opaqueXattrs: fuseOpaqueXattrs}, nil
 	case DialectOCI:
-		return rules{dialect: d, whNames: true, charWhiteouts: true}, nil
+		return Rules{dialect: d, whNames: true, charWhiteouts: true}, nil
 	case DialectUnionfs:
-		return rules{dialect: d, unionfs: true}, nil
+		return Rules{dialect: d, unionfs: true}, nil
 	}
-	return rules{}, fmt.Errorf("unknown overlay dialect %q", d)
+	return Rules{}, fmt.Errorf("unknown overlay dialect %q", d)
 }
 
 // Marker is what one upper directory entry, or one xattr on it, means in a
@@ -94,9 +94,9 @@ const (
 	MarkerMetacopy               // (xattr) a metadata-only copy-up
 )
 
-// classifyName decides from the name alone (no stat) where it can; for a
+// ClassifyName decides from the name alone (no stat) where it can; for a
 // whiteout it returns the name of the entry hidden.
-func (r rules) classifyName(name string, atRoot bool) (Marker, string) {
+func (r Rules) ClassifyName(name string, atRoot bool) (Marker, string) {
 	if strings.HasPrefix(name, fuseHidden) {
 		return MarkerSkip, ""
 	}
@@ -120,7 +120,7 @@ func isUnionfsMeta(name string) bool { return name == unionfsMeta || name == uni
 // isWhiteoutNode reports whether an entry that classifyName called plain is
 // a whiteout by its type: a char device 0/0, or for the kernel a zero-size
 // file carrying an overlay.whiteout xattr.
-func (r rules) isWhiteoutNode(full string, info fs.FileInfo) bool {
+func (r Rules) isWhiteoutNode(full string, info fs.FileInfo) bool {
 	if r.charWhiteouts && isCharWhiteout(info) {
 		return true
 	}
@@ -134,9 +134,9 @@ func (r rules) isWhiteoutNode(full string, info fs.FileInfo) bool {
 	return false
 }
 
-// isWhiteoutDev is isCharWhiteout for a raw stat's mode and rdev: whether
+// IsWhiteoutDev is isCharWhiteout for a raw stat's mode and rdev: whether
 // the dialect reads it as the char 0/0 whiteout device.
-func (r rules) isWhiteoutDev(mode uint32, rdev uint64) bool {
+func (r Rules) IsWhiteoutDev(mode uint32, rdev uint64) bool {
 	return r.charWhiteouts && isCharWhiteoutDev(mode, rdev)
 }
 
@@ -152,16 +152,16 @@ func isCharWhiteoutDev(mode uint32, rdev uint64) bool {
 	return mode&syscall.S_IFMT == syscall.S_IFCHR && rdev == 0
 }
 
-// mknodWhiteout makes the char 0/0 whiteout device at p.
-func mknodWhiteout(p string) error {
+// MknodWhiteout makes the char 0/0 whiteout device at p.
+func MknodWhiteout(p string) error {
 	return syscall.Mknod(p, syscall.S_IFCHR, 0)
 }
 
-// classifyXattr says what the xattr name means on an upper entry in r's
+// ClassifyXattr says what the xattr name means on an upper entry in r's
 // dialect: an opaque mark, a redirect, a metacopy or whiteout mark, other
 // overlay bookkeeping (skip), or a user's own xattr (plain).
-func (r rules) classifyXattr(name string) Marker {
-	if !isOverlayXattr(name) {
+func (r Rules) ClassifyXattr(name string) Marker {
+	if !IsOverlayXattr(name) {
 		return MarkerPlain
 	}
 	switch {
@@ -177,9 +177,9 @@ func (r rules) classifyXattr(name string) Marker {
 	return MarkerSkip
 }
 
-// isOverlayXattr reports whether name is any overlay's bookkeeping rather
+// IsOverlayXattr reports whether name is any overlay's bookkeeping rather
 // than a user's attribute.
-func isOverlayXattr(name string) bool {
+func IsOverlayXattr(name string) bool {
 	for _, p := range overlayXattrPrefixes {
 		if strings.HasPrefix(name, p) {
 			return true
@@ -188,8 +188,8 @@ func isOverlayXattr(name string) bool {
 	return false
 }
 
-// isOpaqueValue reports whether an opaque xattr's value marks the dir opaque.
-func isOpaqueValue(v []byte) bool { return string(v) == opaqueValue }
+// IsOpaqueValue reports whether an opaque xattr's value marks the dir opaque.
+func IsOpaqueValue(v []byte) bool { return string(v) == OpaqueValue }
 
 // dirMarks are the xattr marks of one upper directory or file.
 type dirMarks struct {
@@ -202,7 +202,7 @@ type dirMarks struct {
 // readMarks reads the overlay xattrs of one upper entry with a single
 // listxattr in the common case of none. Symlinks are not asked: overlay marks
 // live on dirs and files only.
-func (r rules) readMarks(full string, info fs.FileInfo) dirMarks {
+func (r Rules) readMarks(full string, info fs.FileInfo) dirMarks {
 	var m dirMarks
 	if !r.xattrs || (!info.IsDir() && !info.Mode().IsRegular()) {
 		return m
@@ -212,9 +212,9 @@ func (r rules) readMarks(full string, info fs.FileInfo) dirMarks {
 		return m
 	}
 	for _, name := range names {
-		switch r.classifyXattr(name) {
+		switch r.ClassifyXattr(name) {
 		case MarkerOpaque:
-			if v, ok := lgetxattr(full, name); ok && info.IsDir() && isOpaqueValue(v) {
+			if v, ok := lgetxattr(full, name); ok && info.IsDir() && IsOpaqueValue(v) {
 				m.opaque = true
 			}
 		case MarkerRedirect:
@@ -233,12 +233,12 @@ func (r rules) readMarks(full string, info fs.FileInfo) dirMarks {
 // whiteoutName is the OCI/AUFS marker file that hides base in its directory.
 func whiteoutName(base string) string { return whPrefix + base }
 
-// unionfsHiddenPath is the upper-relative path of the marker in the meta
+// UnionfsHiddenPath is the upper-relative path of the marker in the meta
 // tree meta that hides rel.
-func unionfsHiddenPath(meta, rel string) string { return meta + "/" + rel + unionfsHidden }
+func UnionfsHiddenPath(meta, rel string) string { return meta + "/" + rel + unionfsHidden }
 
-// unionfsHiddenTarget turns a meta-tree entry name into the name it hides.
-func unionfsHiddenTarget(name string) (string, bool) {
+// UnionfsHiddenTarget turns a meta-tree entry name into the name it hides.
+func UnionfsHiddenTarget(name string) (string, bool) {
 	t, ok := strings.CutSuffix(name, unionfsHidden)
 	return t, ok && t != ""
 }
@@ -253,8 +253,8 @@ func deletionMarkers(d Dialect, rel string) []string {
 		out = append(out, dir+whiteoutName(base))
 	}
 	if d == DialectAuto || d == DialectUnionfs {
-		for _, meta := range unionfsMetaDirs {
-			out = append(out, unionfsHiddenPath(meta, rel))
+		for _, meta := range UnionfsMetaDirs {
+			out = append(out, UnionfsHiddenPath(meta, rel))
 		}
 	}
 	return out
@@ -266,54 +266,54 @@ func deletionMarkers(d Dialect, rel string) []string {
 // DialectAuto lists every dialect's.
 func DeletionMarkers(d Dialect, rel string) []string { return deletionMarkers(d, rel) }
 
-// whiteoutSpelling says how d marks rel deleted: by the char 0/0 device at
+// WhiteoutSpelling says how d marks rel deleted: by the char 0/0 device at
 // rel itself (node), or by an empty marker file at the upper-relative path
 // file.
-func whiteoutSpelling(d Dialect, rel string) (node bool, file string) {
+func WhiteoutSpelling(d Dialect, rel string) (node bool, file string) {
 	switch d {
 	case DialectOCI:
 		dir, base := path.Split(rel)
 		return false, dir + whiteoutName(base)
 	case DialectUnionfs:
-		return false, unionfsHiddenPath(unionfsMetaDirs[0], rel)
+		return false, UnionfsHiddenPath(UnionfsMetaDirs[0], rel)
 	}
 	return true, ""
 }
 
-// opaqueSpelling is how a dialect marks one directory opaque: an xattr on
+// OpaqueSpelling is how a dialect marks one directory opaque: an xattr on
 // it, char 0/0 nodes and empty files inside it, or a dir in the meta tree.
-type opaqueSpelling struct {
-	xattrs  []string // set to opaqueValue on the dir
-	nodes   []string // char 0/0 names inside the dir
-	files   []string // empty marker files inside the dir
-	metaDir string   // upper-relative dir to create (unionfs)
+type OpaqueSpelling struct {
+	Xattrs  []string // set to opaqueValue on the dir
+	Nodes   []string // char 0/0 names inside the dir
+	Files   []string // empty marker files inside the dir
+	MetaDir string   // upper-relative dir to create (unionfs)
 }
 
-// opaqueSpellingFor says how d marks the upper dir rel opaque; userXattr
+// OpaqueSpellingFor says how d marks the upper dir rel opaque; userXattr
 // picks the kernel's user.overlay.* names. A layer root has no lower dir to
 // hide in the name-marker dialects, so it gets nothing there.
-func opaqueSpellingFor(d Dialect, rel string, userXattr bool) opaqueSpelling {
+func OpaqueSpellingFor(d Dialect, rel string, userXattr bool) OpaqueSpelling {
 	switch d {
 	case DialectKernel:
 		if userXattr {
-			return opaqueSpelling{xattrs: []string{xattrUserOverlay + "opaque"}}
+			return OpaqueSpelling{Xattrs: []string{xattrUserOverlay + "opaque"}}
 		}
-		return opaqueSpelling{xattrs: []string{xattrTrustedOverlay + "opaque"}}
+		return OpaqueSpelling{Xattrs: []string{xattrTrustedOverlay + "opaque"}}
 	case DialectFuseOverlayfs:
 		// fuse-overlayfs itself writes all three marks; it honours any one.
-		return opaqueSpelling{xattrs: []string{xattrTrustedOverlay + "opaque"}, nodes: []string{whOpaqueChar}, files: []string{whOpaqueFile}}
+		return OpaqueSpelling{Xattrs: []string{xattrTrustedOverlay + "opaque"}, Nodes: []string{whOpaqueChar}, Files: []string{whOpaqueFile}}
 	case DialectOCI:
 		if rel == "" {
-			return opaqueSpelling{}
+			return OpaqueSpelling{}
 		}
-		return opaqueSpelling{files: []string{whOpaqueFile}}
+		return OpaqueSpelling{Files: []string{whOpaqueFile}}
 	case DialectUnionfs:
 		if rel == "" {
-			return opaqueSpelling{}
+			return OpaqueSpelling{}
 		}
-		return opaqueSpelling{metaDir: unionfsHiddenPath(unionfsMetaDirs[0], rel)}
+		return OpaqueSpelling{MetaDir: UnionfsHiddenPath(UnionfsMetaDirs[0], rel)}
 	}
-	return opaqueSpelling{}
+	return OpaqueSpelling{}
 }
 
 // UpperMark is what one upper entry means: Marker, and for a whiteout the
@@ -341,13 +341,13 @@ func ClassifyUpperEntry(d Dialect, upper, rel string) (UpperMark, error) {
 	if d == DialectAuto {
 		d = DialectKernel
 	}
-	r, err := rulesFor(d)
+	r, err := RulesFor(d)
 	if err != nil {
 		return UpperMark{}, err
 	}
 	if InMetaTree(d, rel) {
 		_, rest, _ := strings.Cut(rel, "/")
-		if hidden, ok := unionfsHiddenTarget(rest); ok {
+		if hidden, ok := UnionfsHiddenTarget(rest); ok {
 			return UpperMark{Marker: MarkerWhiteout, Target: hidden}, nil
 		}
 		return UpperMark{Marker: MarkerSkip}, nil
@@ -356,9 +356,9 @@ func ClassifyUpperEntry(d Dialect, upper, rel string) (UpperMark, error) {
 	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
 		dir, name = rel[:i], rel[i+1:]
 	}
-	switch kind, hidden := r.classifyName(name, dir == ""); kind {
+	switch kind, hidden := r.ClassifyName(name, dir == ""); kind {
 	case MarkerWhiteout:
-		return UpperMark{Marker: MarkerWhiteout, Target: joinRel(dir, hidden)}, nil
+		return UpperMark{Marker: MarkerWhiteout, Target: JoinRel(dir, hidden)}, nil
 	case MarkerSkip, MarkerOpaque:
 		return UpperMark{Marker: kind}, nil
 	}
@@ -373,9 +373,9 @@ func ClassifyUpperEntry(d Dialect, upper, rel string) (UpperMark, error) {
 	return UpperMark{Marker: MarkerPlain, Target: rel, IsDir: info.IsDir()}, nil
 }
 
-// upperDeletes reports whether the upper of dialect d marks rel deleted,
+// UpperDeletes reports whether the upper of dialect d marks rel deleted,
 // by a whiteout node at rel or a name marker elsewhere.
-func upperDeletes(d Dialect, upper, rel string) bool {
+func UpperDeletes(d Dialect, upper, rel string) bool {
 	if m, err := ClassifyUpperEntry(d, upper, rel); err == nil && m.Marker == MarkerWhiteout {
 		return true
 	}
@@ -387,10 +387,10 @@ func upperDeletes(d Dialect, upper, rel string) bool {
 	return false
 }
 
-// upperOpaque reports whether the upper of dialect d marks the dir rel
+// UpperOpaque reports whether the upper of dialect d marks the dir rel
 // opaque, by an xattr, a marker inside it, or a meta-tree dir.
-func upperOpaque(d Dialect, upper, rel string) bool {
-	r, err := rulesFor(d)
+func UpperOpaque(d Dialect, upper, rel string) bool {
+	r, err := RulesFor(d)
 	if err != nil {
 		return false
 	}
@@ -404,7 +404,7 @@ func upperOpaque(d Dialect, upper, rel string) bool {
 	}
 	if r.whNames {
 		for _, name := range []string{whOpaqueFile, whOpaqueChar} {
-			if m, _ := r.classifyName(name, false); m != MarkerOpaque {
+			if m, _ := r.ClassifyName(name, false); m != MarkerOpaque {
 				continue
 			}
 			if _, err := os.Lstat(filepath.Join(full, name)); err == nil {
@@ -413,8 +413,8 @@ func upperOpaque(d Dialect, upper, rel string) bool {
 		}
 	}
 	if r.unionfs {
-		for _, meta := range unionfsMetaDirs {
-			if fi, err := os.Lstat(filepath.Join(upper, filepath.FromSlash(unionfsHiddenPath(meta, rel)))); err == nil && fi.IsDir() {
+		for _, meta := range UnionfsMetaDirs {
+			if fi, err := os.Lstat(filepath.Join(upper, filepath.FromSlash(UnionfsHiddenPath(meta, rel)))); err == nil && fi.IsDir() {
 				return true
 			}
 		}
@@ -422,9 +422,9 @@ func upperOpaque(d Dialect, upper, rel string) bool {
 	return false
 }
 
-// unionfsMetaRoot names the unionfs-fuse meta tree upper holds, if any.
-func unionfsMetaRoot(upper string) (string, bool) {
-	for _, meta := range unionfsMetaDirs {
+// UnionfsMetaRoot names the unionfs-fuse meta tree upper holds, if any.
+func UnionfsMetaRoot(upper string) (string, bool) {
+	for _, meta := range UnionfsMetaDirs {
 		if fi, err := os.Lstat(filepath.Join(upper, meta)); err == nil && fi.IsDir() {
 			return meta, true
 		}
@@ -448,7 +448,7 @@ func DetectDialect(upper string) (Dialect, error) {
 	if !info.IsDir() {
 		return DialectAuto, fmt.Errorf("detect dialect of %s: %w", upper, syscall.ENOTDIR)
 	}
-	if _, ok := unionfsMetaRoot(upper); ok {
+	if _, ok := UnionfsMetaRoot(upper); ok {
 		return DialectUnionfs, nil
 	}
 	var sawWh, sawChar bool

@@ -9,7 +9,7 @@ import (
 )
 
 // GenerateTree writes a synthetic source tree under dir for benchmarks:
-// files text files spread over dirs directories (grouped 50 to a parent, so
+// Files text files spread over dirs directories (grouped 50 to a parent, so
 // paths look like g0003/d00172/f0012345.txt), with log-normal sizes of median
 // ~3.6 KB. The same arguments always give the same tree. Contents are slices
 // of one shared text block, so writing is cheap.

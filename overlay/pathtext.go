@@ -7,7 +7,7 @@ import (
 
 // File names are bytes: Linux allows any byte but '/' and NUL, and two
 // names that differ only in bytes that are not UTF-8 (a\xff, a\xfe) are two
-// files. Text output and JSON cannot carry such bytes as they are, so they
+// Files. Text output and JSON cannot carry such bytes as they are, so they
 // travel in one of two forms, defined here once and used everywhere:
 //
 //   - the quoted form, Go string-literal syntax with the quotes ("a\xff"),

@@ -91,15 +91,15 @@ func joinReal(root, rel string) string {
 	return root + "/" + rel
 }
 
-func (l Layers) rules() (rules, error) {
+func (l Layers) rules() (Rules, error) {
 	d := l.Dialect
 	if d == DialectAuto {
 		var err error
 		if d, err = DetectDialect(l.Upper); err != nil {
-			return rules{}, err
+			return Rules{}, err
 		}
 	}
-	return rulesFor(d)
+	return RulesFor(d)
 }
 
 // cleanWorldPath turns a path of the World's view ("a/b", "/a/b", "." or "")
@@ -116,7 +116,7 @@ func cleanWorldPath(p string) (string, error) {
 
 // resolve walks p through the layers one component at a time with lstat, so
 // no symlink is ever followed.
-func (l Layers) resolve(op, p string) (*node, rules, error) {
+func (l Layers) resolve(op, p string) (*node, Rules, error) {
 	r, err := l.rules()
 	if err != nil {
 		return nil, r, &fs.PathError{Op: op, Path: p, Err: err}
@@ -141,7 +141,7 @@ func (l Layers) resolve(op, p string) (*node, rules, error) {
 	if rel == "" {
 		return cur, r, nil
 	}
-	fail := func(err error) (*node, rules, error) {
+	fail := func(err error) (*node, Rules, error) {
 		cur.close()
 		return nil, r, &fs.PathError{Op: op, Path: p, Err: err}
 	}
@@ -165,7 +165,7 @@ func (l Layers) resolve(op, p string) (*node, rules, error) {
 			}
 			// A deep path: name the directories by descriptor from here on.
 			for _, dir := range []*string{&child.upper, &child.view} {
-				a, release, err := anchorDir(*dir)
+				a, release, err := AnchorDir(*dir)
 				if err != nil {
 					return fail(err)
 				}
@@ -178,7 +178,7 @@ func (l Layers) resolve(op, p string) (*node, rules, error) {
 	return cur, r, nil
 }
 
-func (r rules) hasOpaqueFile(dir string) bool {
+func (r Rules) hasOpaqueFile(dir string) bool {
 	if !r.whNames {
 		return false
 	}
@@ -192,8 +192,8 @@ func (r rules) hasOpaqueFile(dir string) bool {
 
 // unionfsHidden reports whether the unionfs-fuse meta tree hides rel.
 func (l Layers) unionfsHidden(rel string) bool {
-	for _, meta := range unionfsMetaDirs {
-		if _, err := os.Lstat(filepath.Join(l.Upper, filepath.FromSlash(unionfsHiddenPath(meta, rel)))); err == nil {
+	for _, meta := range UnionfsMetaDirs {
+		if _, err := os.Lstat(filepath.Join(l.Upper, filepath.FromSlash(UnionfsHiddenPath(meta, rel)))); err == nil {
 			return true
 		}
 	}
@@ -201,11 +201,11 @@ func (l Layers) unionfsHidden(rel string) bool {
 }
 
 // lookup finds name in the resolved dir parent; nil when the view lacks it.
-func (l Layers) lookup(r rules, parent *node, name string) (*node, error) {
-	if kind, _ := r.classifyName(name, parent.rel == ""); kind != MarkerPlain {
+func (l Layers) lookup(r Rules, parent *node, name string) (*node, error) {
+	if kind, _ := r.ClassifyName(name, parent.rel == ""); kind != MarkerPlain {
 		return nil, nil // markers and meta trees are not part of the view
 	}
-	rel := joinRel(parent.rel, name)
+	rel := JoinRel(parent.rel, name)
 	hidden := r.unionfs && l.unionfsHidden(rel)
 	var up fs.FileInfo
 	if parent.upper != "" && parent.upperInfo != nil && parent.upperInfo.IsDir() {
@@ -247,7 +247,7 @@ func (l Layers) lookup(r rules, parent *node, name string) (*node, error) {
 				}
 			case lowerSame != "":
 				if info, _ := lstatMaybe(lowerSame); info != nil && info.IsDir() {
-					n.view, n.viewRel = lowerSame, joinRel(parent.viewRel, name)
+					n.view, n.viewRel = lowerSame, JoinRel(parent.viewRel, name)
 				}
 			}
 		case n.marks.metacopy:
@@ -272,9 +272,9 @@ func (l Layers) lookup(r rules, parent *node, name string) (*node, error) {
 	if err != nil || info == nil {
 		return nil, err
 	}
-	n.lower, n.lowerInfo, n.content, n.lowerRel = full, info, full, joinRel(parent.viewRel, name)
+	n.lower, n.lowerInfo, n.content, n.lowerRel = full, info, full, JoinRel(parent.viewRel, name)
 	if info.IsDir() {
-		n.view, n.viewRel = full, joinRel(parent.viewRel, name)
+		n.view, n.viewRel = full, JoinRel(parent.viewRel, name)
 	}
 	return n, nil
 }

@@ -26,9 +26,9 @@ var ErrInvalidPath = errors.New("invalid path")
 // starting directory and follow no link of any kind.
 const beneathResolve = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
 
-// openat2Missing is set once the kernel answers ENOSYS (or a test forces the
+// Openat2Missing is set once the kernel answers ENOSYS (or a test forces the
 // fallback), so later lookups go straight to per-component openat.
-var openat2Missing atomic.Bool
+var Openat2Missing atomic.Bool
 
 // ValidateRelPath reports whether rel is a clean relative slash path naming
 // something strictly under a root: not empty, not absolute, no NUL, no empty,
@@ -63,13 +63,13 @@ func classifyResolveErr(rel string, err error) error {
 	return err
 }
 
-// openBeneathFd opens rel under dirfd following no symlink in any component
+// OpenBeneathFd opens rel under dirfd following no symlink in any component
 // (the last one included, unless flags carries O_PATH|O_NOFOLLOW, which then
 // yields the link itself). rel must already be validated; "." opens dirfd's
 // directory again.
-func openBeneathFd(dirfd int, rel string, flags int) (int, error) {
+func OpenBeneathFd(dirfd int, rel string, flags int) (int, error) {
 	flags |= unix.O_CLOEXEC | unix.O_NOFOLLOW
-	if !openat2Missing.Load() {
+	if !Openat2Missing.Load() {
 		for {
 			fd, err := unix.Openat2(dirfd, rel, &unix.OpenHow{Flags: uint64(flags), Resolve: beneathResolve})
 			if err == nil {
@@ -80,7 +80,7 @@ func openBeneathFd(dirfd int, rel string, flags int) (int, error) {
 				continue
 			}
 			if errors.Is(err, unix.ENOSYS) {
-				openat2Missing.Store(true)
+				Openat2Missing.Store(true)
 				break
 			}
 			if errors.Is(err, unix.ENAMETOOLONG) {
@@ -105,7 +105,7 @@ func isSymlinkBeneath(dirfd int, rel string) bool {
 	if err != nil {
 		return false
 	}
-	defer closeFd(fd)
+	defer CloseFd(fd)
 	var st unix.Stat_t
 	return unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
 }
@@ -122,7 +122,7 @@ func openComponentsFd(dirfd int, rel string, flags int) (int, error) {
 	cur := dirfd
 	closeCur := func() {
 		if cur != dirfd {
-			closeFd(cur)
+			CloseFd(cur)
 		}
 	}
 	for i, comp := range comps {
@@ -131,7 +131,7 @@ func openComponentsFd(dirfd int, rel string, flags int) (int, error) {
 		if last {
 			f = flags
 		}
-		next, err := openatRetry(cur, comp, f)
+		next, err := OpenatRetry(cur, comp, f)
 		if err != nil {
 			if errors.Is(err, unix.ENOTDIR) {
 				// O_NOFOLLOW|O_DIRECTORY on a symlink answers ENOTDIR; say it is a link.
@@ -149,7 +149,7 @@ func openComponentsFd(dirfd int, rel string, flags int) (int, error) {
 	return cur, nil
 }
 
-func openatRetry(dirfd int, name string, flags int) (int, error) {
+func OpenatRetry(dirfd int, name string, flags int) (int, error) {
 	for {
 		fd, err := unix.Openat(dirfd, name, flags, 0)
 		if errors.Is(err, unix.EINTR) {
@@ -159,9 +159,9 @@ func openatRetry(dirfd int, name string, flags int) (int, error) {
 	}
 }
 
-// openRootFd opens the root directory itself. The root is configuration, not
+// OpenRootFd opens the root directory itself. The root is configuration, not
 // input: it may be reached through links, but nothing under it may.
-func openRootFd(root string) (int, error) {
+func OpenRootFd(root string) (int, error) {
 	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, fmt.Errorf("open root %s: %w", root, err)
@@ -176,12 +176,12 @@ func OpenBeneath(root, rel string) (*os.File, error) {
 	if err := ValidateRelPath(rel); err != nil {
 		return nil, err
 	}
-	rootFd, err := openRootFd(root)
+	rootFd, err := OpenRootFd(root)
 	if err != nil {
 		return nil, err
 	}
-	defer closeFd(rootFd)
-	fd, err := openBeneathFd(rootFd, rel, unix.O_RDONLY)
+	defer CloseFd(rootFd)
+	fd, err := OpenBeneathFd(rootFd, rel, unix.O_RDONLY)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open beneath", Path: rel, Err: err}
 	}
@@ -195,7 +195,7 @@ func ReadFileBeneath(root, rel string) ([]byte, fs.FileInfo, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	defer closeQuiet(f)
+	defer CloseQuiet(f)
 	info, err := f.Stat()
 	if err != nil {
 		return nil, nil, fmt.Errorf("stat %s: %w", rel, err)
@@ -216,17 +216,17 @@ func LstatBeneath(root, rel string) (fs.FileInfo, error) {
 	if err := ValidateRelPath(rel); err != nil {
 		return nil, err
 	}
-	rootFd, err := openRootFd(root)
+	rootFd, err := OpenRootFd(root)
 	if err != nil {
 		return nil, err
 	}
-	defer closeFd(rootFd)
-	fd, err := openBeneathFd(rootFd, rel, unix.O_PATH)
+	defer CloseFd(rootFd)
+	fd, err := OpenBeneathFd(rootFd, rel, unix.O_PATH)
 	if err != nil {
 		return nil, &fs.PathError{Op: "lstat beneath", Path: rel, Err: err}
 	}
 	f := os.NewFile(uintptr(fd), rel)
-	defer closeQuiet(f)
+	defer CloseQuiet(f)
 	info, err := f.Stat()
 	if err != nil {
 		return nil, &fs.PathError{Op: "lstat beneath", Path: rel, Err: err}
@@ -241,16 +241,16 @@ func BirthTimeBeneath(root, rel string) (time.Time, bool) {
 	if ValidateRelPath(rel) != nil {
 		return time.Time{}, false
 	}
-	rootFd, err := openRootFd(root)
+	rootFd, err := OpenRootFd(root)
 	if err != nil {
 		return time.Time{}, false
 	}
-	defer closeFd(rootFd)
-	fd, err := openBeneathFd(rootFd, rel, unix.O_PATH)
+	defer CloseFd(rootFd)
+	fd, err := OpenBeneathFd(rootFd, rel, unix.O_PATH)
 	if err != nil {
 		return time.Time{}, false
 	}
-	defer closeFd(fd)
+	defer CloseFd(fd)
 	var sx unix.Statx_t
 	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BTIME, &sx); err != nil || sx.Mask&unix.STATX_BTIME == 0 {
 		return time.Time{}, false
@@ -264,36 +264,36 @@ func ReadlinkBeneath(root, rel string) (string, error) {
 	if err := ValidateRelPath(rel); err != nil {
 		return "", err
 	}
-	rootFd, err := openRootFd(root)
+	rootFd, err := OpenRootFd(root)
 	if err != nil {
 		return "", err
 	}
-	defer closeFd(rootFd)
-	dirFd, base, err := openParentBeneath(rootFd, rel)
+	defer CloseFd(rootFd)
+	dirFd, base, err := OpenParentBeneath(rootFd, rel)
 	if err != nil {
 		return "", &fs.PathError{Op: "readlink beneath", Path: rel, Err: err}
 	}
-	defer closeFd(dirFd)
-	target, err := readlinkat(dirFd, base)
+	defer CloseFd(dirFd)
+	target, err := Readlinkat(dirFd, base)
 	if err != nil {
 		return "", &fs.PathError{Op: "readlink beneath", Path: rel, Err: err}
 	}
 	return target, nil
 }
 
-// openParentBeneath opens the directory holding rel and returns its fd and
+// OpenParentBeneath opens the directory holding rel and returns its fd and
 // rel's last component.
-func openParentBeneath(rootFd int, rel string) (int, string, error) {
-	dir, base := splitRel(rel)
-	fd, err := openBeneathFd(rootFd, dir, unix.O_RDONLY|unix.O_DIRECTORY)
+func OpenParentBeneath(rootFd int, rel string) (int, string, error) {
+	dir, base := SplitRel(rel)
+	fd, err := OpenBeneathFd(rootFd, dir, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		return -1, "", err
 	}
 	return fd, base, nil
 }
 
-// splitRel splits a validated rel into its parent ("." for the root) and name.
-func splitRel(rel string) (string, string) {
+// SplitRel splits a validated rel into its parent ("." for the root) and name.
+func SplitRel(rel string) (string, string) {
 	i := strings.LastIndexByte(rel, '/')
 	if i < 0 {
 		return ".", rel
@@ -301,7 +301,7 @@ func splitRel(rel string) (string, string) {
 	return rel[:i], rel[i+1:]
 }
 
-func readlinkat(dirFd int, name string) (string, error) {
+func Readlinkat(dirFd int, name string) (string, error) {
 	for size := 256; ; size *= 2 {
 		buf := make([]byte, size)
 		n, err := unix.Readlinkat(dirFd, name, buf)
@@ -321,53 +321,72 @@ func readlinkat(dirFd int, name string) (string, error) {
 // not followed) and from then on named /proc/self/fd/N, so every path a
 // syscall sees stays short and each lookup below starts from a descriptor.
 
-// anchorAt is the length from which a directory path is re-anchored: a
+// AnchorAt is the length from which a directory path is re-anchored: a
 // name (at most 255 bytes) or two may still be appended to what it returns.
-const anchorAt = unix.PathMax - 2*256
+const AnchorAt = unix.PathMax - 2*256
 
-func fdPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
+func FdPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
 
-// anchorDir returns dir itself while it is short, else a short name for
+// AnchorDir returns dir itself while it is short, else a short name for
 // the same directory, held open until release is called. dir must be
 // short enough to open: built from an anchored parent plus one name.
-func anchorDir(dir string) (string, func(), error) {
-	if len(dir) < anchorAt || dir == "" {
+func AnchorDir(dir string) (string, func(), error) {
+	if len(dir) < AnchorAt || dir == "" {
 		return dir, func() {}, nil
 	}
 	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return "", nil, &fs.PathError{Op: "open", Path: dir, Err: err}
 	}
-	return fdPath(fd), func() { closeFd(fd) }, nil
+	return FdPath(fd), func() { CloseFd(fd) }, nil
 }
 
-// shortPathBeneath names root/rel for a syscall however deep rel is: the
+// ShortPathBeneath names root/rel for a syscall however deep rel is: the
 // joined path while short, else /proc/self/fd/N/NAME with N rel's parent,
 // reached one component at a time without following a link. The last
 // component is not resolved, so lstat-like calls keep their meaning.
-func shortPathBeneath(root, rel string) (string, func(), error) {
+func ShortPathBeneath(root, rel string) (string, func(), error) {
 	full := root + "/" + rel
-	if len(full) < anchorAt {
+	if len(full) < AnchorAt {
 		return full, func() {}, nil
 	}
 	if err := ValidateRelPath(rel); err != nil {
 		return "", nil, err
 	}
-	rootFd, err := openRootFd(root)
+	rootFd, err := OpenRootFd(root)
 	if err != nil {
 		return "", nil, err
 	}
-	defer closeFd(rootFd)
-	dir, base := splitRel(rel)
-	fd, err := openBeneathFd(rootFd, dir, unix.O_PATH|unix.O_DIRECTORY)
+	defer CloseFd(rootFd)
+	dir, base := SplitRel(rel)
+	fd, err := OpenBeneathFd(rootFd, dir, unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
 		return "", nil, &fs.PathError{Op: "open beneath", Path: dir, Err: err}
 	}
-	return fdPath(fd) + "/" + base, func() { closeFd(fd) }, nil
+	return FdPath(fd) + "/" + base, func() { CloseFd(fd) }, nil
 }
 
-// closeFd closes a descriptor only read or used for lookups, where a close
+// CloseFd closes a descriptor only read or used for lookups, where a close
 // error carries no information.
-func closeFd(fd int) { _ = unix.Close(fd) }
+func CloseFd(fd int) { _ = unix.Close(fd) }
 
-func closeQuiet(f *os.File) { _ = f.Close() }
+func CloseQuiet(f *os.File) { _ = f.Close() }
+
+// OpenSourceFile opens a content source without following a final symlink:
+// a link planted where a file was expected must not pull in what it names.
+func OpenSourceFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open source file: %w", err)
+	}
+	info, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		_ = f.Close()
+		return nil, fmt.Errorf("source file %s is not a regular file", path)
+	}
+	return f, nil
+}

@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -25,11 +27,11 @@ func TestValidateRelPath(t *testing.T) {
 func TestBeneathHelpers(t *testing.T) {
 	for _, fallback := range []bool{false, true} {
 		t.Run(fmt.Sprintf("fallback=%v", fallback), func(t *testing.T) {
-			openat2Missing.Store(fallback)
-			t.Cleanup(func() { openat2Missing.Store(false) })
+			Openat2Missing.Store(fallback)
+			t.Cleanup(func() { Openat2Missing.Store(false) })
 			root, outside := t.TempDir(), t.TempDir()
-			pubWriteTree(t, outside, map[string]string{"secret": "s"})
-			pubWriteTree(t, root, map[string]string{
+			safeWriteTree(t, outside, map[string]string{"secret": "s"})
+			safeWriteTree(t, root, map[string]string{
 				"dir/file":     "content",
 				"dir/rel-link": "-> file",
 				"abs-link":     "-> " + outside,
@@ -80,5 +82,35 @@ func TestBeneathHelpers(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// safeWriteTree is publish_test.go's pubWriteTree: files ("content"),
+// symlinks ("-> target") and directories (trailing "/") under root.
+func safeWriteTree(t testing.TB, root string, entries map[string]string) {
+	t.Helper()
+	keys := make([]string, 0, len(entries))
+	for k := range entries {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		v := entries[k]
+		p := filepath.Join(root, k)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		switch {
+		case strings.HasSuffix(k, "/"):
+			err = os.MkdirAll(p, 0o755)
+		case strings.HasPrefix(v, "-> "):
+			err = os.Symlink(strings.TrimPrefix(v, "-> "), p)
+		default:
+			err = os.WriteFile(p, []byte(v), 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -20,16 +20,16 @@ func WriteFileBeneath(root, rel string, data []byte, mode fs.FileMode) error {
 	if err := ValidateRelPath(rel); err != nil {
 		return err
 	}
-	rootFd, err := openRootFd(root)
+	rootFd, err := OpenRootFd(root)
 	if err != nil {
 		return err
 	}
-	defer closeFd(rootFd)
-	dirFd, base, err := openParentBeneath(rootFd, rel)
+	defer CloseFd(rootFd)
+	dirFd, base, err := OpenParentBeneath(rootFd, rel)
 	if err != nil {
 		return &fs.PathError{Op: "write beneath", Path: rel, Err: err}
 	}
-	defer closeFd(dirFd)
+	defer CloseFd(dirFd)
 	var st unix.Stat_t
 	if err := unix.Fstatat(dirFd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return &fs.PathError{Op: "write beneath", Path: rel, Err: fmt.Errorf("not a regular file")}
@@ -39,7 +39,7 @@ func WriteFileBeneath(root, rel string, data []byte, mode fs.FileMode) error {
 		return err
 	}
 	temp := ".strata-write-" + hex.EncodeToString(rnd[:])
-	fd, err := openatRetry(dirFd, temp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+	fd, err := OpenatRetry(dirFd, temp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC)
 	if err != nil {
 		return &fs.PathError{Op: "write beneath", Path: rel, Err: err}
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/overlay/mount"
 )
 
 func init() {
@@ -106,7 +107,7 @@ func benchWorlds(b *bench, sizes []int) error {
 		ents, _ := os.ReadDir(filepath.Join(home, "worlds"))
 		for _, e := range ents {
 			if !strings.HasPrefix(e.Name(), ".") {
-				_ = overlay.ForceUnmount(filepath.Join(home, "worlds", e.Name(), "merged"))
+				_ = mount.ForceUnmount(filepath.Join(home, "worlds", e.Name(), "merged"))
 			}
 		}
 		_ = os.RemoveAll(home)

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/engine"
-	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/overlay/publish"
 )
 
 func cmdDoctor(a *app, in *input) error {
@@ -109,7 +109,7 @@ func (a *app) doctorRepair(dryRun, asJSON bool) error {
 	if asJSON {
 		if perr := a.printJSON(struct {
 			DryRun       bool                    `json:"dry_run"`
-			Publications []overlay.JournalRepair `json:"publications"`
+			Publications []publish.JournalRepair `json:"publications"`
 		}{dryRun, reps}); perr != nil {
 			return perr
 		}
@@ -132,7 +132,7 @@ func (a *app) doctorRepair(dryRun, asJSON bool) error {
 
 // printJournal explains one unfinished publication: which source, which
 // paths, how far it got, what repair did or would do.
-func printJournal(a *app, j overlay.JournalRepair) {
+func printJournal(a *app, j publish.JournalRepair) {
 	root := j.Root
 	if root == "" {
 		root = "an unknown directory"

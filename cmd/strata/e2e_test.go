@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/overlay/mount"
 )
 
 // strataBin is the binary built once for the end-to-end tests.
@@ -71,7 +71,7 @@ func (e *env) cleanup() {
 		for _, s := range sess {
 			_, _, _ = e.run("kill", d.Name(), s.Name(), "--signal", "KILL")
 		}
-		_ = overlay.ForceUnmount(filepath.Join(e.home, "worlds", d.Name(), "merged"))
+		_ = mount.ForceUnmount(filepath.Join(e.home, "worlds", d.Name(), "merged"))
 	}
 	e.waitSupervisors(10 * time.Second)
 }

@@ -8,7 +8,8 @@ import (
 	"syscall"
 
 	"github.com/stratahq/strata/engine"
-	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/overlay/mount"
+	"github.com/stratahq/strata/overlay/publish"
 )
 
 // exit maps the error a command returned to strata's exit status, after
@@ -58,9 +59,9 @@ var errorCodes = []struct {
 	{"session_not_running", is(engine.ErrSessionNotRunning)},
 	{"start_failed", is(engine.ErrStartFailed)},
 	{"no_space", is(syscall.ENOSPC, syscall.EDQUOT)},
-	{"no_backend", is(overlay.ErrNoBackend)},
+	{"no_backend", is(mount.ErrNoBackend)},
 	{"cube_not_configured", is(engine.ErrCubeNotConfigured)},
-	{"unfinished_publication", is(overlay.ErrIncomplete)},
+	{"unfinished_publication", is(publish.ErrIncomplete)},
 	{"corrupt", is(engine.ErrCorruptTranscript)},
 }
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/overlay/publish"
 )
 
 // noSpaceError is a command stopped by a full file system, told the way a
@@ -40,7 +40,7 @@ func (a *app) explainNoSpace(cmd string, err error) error {
 		return err
 	}
 	ne := &noSpaceError{err: err}
-	var pe *overlay.PublishPathError
+	var pe *publish.PublishPathError
 	var fe *fs.PathError
 	var le *os.LinkError
 	switch {
@@ -69,7 +69,7 @@ func (a *app) explainNoSpace(cmd string, err error) error {
 	}
 	switch cmd {
 	case "apply":
-		if errors.Is(err, overlay.ErrIncomplete) {
+		if errors.Is(err, publish.ErrIncomplete) {
 			ne.next = "free space; the publication was committed and completes on the next strata start (strata doctor shows it)"
 		} else {
 			ne.next = "free space and run strata apply again; nothing was published"

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/overlay/mount"
 )
 
 // Apply performs plan in the calling process's mount namespace, which must be
@@ -97,7 +98,7 @@ func (a *applier) step(s Step) error {
 		}
 		// The general path: mount(2) on kernels without lowerdir+, and
 		// the kernel's reasons when the overlay is refused.
-		return overlay.Mount(context.Background(), overlay.MountSpec{
+		return mount.Mount(context.Background(), mount.MountSpec{
 			Lower: s.Source, Upper: s.Upper, Work: s.Work, Target: s.Target,
 			Backend: overlay.BackendKernel, UserXattr: s.UserXattr,
 		})

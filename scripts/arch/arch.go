@@ -5,6 +5,7 @@
 //   - only the runtimes branch on a World's backend (local, cube), and
 //     isolation levels are never compared with string literals;
 //   - only overlay's dialect code spells the whiteout and overlay xattr names;
+//   - overlay's parts import one way (root <- mount, store <- publish);
 //   - the core (engine, overlay, cube, diffview and their subpackages) imports
 //     no UI package, directly or through a dependency.
 //
@@ -294,6 +295,31 @@ func BackendImports(files []File, client string, allowed []string) []Violation {
 			if p, err := strconv.Unquote(imp.Path.Value); err == nil && p == client {
 				out = append(out, Violation{rule, f.pos(imp.Pos()), "imports " + p})
 			}
+		}
+	}
+	return out
+}
+
+// ImportsOneWay reports every import inside the module that allowed does not
+// list: allowed maps a package (import path) to the module packages it may
+// import; packages allowed does not mention are not checked. It keeps
+// overlay's parts layered the way docs/design.md draws them (the vocabulary
+// at the root, store, mount and publish above it, publish above store), so
+// that a newcomer reading one part never has to read the ones above it.
+func ImportsOneWay(files []File, allowed map[string][]string) []Violation {
+	const rule = "import against the layering"
+	var out []Violation
+	for _, f := range files {
+		ok, checked := allowed[f.Pkg]
+		if !checked {
+			continue
+		}
+		for _, im := range f.AST.Imports {
+			p, err := strconv.Unquote(im.Path.Value)
+			if err != nil || !under(p, []string{Module}) || slices.Contains(ok, p) {
+				continue
+			}
+			out = append(out, Violation{rule, f.pos(im.Pos()), f.Pkg + " imports " + p})
 		}
 	}
 	return out

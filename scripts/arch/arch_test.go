@@ -34,6 +34,15 @@ var dialectFiles = []string{
 	"overlay/overlaytest/",
 }
 
+// overlay's layering: the vocabulary at the root imports no other part;
+// mount and store import only the root (and fsx); publish also uses store.
+var overlayLayers = map[string][]string{
+	Module + "/overlay":         {Module + "/fsx"},
+	Module + "/overlay/mount":   {Module + "/fsx", Module + "/overlay"},
+	Module + "/overlay/store":   {Module + "/fsx", Module + "/overlay"},
+	Module + "/overlay/publish": {Module + "/fsx", Module + "/overlay", Module + "/overlay/store"},
+}
+
 // The core: no UI package, directly or indirectly.
 var corePkgs = []string{
 	Module + "/engine",
@@ -87,6 +96,20 @@ func TestBackendImportRuleCatchesImports(t *testing.T) {
 
 func TestWhiteoutNamesOnlyInDialects(t *testing.T) {
 	report(t, WhiteoutNames(load(t), dialectFiles))
+}
+
+func TestOverlayPartsImportOneWay(t *testing.T) {
+	files := load(t)
+	seen := map[string]bool{}
+	for _, f := range files {
+		seen[f.Pkg] = true
+	}
+	for p := range overlayLayers {
+		if !seen[p] {
+			t.Fatalf("no files loaded for %s: the layering table names a package that moved", p)
+		}
+	}
+	report(t, ImportsOneWay(files, overlayLayers))
 }
 
 func TestCoreImportsNoUI(t *testing.T) {
@@ -179,5 +202,20 @@ func TestUIRuleCatchesTransitiveImports(t *testing.T) {
 	vs := UIImports(deps, corePkgs)
 	if len(vs) != 3 {
 		t.Fatalf("want 3 violations (engine/local x2, diffview), got %d: %v", len(vs), vs)
+	}
+}
+
+func TestImportRuleCatchesUpwardImports(t *testing.T) {
+	src := "package store\nimport (\n\t\"fmt\"\n\t\"github.com/stratahq/strata/overlay\"\n\t\"github.com/stratahq/strata/overlay/publish\"\n\t\"github.com/stratahq/strata/overlay/mount\"\n)\n"
+	vs := ImportsOneWay(parse(t, Module+"/overlay/store", "overlay/store/x.go", src), overlayLayers)
+	if len(vs) != 2 {
+		t.Fatalf("want 2 violations (store importing publish and mount), got %d: %v", len(vs), vs)
+	}
+	root := "package overlay\nimport \"github.com/stratahq/strata/overlay/store\"\n"
+	if vs := ImportsOneWay(parse(t, Module+"/overlay", "overlay/x.go", root), overlayLayers); len(vs) != 1 {
+		t.Fatalf("the root importing a part must be caught, got %v", vs)
+	}
+	if vs := ImportsOneWay(parse(t, Module+"/engine", "engine/x.go", src), overlayLayers); len(vs) != 0 {
+		t.Fatalf("packages outside the table are not checked: %v", vs)
 	}
 }
