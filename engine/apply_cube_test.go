@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -72,5 +73,78 @@ func TestCubeApplyRefusesFileOpenForWriting(t *testing.T) {
 	// The sandbox's other files are no obstacle.
 	if _, err := ce.e.Apply(ctx, "w", ApplyOptions{Picks: []Pick{{Path: "ready"}}}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A cube session whose command already holds a picked file open for writing
+// in the sandbox, but whose start marker (its pid) has not reached the
+// runner yet, is no "nobody writes": apply refuses, naming the session, and
+// nothing reaches the source. The fake holds the command's output back, so
+// the window stays open as long as the test needs.
+func TestCubeApplyRefusesWhileSessionPIDUnknown(t *testing.T) {
+	ctx := context.Background()
+	gate := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(gate) }) }
+	ce := newCubeEnv(t, cubetest.Options{HoldOutput: func(tag string) <-chan struct{} {
+		if strings.HasPrefix(tag, "strata-") {
+			return gate // the session's command, not strata's own guest scripts
+		}
+		return nil
+	}})
+	ce.create("w", CreateOptions{})
+	type started struct {
+		meta SessionMeta
+		err  error
+	}
+	execDone := make(chan started, 1)
+	go func() {
+		meta, err := ce.e.Exec(ctx, "w", ExecOptions{Argv: []string{"sh", "-c", "exec 3>>held.txt; echo partial >&3; touch ready; exec sleep 30"}})
+		execDone <- started{meta, err}
+	}()
+	var id string
+	t.Cleanup(func() {
+		open()
+		if id != "" {
+			_, _ = ce.e.Kill(context.Background(), "w", id, syscall.SIGKILL)
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for !fileExists(filepath.Join(ce.e.Paths.Upper("w"), "ready")) {
+		if time.Now().After(deadline) {
+			t.Fatal("the command never ran")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ss, err := ce.e.Sessions("w")
+	if err != nil || len(ss) != 1 {
+		t.Fatalf("sessions: %v %+v", err, ss)
+	}
+	id = ss[0].ID
+	if ss[0].GuestPID != 0 {
+		t.Fatalf("the fake let the pid through (%d): the test proves nothing", ss[0].GuestPID)
+	}
+	_, err = ce.e.Apply(ctx, "w", ApplyOptions{Picks: []Pick{{Path: "held.txt"}}})
+	if !errors.Is(err, ErrWorldWriting) || !strings.Contains(err.Error(), "session "+id+" is still writing held.txt") {
+		t.Fatalf("apply while a cube session's pid is not known yet: %v", err)
+	}
+	if fileExists(filepath.Join(ce.src, "held.txt")) {
+		t.Fatal("held.txt reached the source while its writer was starting")
+	}
+	// Once the pid arrives, the check is the ordinary one.
+	open()
+	r := <-execDone
+	if r.err != nil || r.meta.GuestPID <= 0 {
+		t.Fatalf("exec: %v (pid %d)", r.err, r.meta.GuestPID)
+	}
+	_, err = ce.e.Apply(ctx, "w", ApplyOptions{Picks: []Pick{{Path: "held.txt"}}})
+	if !errors.Is(err, ErrWorldWriting) {
+		t.Fatalf("apply of a file a running cube session holds: %v", err)
+	}
+	if _, err := ce.e.Apply(ctx, "w", ApplyOptions{Picks: []Pick{{Path: "ready"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if fileExists(filepath.Join(ce.src, "held.txt")) {
+		t.Fatal("held.txt reached the source")
 	}
 }
