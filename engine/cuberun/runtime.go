@@ -873,8 +873,16 @@ func (r *Runtime) ReviveSession(ctx context.Context, name string, s SessionMeta)
 func (r *Runtime) Placement(w *World) Placement { return r.cubePlacement(w) }
 
 // cubeWriterScript lists, in a sandbox, every fd open for writing (the last
-// octal digit of its flags has O_WRONLY or O_RDWR) as "pgid pid path".
-const cubeWriterScript = `for f in /proc/[0-9]*/fdinfo/*; do
+// octal digit of its flags has O_WRONLY or O_RDWR) and every shared writable
+// mapping of a file (which writes it with no fd left open) as "pgid pid
+// path".
+const cubeWriterScript = `grep -H ' [r-]w[x-]s ' /proc/[0-9]*/maps 2>/dev/null | while read -r a _ _ _ ino l; do
+	[ "$ino" != 0 ] && [ -n "$l" ] || continue
+	p=${a%%/maps:*}
+	pg=$(sed 's/.*) //' "$p/stat" 2>/dev/null | cut -d' ' -f3)
+	printf '%s %s %s\n' "$pg" "${p#/proc/}" "$l"
+done
+for f in /proc/[0-9]*/fdinfo/*; do
 	fl=
 	while read -r k v _; do
 		if [ "$k" = flags: ]; then fl=$v; break; fi
