@@ -212,16 +212,35 @@ type devIno struct{ dev, ino uint64 }
 // running sessions holds open for writing, or maps shared and writable, with
 // the sessions doing so. Files are matched by inode, both as the World's
 // mounted view and as its upper hold them. A cube World's processes are in
-// its sandbox (cubeWritersOf).
+// its sandbox (cubeWritersOf). A session recorded as starting whose init
+// has not written its pid yet may already run its command, whose processes
+// cannot be found: it counts as writing every picked path (apply retries,
+// then refuses) until its init reports or it is found lost, never as
+// writing none.
 func (e *Engine) writersOf(w *World, changes []overlay.Change) []WritingPath {
 	ss, _ := ListSessions(e.Paths.World(w.Name))
 	byNS := map[string]string{}
+	var unknown []string
 	for _, s := range ss {
-		if (s.State == SessionRunning || s.State == SessionStarting) && s.InitPID > 0 {
-			if ns, err := os.Readlink("/proc/" + strconv.Itoa(s.InitPID) + "/ns/pid"); err == nil {
-				byNS[ns] = s.ID
-			}
+		if s.State != SessionRunning && s.State != SessionStarting {
+			continue
 		}
+		if s.InitPID <= 0 {
+			unknown = append(unknown, s.ID)
+			continue
+		}
+		if ns, err := os.Readlink("/proc/" + strconv.Itoa(s.InitPID) + "/ns/pid"); err == nil {
+			byNS[ns] = s.ID
+		}
+	}
+	if len(unknown) > 0 {
+		e.Log.Warn("apply: a session is starting and its init has not reported its pid yet; counting it as writing every picked path",
+			"world", w.Name, "sessions", unknown)
+		out := make([]WritingPath, 0, len(changes))
+		for _, c := range changes {
+			out = append(out, WritingPath{Path: c.Path, Sessions: unknown})
+		}
+		return out
 	}
 	if len(byNS) == 0 {
 		return nil

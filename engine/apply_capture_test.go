@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stratahq/strata/engine/session"
 )
 
 // writerVersion is version n of the racing writer's file: "v<n>\n" repeated
@@ -137,5 +139,44 @@ func TestApplyRefusesFileOpenForWriting(t *testing.T) {
 	}
 	if got := readFile(t, filepath.Join(src, "read.txt")); got != "done\n" {
 		t.Fatalf("read.txt = %q", got)
+	}
+}
+
+// A session recorded as starting whose init has not written its pid yet (the
+// window between the init starting the command and recording it) may already
+// write a picked file: apply refuses, naming it, and nothing reaches the
+// source. Once the session is known to be gone (lost: no init past the grace)
+// it is no obstacle.
+func TestApplyRefusesWhileSessionInitUnreported(t *testing.T) {
+	ctx := context.Background()
+	e, src := evidenceEngine(t)
+	merged := mountedWorld(t, e, src, "w")
+	writeFile(t, filepath.Join(merged, "held.txt"), "half of a ")
+	id := NewSessionID()
+	dir := e.SessionDir("w", id)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	meta := SessionMeta{ID: id, World: "w", Argv: []string{"sh"}, Source: src, Runtime: RuntimeLocal, StartedAt: time.Now(), State: SessionStarting, Attention: AttentionRunning}
+	if err := session.WriteMetaPath(dir, meta); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.Apply(ctx, "w", ApplyOptions{Picks: []Pick{{Path: "held.txt"}}})
+	if !errors.Is(err, ErrWorldWriting) || !strings.Contains(err.Error(), "session "+id+" is still writing held.txt") {
+		t.Fatalf("apply while a session's init has not reported: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(src, "held.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("held.txt reached the source: %v", err)
+	}
+	// Past the grace with no init, the session is lost: nothing of it runs.
+	meta.StartedAt = time.Now().Add(-time.Hour)
+	if err := session.WriteMetaPath(dir, meta); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Apply(ctx, "w", ApplyOptions{Picks: []Pick{{Path: "held.txt"}}}); err != nil {
+		t.Fatalf("apply once the starting session is known lost: %v", err)
+	}
+	if got := readFile(t, filepath.Join(src, "held.txt")); got != "half of a " {
+		t.Fatalf("held.txt = %q", got)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -45,12 +46,15 @@ func TestCubeApplyMergeStaysMerged(t *testing.T) {
 }
 
 // A cube session holding a picked file open for writing in its sandbox makes
-// apply refuse, naming it; nothing reaches the source.
+// apply refuse, naming it; nothing reaches the source. The writer outlives
+// apply's retries by far: each pauses the sandbox's sessions and lists its
+// open fds (on the fake, every process of the host), which on a loaded
+// machine takes seconds, and a writer that has ended rightly lets apply on.
 func TestCubeApplyRefusesFileOpenForWriting(t *testing.T) {
 	ctx := context.Background()
 	ce := newCubeEnv(t, cubetest.Options{})
 	ce.create("w", CreateOptions{})
-	meta, err := ce.e.Exec(ctx, "w", ExecOptions{Argv: []string{"sh", "-c", "exec 3>>held.txt; echo partial >&3; touch ready; exec sleep 30"}})
+	meta, err := ce.e.Exec(ctx, "w", ExecOptions{Argv: []string{"sh", "-c", "exec 3>>held.txt; echo partial >&3; touch ready; exec sleep 600"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +68,8 @@ func TestCubeApplyRefusesFileOpenForWriting(t *testing.T) {
 	}
 	_, err = ce.e.Apply(ctx, "w", ApplyOptions{Picks: []Pick{{Path: "held.txt"}}})
 	if !errors.Is(err, ErrWorldWriting) || !strings.Contains(err.Error(), "session "+meta.ID+" is still writing held.txt") {
-		t.Fatalf("apply of a file a cube session holds open for writing: %v", err)
+		ss, _ := ce.e.Sessions("w")
+		t.Fatalf("apply of a file a cube session holds open for writing: %v (sessions: %+v)", err, ss)
 	}
 	if fileExists(filepath.Join(ce.src, "held.txt")) {
 		t.Fatal("held.txt reached the source")
@@ -72,5 +77,122 @@ func TestCubeApplyRefusesFileOpenForWriting(t *testing.T) {
 	// The sandbox's other files are no obstacle.
 	if _, err := ce.e.Apply(ctx, "w", ApplyOptions{Picks: []Pick{{Path: "ready"}}}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A cube session whose command already holds a picked file open for writing
+// in the sandbox, but whose start marker (its pid) has not reached the
+// runner yet, is no "nobody writes": apply refuses, naming the session, and
+// nothing reaches the source. The fake holds the command's output back, so
+// the window stays open as long as the test needs.
+func TestCubeApplyRefusesWhileSessionPIDUnknown(t *testing.T) {
+	ctx := context.Background()
+	gate := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(gate) }) }
+	ce := newCubeEnv(t, cubetest.Options{HoldOutput: func(tag string) <-chan struct{} {
+		if strings.HasPrefix(tag, "strata-") {
+			return gate // the session's command, not strata's own guest scripts
+		}
+		return nil
+	}})
+	ce.create("w", CreateOptions{})
+	type started struct {
+		meta SessionMeta
+		err  error
+	}
+	execDone := make(chan started, 1)
+	go func() {
+		meta, err := ce.e.Exec(ctx, "w", ExecOptions{Argv: []string{"sh", "-c", "exec 3>>held.txt; echo partial >&3; touch ready; exec sleep 600"}})
+		execDone <- started{meta, err}
+	}()
+	var id string
+	t.Cleanup(func() {
+		open()
+		if id != "" {
+			_, _ = ce.e.Kill(context.Background(), "w", id, syscall.SIGKILL)
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for !fileExists(filepath.Join(ce.e.Paths.Upper("w"), "ready")) {
+		if time.Now().After(deadline) {
+			t.Fatal("the command never ran")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ss, err := ce.e.Sessions("w")
+	if err != nil || len(ss) != 1 {
+		t.Fatalf("sessions: %v %+v", err, ss)
+	}
+	id = ss[0].ID
+	if ss[0].GuestPID != 0 {
+		t.Fatalf("the fake let the pid through (%d): the test proves nothing", ss[0].GuestPID)
+	}
+	_, err = ce.e.Apply(ctx, "w", ApplyOptions{Picks: []Pick{{Path: "held.txt"}}})
+	if !errors.Is(err, ErrWorldWriting) || !strings.Contains(err.Error(), "session "+id+" is still writing held.txt") {
+		t.Fatalf("apply while a cube session's pid is not known yet: %v", err)
+	}
+	if fileExists(filepath.Join(ce.src, "held.txt")) {
+		t.Fatal("held.txt reached the source while its writer was starting")
+	}
+	// Once the pid arrives, the check is the ordinary one.
+	open()
+	r := <-execDone
+	if r.err != nil || r.meta.GuestPID <= 0 {
+		t.Fatalf("exec: %v (pid %d)", r.err, r.meta.GuestPID)
+	}
+	_, err = ce.e.Apply(ctx, "w", ApplyOptions{Picks: []Pick{{Path: "held.txt"}}})
+	if !errors.Is(err, ErrWorldWriting) {
+		t.Fatalf("apply of a file a running cube session holds: %v", err)
+	}
+	if _, err := ce.e.Apply(ctx, "w", ApplyOptions{Picks: []Pick{{Path: "ready"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if fileExists(filepath.Join(ce.src, "held.txt")) {
+		t.Fatal("held.txt reached the source")
+	}
+}
+
+// A command in the sandbox that maps a picked file shared and writable, then
+// closes its fd, still writes it through the mapping: apply refuses, as on
+// the local runtime; nothing reaches the source.
+func TestCubeApplyRefusesFileMappedForWriting(t *testing.T) {
+	ctx := context.Background()
+	ce := newCubeEnv(t, cubetest.Options{})
+	ce.create("w", CreateOptions{})
+	// mmap(2) itself: Python's mmap module keeps a dup of the fd.
+	script := `import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+fd = os.open("mapped.txt", os.O_RDWR | os.O_CREAT, 0o644)
+os.write(fd, b"x" * 4096)
+addr = libc.mmap(None, 4096, 3, 1, fd, 0)  # PROT_READ|PROT_WRITE, MAP_SHARED
+if addr in (None, ctypes.c_void_p(-1).value):
+    raise SystemExit("mmap failed")
+os.close(fd)
+ctypes.memmove(addr, b"half", 4)
+open("ready", "w").close()
+time.sleep(600)
+`
+	meta, err := ce.e.Exec(ctx, "w", ExecOptions{Argv: []string{"/usr/bin/python3", "-c", script}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = ce.e.Kill(context.Background(), "w", meta.ID, syscall.SIGKILL) })
+	deadline := time.Now().Add(20 * time.Second)
+	for !fileExists(filepath.Join(ce.e.Paths.Upper("w"), "ready")) {
+		if time.Now().After(deadline) {
+			logs, _ := ce.e.Sessions("w")
+			t.Fatalf("the session never got ready: %+v", logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, err = ce.e.Apply(ctx, "w", ApplyOptions{Picks: []Pick{{Path: "mapped.txt"}}})
+	if !errors.Is(err, ErrWorldWriting) || !strings.Contains(err.Error(), "session "+meta.ID+" is still writing mapped.txt") {
+		t.Fatalf("apply of a file a cube session maps shared and writable: %v", err)
+	}
+	if fileExists(filepath.Join(ce.src, "mapped.txt")) {
+		t.Fatal("mapped.txt reached the source")
 	}
 }

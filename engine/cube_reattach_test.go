@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"io"
 	"path/filepath"
 	"slices"
@@ -248,5 +249,30 @@ func TestCubeReattachTTYAfterRunnerDied(t *testing.T) {
 	end, err := WaitSession(ctx, dir)
 	if err != nil || end.State != SessionExited {
 		t.Errorf("end: %+v %v", end, err)
+	}
+}
+
+// A cube session whose runner died while its command holds a picked file
+// open for writing in the sandbox is lost for now, not over: apply refuses
+// rather than take "no runner" for "no writer", and nothing reaches the
+// source.
+func TestCubeApplyRefusesWhileRunnerLost(t *testing.T) {
+	ctx := context.Background()
+	ce := newCubeEnv(t, cubetest.Options{})
+	ce.create("w", CreateOptions{})
+	m, err := ce.e.Exec(ctx, "w", ExecOptions{Argv: []string{"sh", "-c", "exec 3>>held.txt; echo partial >&3; touch ready; exec sleep 600"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cubeWaitFor(t, func() bool { return fileExists(filepath.Join(ce.e.Paths.Upper("w"), "ready")) })
+	dir := ce.e.SessionDir("w", m.ID)
+	killRunner(t, dir, m)
+	_, err = ce.e.Apply(ctx, "w", ApplyOptions{Picks: []Pick{{Path: "held.txt"}}})
+	if !errors.Is(err, ErrWorldWriting) || !strings.Contains(err.Error(), "session "+m.ID+" is still writing held.txt") {
+		cur, _ := ReadSessionMeta(dir)
+		t.Fatalf("apply while a lost cube session's command holds the file: %v (session %s)", err, cur.State)
+	}
+	if fileExists(filepath.Join(ce.src, "held.txt")) {
+		t.Fatal("held.txt reached the source")
 	}
 }

@@ -567,7 +567,7 @@ func (p *proc) publish(ev map[string]any) {
 // run supervises the process until it ends: output to the attached
 // streams, the request's timeout enforced (envd ends a process whose
 // Connect-Timeout-Ms passes, whether or not its stream is still there).
-func (p *proc) run(sb *sandbox, cmd *exec.Cmd, stdout, stderr *os.File, isPTY bool, deadline time.Duration) {
+func (p *proc) run(sb *sandbox, cmd *exec.Cmd, stdout, stderr *os.File, isPTY bool, deadline time.Duration, hold <-chan struct{}) {
 	chunks := make(chan outputChunk, 16)
 	var pumps sync.WaitGroup
 	pump := func(f *os.File, isStderr bool) {
@@ -599,6 +599,9 @@ func (p *proc) run(sb *sandbox, cmd *exec.Cmd, stdout, stderr *os.File, isPTY bo
 	pumpsDone := make(chan struct{})
 	go func() { pumps.Wait(); close(pumpsDone) }()
 	sendChunk := func(c outputChunk) {
+		if hold != nil {
+			<-hold
+		}
 		key := "stdout"
 		switch {
 		case isPTY:
@@ -749,7 +752,11 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request, sb *sandbo
 	}
 	sb.procs[p.pid] = procInfo{config: *req.Process, tag: req.Tag, proc: p}
 	sb.mu.Unlock()
-	go p.run(sb, cmd, stdout, stderr, req.PTY != nil, deadline)
+	var hold <-chan struct{}
+	if s.opts.HoldOutput != nil {
+		hold = s.opts.HoldOutput(req.Tag)
+	}
+	go p.run(sb, cmd, stdout, stderr, req.PTY != nil, deadline, hold)
 	s.stream(w, r, out, p, st)
 }
 

@@ -65,6 +65,12 @@ type Options struct {
 	RouteTimeout         time.Duration
 	LongRouteTimeout     time.Duration
 	SnapshotRouteTimeout time.Duration
+	// HoldOutput, when set, is asked about every process envd starts, by
+	// its tag: a non-nil channel holds that process's output (stdout,
+	// stderr, terminal) back until it is closed, as a slow link between
+	// envd and its client would; the start event and the process itself
+	// are not held.
+	HoldOutput func(tag string) <-chan struct{}
 }
 
 // Request is one recorded request, as the fake received it.

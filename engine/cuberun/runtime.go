@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -872,8 +873,16 @@ func (r *Runtime) ReviveSession(ctx context.Context, name string, s SessionMeta)
 func (r *Runtime) Placement(w *World) Placement { return r.cubePlacement(w) }
 
 // cubeWriterScript lists, in a sandbox, every fd open for writing (the last
-// octal digit of its flags has O_WRONLY or O_RDWR) as "pgid pid path".
-const cubeWriterScript = `for f in /proc/[0-9]*/fdinfo/*; do
+// octal digit of its flags has O_WRONLY or O_RDWR) and every shared writable
+// mapping of a file (which writes it with no fd left open) as "pgid pid
+// path".
+const cubeWriterScript = `grep -H ' [r-]w[x-]s ' /proc/[0-9]*/maps 2>/dev/null | while read -r a _ _ _ ino l; do
+	[ "$ino" != 0 ] && [ -n "$l" ] || continue
+	p=${a%%/maps:*}
+	pg=$(sed 's/.*) //' "$p/stat" 2>/dev/null | cut -d' ' -f3)
+	printf '%s %s %s\n' "$pg" "${p#/proc/}" "$l"
+done
+for f in /proc/[0-9]*/fdinfo/*; do
 	fl=
 	while read -r k v _; do
 		if [ "$k" = flags: ]; then fl=$v; break; fi
@@ -888,14 +897,28 @@ done 2>/dev/null; true`
 // cubeWritersOf is writersOf for a cube World: its sessions' processes are
 // in its sandbox, where the overlay is mounted at the source path, so their
 // fds are matched by that path. A sandbox that cannot be asked counts as
-// writing nothing only when no session runs.
+// writing nothing only when no session runs. A session whose command runs
+// (or may) but whose pid in the sandbox is not known yet, its start marker
+// still on the way, cannot be told apart nor paused: it counts as writing
+// every picked path (apply retries, then refuses), never as writing none.
 func (e *Runtime) cubeWritersOf(ctx context.Context, w *World, changes []overlay.Change) []WritingPath {
 	ss, _ := ListSessions(e.Paths.World(w.Name))
 	byGroup := map[string]string{}
+	var unknown []string
 	for _, s := range ss {
-		if (s.State == SessionRunning || s.State == SessionStarting) && s.GuestPID > 0 {
-			byGroup[strconv.Itoa(s.GuestPID)] = s.ID
+		if !cubeCommandMayRun(s) {
+			continue
 		}
+		if s.GuestPID > 0 {
+			byGroup[strconv.Itoa(s.GuestPID)] = s.ID
+		} else {
+			unknown = append(unknown, s.ID)
+		}
+	}
+	if len(unknown) > 0 {
+		e.Log.Warn("apply: a session is starting and its command's pid in the sandbox is not known yet; counting it as writing every picked path",
+			"world", w.Name, "sessions", unknown)
+		return allWriting(changes, unknown)
 	}
 	if len(byGroup) == 0 || w.State != StateReady {
 		return nil
@@ -912,16 +935,11 @@ func (e *Runtime) cubeWritersOf(ctx context.Context, w *World, changes []overlay
 	if err != nil {
 		// Unknown is not "nobody": refuse rather than publish a guess.
 		e.Log.Warn("apply: list writers in the sandbox", "world", w.Name, "err", err)
-		var all []WritingPath
 		ids := make([]string, 0, len(byGroup))
 		for _, id := range byGroup {
 			ids = append(ids, id)
 		}
-		sort.Strings(ids)
-		for _, c := range changes {
-			all = append(all, WritingPath{Path: c.Path, Sessions: ids})
-		}
-		return all
+		return allWriting(changes, ids)
 	}
 	writers := map[string]map[string]bool{}
 	for _, line := range strings.Split(out, "\n") {
@@ -945,6 +963,32 @@ func (e *Runtime) cubeWritersOf(ctx context.Context, w *World, changes []overlay
 		writers[rel][who] = true
 	}
 	return runtime.SortedWriters(writers)
+}
+
+// allWriting counts every change as written by all of ids: what apply is
+// told when it cannot know who writes what.
+func allWriting(changes []overlay.Change, ids []string) []WritingPath {
+	ids = slices.Clone(ids)
+	sort.Strings(ids)
+	all := make([]WritingPath, 0, len(changes))
+	for _, c := range changes {
+		all = append(all, WritingPath{Path: c.Path, Sessions: ids})
+	}
+	return all
+}
+
+// cubeCommandMayRun says whether a cube session's command may be running in
+// the sandbox: it is starting or running, or its runner was lost while it
+// ran and nobody has found out how it ended (the command lives on in the
+// sandbox without its runner; the next look re-attaches).
+func cubeCommandMayRun(s SessionMeta) bool {
+	switch s.State {
+	case SessionStarting, SessionRunning:
+		return true
+	case SessionLost:
+		return s.EndedAt.IsZero() && s.GuestPID > 0
+	}
+	return false
 }
 
 // CubeDoctor is the cube part of doctor.
