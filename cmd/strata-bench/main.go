@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -53,13 +54,25 @@ func main() {
 	probe := flag.Bool("tui-probe", false, "internal: run the TUI with a frame timer and print its figures (many-worlds)")
 	probeSrc := flag.String("probe-src", "", "internal: the -tui-probe source tree")
 	probeWant := flag.String("probe-want", "", "internal: text the -tui-probe first frame shows")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (with -tui-probe: of the TUI) to this file")
 	flag.Parse()
 	abs, err := filepath.Abs(*bin)
 	if err != nil {
 		fatal(err)
 	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if *probe {
 		if err := tuiProbe(start, abs, *probeSrc, *probeWant); err != nil {
+			pprof.StopCPUProfile()
 			fatal(err)
 		}
 		return

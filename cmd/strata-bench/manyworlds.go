@@ -168,6 +168,7 @@ type probeResult struct {
 	First       time.Duration   `json:"first"`
 	Steady      []time.Duration `json:"steady"`
 	MaxRSSKB    int             `json:"max_rss_kb"`
+	Views       int             `json:"views"`
 }
 
 // frameTimer wraps the TUI model: a frame's cost is the Updates since the
@@ -187,6 +188,7 @@ type frameState struct {
 	steady   []time.Duration
 	recorded bool
 	last     string
+	views    int // Views while recording, changed or not
 }
 
 func (f frameTimer) Init() tea.Cmd { return f.inner.Init() }
@@ -208,6 +210,9 @@ func (f frameTimer) View() tea.View {
 	defer f.st.mu.Unlock()
 	d += f.st.pending
 	f.st.pending = 0
+	if f.st.recorded {
+		f.st.views++
+	}
 	switch {
 	case f.st.ttff == 0:
 		if strings.Contains(v.Content, f.st.want) {
@@ -264,7 +269,7 @@ func tuiProbe(start time.Time, bin, src, want string) error {
 	}
 	time.Sleep(probeWatch)
 	st.mu.Lock()
-	r := probeResult{TimeToFirst: st.ttff, First: st.first, Steady: append([]time.Duration(nil), st.steady...)}
+	r := probeResult{TimeToFirst: st.ttff, First: st.first, Steady: append([]time.Duration(nil), st.steady...), Views: st.views}
 	st.mu.Unlock()
 	p.Quit()
 	select {
