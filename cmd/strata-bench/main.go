@@ -41,6 +41,9 @@ type bench struct {
 	baseRuns int
 	rows     []row
 	logf     func(string, ...any)
+	// cpu is the CPU time (user+system) of each run of the last timeCmd,
+	// which a loaded machine does not inflate as it does wall time.
+	cpu []time.Duration
 }
 
 func main() {
@@ -243,6 +246,7 @@ func (b *bench) timeCmd(n int, setup func(i int) error, name string, args func(i
 // as well as 0 (git diff exits 1 when files differ).
 func (b *bench) timeCmdExit(n int, setup func(i int) error, name string, args func(i int) []string, env []string, dir string, okCode int) ([]time.Duration, error) {
 	var out []time.Duration
+	b.cpu = nil
 	for i := 0; i < n; i++ {
 		if setup != nil {
 			if err := setup(i); err != nil {
@@ -262,6 +266,9 @@ func (b *bench) timeCmdExit(n int, setup func(i int) error, name string, args fu
 			return nil, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args(i), " "), err, outb)
 		}
 		out = append(out, d)
+		if ps := cmd.ProcessState; ps != nil {
+			b.cpu = append(b.cpu, ps.UserTime()+ps.SystemTime())
+		}
 	}
 	return out, nil
 }
