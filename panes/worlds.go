@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-
 	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/keymap"
 	tea "github.com/stratahq/strata/third_party/bubbletea"
