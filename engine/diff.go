@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/stratahq/strata/diffview"
 	"github.com/stratahq/strata/overlay"
@@ -108,10 +111,13 @@ func (e *Engine) Diff(ctx context.Context, name string, o DiffOptions) ([]FileCh
 		return nil, fmt.Errorf("diff world %q: %w", name, err)
 	}
 	layers := w.Layers(e.Paths)
-	var out []FileChange
-	for _, c := range changes {
+	if _, err := e.store(); err != nil { // opened once, before the workers share it
+		return nil, fmt.Errorf("diff world %q: %w", name, err)
+	}
+	one := func(c overlay.Change) (*FileChange, error) {
+		var err error
 		if c.Type == overlay.TypeDir && (c.LowerType == overlay.TypeDir || c.LowerType == 0) && c.Kind != overlay.TypeChanged {
-			continue // git has no directories: their files carry the change
+			return nil, nil // git has no directories: their files carry the change
 		}
 		// The base and the source now are read for every path: the hashes
 		// and the drift mark are what apply will check and merge against.
@@ -143,7 +149,7 @@ func (e *Engine) Diff(ctx context.Context, name string, o DiffOptions) ([]FileCh
 			return nil, err
 		}
 		if old.same(nw) {
-			continue
+			return nil, nil
 		}
 		fc := FileChange{Change: c, Path: c.Path, Kind: c.Kind.String(), Old: side(old), New: side(nw), LateBase: late, BaseUnknown: baseErr, WorldHash: nw.id()}
 		if other == nil {
@@ -161,7 +167,41 @@ func (e *Engine) Diff(ctx context.Context, name string, o DiffOptions) ([]FileCh
 				fc.HunkNumbers = diffview.HunkNumbers(fc.Diff, numbered)
 			}
 		}
-		out = append(out, fc)
+		return &fc, nil
+	}
+	// Each path is read and diffed on its own: spread over the CPUs (a
+	// World with 100,000 changed files), the output in the changes' order
+	// and the first failure in that order returned.
+	fcs, errs := make([]*FileChange, len(changes)), make([]error, len(changes))
+	workers := min(runtime.GOMAXPROCS(0), 8, max(len(changes)/64, 1))
+	var next atomic.Int64
+	var failed atomic.Bool // no new path after a failure; those before it finish
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for !failed.Load() && ctx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if i >= len(changes) {
+					return
+				}
+				if fcs[i], errs[i] = one(changes[i]); errs[i] != nil {
+					failed.Store(true)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var out []FileChange
+	for i := range changes {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		if fcs[i] != nil {
+			out = append(out, *fcs[i])
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("diff world %q: %w", name, err)
 	}
 	return out, nil
 }

@@ -36,10 +36,10 @@ func fit(s string, width int) string {
 	if width <= 0 {
 		return ""
 	}
-	w := ansi.StringWidth(s)
+	w := Width(s)
 	if w > width {
 		s = ansi.Truncate(s, width, "…")
-		w = ansi.StringWidth(s)
+		w = Width(s)
 	}
 	if w < width {
 		s += strings.Repeat(" ", width-w)

@@ -277,8 +277,8 @@ func (h Help) Lines() []string {
 		for _, a := range g.Actions {
 			keys := a.KeysLabel()
 			pad := 14
-			if ansi.StringWidth(keys) >= pad {
-				pad = ansi.StringWidth(keys) + 1 // every key shows, even a long list from config.toml
+			if Width(keys) >= pad {
+				pad = Width(keys) + 1 // every key shows, even a long list from config.toml
 			}
 			lines = append(lines, "  "+st.StatusKey.UnsetBackground().Render(fit(keys, pad))+a.Desc())
 		}
@@ -465,7 +465,7 @@ func (p Palette) View(width, height int) string {
 	off := clamp(p.cursor-body+1, 0, max(len(p.matches)-body, 0))
 	keyW := 7 // room for every key shown, keys from config.toml included
 	for i := off; i < min(off+body, len(p.matches)); i++ {
-		keyW = max(keyW, min(ansi.StringWidth(p.matches[i].KeysLabel()), 20))
+		keyW = max(keyW, min(Width(p.matches[i].KeysLabel()), 20))
 	}
 	for i := off; i < min(off+body, len(p.matches)); i++ {
 		a := p.matches[i]

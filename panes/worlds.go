@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/charmbracelet/x/ansi"
-
 	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/keymap"
 	tea "github.com/stratahq/strata/third_party/bubbletea"
@@ -380,7 +378,7 @@ func (p Worlds) View(width, height int, focused bool) string {
 	// the figures give way until the longest name fits whole.
 	need := 0
 	for _, r := range p.rows {
-		need = max(need, ansi.StringWidth(r.Name))
+		need = max(need, Width(r.Name))
 	}
 	for _, drop := range []*bool{&showBoundary, &showSpark, &showMem, &showRes, &showBackend, &showSessions} {
 		if nameRoom() >= need {
@@ -399,8 +397,8 @@ func (p Worlds) View(width, height int, focused bool) string {
 		if r.Agent != "" && r.Agent != "exited" {
 			status = agentLabel(r.Agent)
 		}
-		if r.AgentReason != "" && r.NeedsYou && ansi.StringWidth(r.Name)+2 < nameW {
-			b.WriteString(r.Name + st.Muted.Render(fit(" "+r.AgentReason, nameW-ansi.StringWidth(r.Name))))
+		if r.AgentReason != "" && r.NeedsYou && Width(r.Name)+2 < nameW {
+			b.WriteString(r.Name + st.Muted.Render(fit(" "+r.AgentReason, nameW-Width(r.Name))))
 		} else {
 			b.WriteString(fit(r.Name, nameW))
 		}

@@ -73,6 +73,7 @@ type (
 		err   error
 	}
 	eventMsg      engine.Event
+	eventsMsg     []engine.Event // session output gathered over a frame (forward)
 	createDoneMsg struct {
 		name    string
 		err     error

@@ -257,6 +257,14 @@ func (m Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m.wheel(msg)
 	case eventMsg:
 		return m.event(engine.Event(msg))
+	case eventsMsg:
+		cmds := make([]tea.Cmd, 0, len(msg))
+		for _, ev := range msg {
+			mm, cmd := m.event(ev)
+			m = mm.(Model)
+			cmds = append(cmds, cmd)
+		}
+		return m, tea.Batch(cmds...)
 	}
 	return m.result(msg)
 }

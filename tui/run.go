@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	tea "github.com/stratahq/strata/third_party/bubbletea"
 
@@ -45,7 +46,7 @@ func Run(ctx context.Context, eng *engine.Engine, o Options) error {
 	return nil
 }
 
-// Forward subscribes to the engine's events and sends each to the program
+// Forward subscribes to the engine's events and sends them to the program
 // from one goroutine, until ctx ends. Nothing is sent when nothing happens:
 // the TUI has no timer of its own.
 func Forward(ctx context.Context, eng *engine.Engine, p *tea.Program) error {
@@ -53,10 +54,63 @@ func Forward(ctx context.Context, eng *engine.Engine, p *tea.Program) error {
 	if err != nil {
 		return fmt.Errorf("follow engine events: %w", err)
 	}
-	go func() {
-		for ev := range events {
-			p.Send(eventMsg(ev))
-		}
-	}()
+	go forward(events, p.Send, outputWindow)
 	return nil
+}
+
+// outputWindow is how long session output events gather before they go to
+// the program as one message: a frame at 30 a second.
+const outputWindow = time.Second / 30
+
+// forward sends events to send until events closes. Session output events
+// (each only says "this transcript grew") gather for window and go as one
+// eventsMsg, one per World and session: Bubble Tea draws the whole screen
+// after every message, and 100 sessions printing 10 lines a second each
+// would otherwise make that 1,000 screens a second. Any other event first
+// sends the output gathered before it, so the order between a session's
+// output and its end holds.
+func forward(events <-chan engine.Event, send func(tea.Msg), window time.Duration) {
+	var batch []engine.Event
+	seen := map[[2]string]bool{}
+	timer := time.NewTimer(window)
+	timer.Stop()
+	armed := false
+	flush := func() {
+		if armed {
+			timer.Stop() // Go 1.23+: no stale tick is delivered after Stop
+		}
+		armed = false
+		if len(batch) == 0 {
+			return
+		}
+		send(eventsMsg(batch))
+		batch = nil
+		clear(seen)
+	}
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				flush()
+				return
+			}
+			if ev.Type != engine.EventSessionOutput {
+				flush()
+				send(eventMsg(ev))
+				continue
+			}
+			k := [2]string{ev.World, ev.Session}
+			if !seen[k] {
+				seen[k] = true
+				batch = append(batch, ev)
+			}
+			if !armed {
+				timer.Reset(window)
+				armed = true
+			}
+		case <-timer.C:
+			armed = false
+			flush()
+		}
+	}
 }

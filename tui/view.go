@@ -8,6 +8,7 @@ import (
 	tea "github.com/stratahq/strata/third_party/bubbletea"
 
 	"github.com/stratahq/strata/keymap"
+	"github.com/stratahq/strata/panes"
 )
 
 // rect is a pane's frame on screen, borders included.
@@ -137,7 +138,7 @@ func (m Model) frame(title string, focused bool, rc rect, body string) []string 
 	}
 	iw, ih := max(rc.w-2, 0), max(rc.h-2, 0)
 	title = ansi.Truncate(title, max(iw-2, 0), "…")
-	tw := ansi.StringWidth(title)
+	tw := panes.Width(title)
 	top := bs.Render(b.TopLeft+b.Top) + ts.Render(title) + bs.Render(strings.Repeat(b.Top, max(iw-1-tw, 0))+b.TopRight)
 	lines := make([]string, 0, rc.h)
 	lines = append(lines, top)
@@ -217,28 +218,28 @@ func (m Model) statusBar() string {
 	case m.info != "":
 		right = st.StatusBar.Render(" " + m.info + " ")
 	}
-	rw := ansi.StringWidth(right)
+	rw := panes.Width(right)
 	if rw > m.width*2/3 {
 		// Cut, and say where the whole text is.
 		more := ""
 		if k := m.env.Keys.Binding(keymap.Messages).Help().Key; k != "" {
 			more = " " + k + " full text "
 		}
-		right = ansi.Truncate(right, max(m.width*2/3-ansi.StringWidth(more), 1), "…")
+		right = ansi.Truncate(right, max(m.width*2/3-panes.Width(more), 1), "…")
 		if more != "" {
 			right += st.StatusKey.Render(more)
 		}
-		rw = ansi.StringWidth(right)
+		rw = panes.Width(right)
 	}
 	lw := max(m.width-rw, 0)
 	if pinned != "" {
 		// As many hints as fit before "? help", in their order.
 		sep := st.StatusDesc.Render("  ")
-		room := lw - ansi.StringWidth(pinned)
+		room := lw - panes.Width(pinned)
 		var kept []string
 		used := 0
 		for _, h := range help {
-			w := ansi.StringWidth(h) + ansi.StringWidth(sep)
+			w := panes.Width(h) + panes.Width(sep)
 			if used+w > room {
 				break
 			}
@@ -248,7 +249,7 @@ func (m Model) statusBar() string {
 		left = strings.Join(append(kept, pinned), sep)
 	}
 	left = ansi.Truncate(left, lw, "…")
-	pad := max(lw-ansi.StringWidth(left), 0)
+	pad := max(lw-panes.Width(left), 0)
 	return left + st.StatusBar.Render(strings.Repeat(" ", pad)) + right
 }
 
@@ -266,7 +267,7 @@ func placeOverlay(screen, box string, width, height int) string {
 		}
 		bg := lines[row]
 		left := ansi.Truncate(bg, x, "")
-		right := ansi.TruncateLeft(bg, x+ansi.StringWidth(b), "")
+		right := ansi.TruncateLeft(bg, x+panes.Width(b), "")
 		lines[row] = fitLine(left+"\x1b[m"+b+"\x1b[m"+right, width)
 	}
 	return strings.Join(lines, "\n")
@@ -274,7 +275,7 @@ func placeOverlay(screen, box string, width, height int) string {
 
 // fitLine truncates or pads one line to exactly width cells.
 func fitLine(s string, width int) string {
-	w := ansi.StringWidth(s)
+	w := panes.Width(s)
 	if w > width {
 		return ansi.Truncate(s, width, "")
 	}

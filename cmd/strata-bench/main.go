@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -26,6 +27,10 @@ type row struct {
 	target   time.Duration
 	note     string
 	zero     bool // 0 is a measurement (CPU time), printed as 0
+	// A row of sizes, not times (peak RSS): values in unit, target maxVal.
+	values []float64
+	unit   string
+	maxVal float64
 }
 
 type bench struct {
@@ -36,6 +41,9 @@ type bench struct {
 	baseRuns int
 	rows     []row
 	logf     func(string, ...any)
+	// cpu is the CPU time (user+system) of each run of the last timeCmd,
+	// which a loaded machine does not inflate as it does wall time.
+	cpu []time.Duration
 }
 
 func main() {
@@ -53,13 +61,25 @@ func main() {
 	probe := flag.Bool("tui-probe", false, "internal: run the TUI with a frame timer and print its figures (many-worlds)")
 	probeSrc := flag.String("probe-src", "", "internal: the -tui-probe source tree")
 	probeWant := flag.String("probe-want", "", "internal: text the -tui-probe first frame shows")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (with -tui-probe: of the TUI) to this file")
 	flag.Parse()
 	abs, err := filepath.Abs(*bin)
 	if err != nil {
 		fatal(err)
 	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if *probe {
 		if err := tuiProbe(start, abs, *probeSrc, *probeWant); err != nil {
+			pprof.StopCPUProfile()
 			fatal(err)
 		}
 		return
@@ -117,6 +137,28 @@ func spread(ds []time.Duration, zero bool) string {
 	return fmt.Sprintf("%s–%s", fmtDurZ(s[0], zero), fmtDurZ(s[len(s)-1], zero))
 }
 
+func medianVal(vs []float64) float64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), vs...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+func minMax(vs []float64) (float64, float64) {
+	if len(vs) == 0 {
+		return 0, 0
+	}
+	lo, hi := vs[0], vs[0]
+	for _, v := range vs {
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	return lo, hi
+}
+
+func fmtVal(v float64, unit string) string { return fmt.Sprintf("%.1f %s", v, unit) }
+
 // fmtDurZ is fmtDur, with 0 printed as 0 where it is a measurement.
 func fmtDurZ(d time.Duration, zero bool) string {
 	if zero && d == 0 {
@@ -139,6 +181,10 @@ func fmtDur(d time.Duration) string {
 
 func (b *bench) add(r row) {
 	b.rows = append(b.rows, r)
+	if r.unit != "" {
+		b.logf("%-45s strata %s", r.name, fmtVal(medianVal(r.values), r.unit))
+		return
+	}
 	b.logf("%-45s strata %s  %s %s", r.name, fmtDur(median(r.strata)), r.baseName, fmtDur(median(r.baseline)))
 }
 
@@ -147,11 +193,27 @@ func (b *bench) print() {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "GROUP\tOPERATION\tSTRATA (median)\tRANGE\tRUNS\tBASELINE\tBASELINE (median)\tSPEEDUP\tTARGET\tMET")
 	for _, r := range b.rows {
+		if r.unit != "" {
+			tgt, met := "", ""
+			if r.maxVal > 0 {
+				tgt, met = "≤ "+fmtVal(r.maxVal, r.unit), "yes"
+				if medianVal(r.values) > r.maxVal {
+					met = "NO"
+				}
+			}
+			lo, hi := minMax(r.values)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s–%s\t%d\t-\t-\t\t%s\t%s\n", r.group, r.name, fmtVal(medianVal(r.values), r.unit),
+				fmtVal(lo, r.unit), fmtVal(hi, r.unit), len(r.values), tgt, met)
+			continue
+		}
 		m, bm := median(r.strata), median(r.baseline)
 		ms := fmtDurZ(m, r.zero)
 		speed, met, tgt := "", "", ""
 		if bm > 0 && m > 0 {
 			speed = fmt.Sprintf("%.0fx", float64(bm)/float64(m))
+			if r := float64(bm) / float64(m); r < 10 {
+				speed = fmt.Sprintf("%.1fx", r) // 0.2x: the baseline is faster
+			}
 		}
 		if r.target > 0 {
 			tgt = "≤ " + fmtDur(r.target)
@@ -184,6 +246,7 @@ func (b *bench) timeCmd(n int, setup func(i int) error, name string, args func(i
 // as well as 0 (git diff exits 1 when files differ).
 func (b *bench) timeCmdExit(n int, setup func(i int) error, name string, args func(i int) []string, env []string, dir string, okCode int) ([]time.Duration, error) {
 	var out []time.Duration
+	b.cpu = nil
 	for i := 0; i < n; i++ {
 		if setup != nil {
 			if err := setup(i); err != nil {
@@ -203,6 +266,9 @@ func (b *bench) timeCmdExit(n int, setup func(i int) error, name string, args fu
 			return nil, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args(i), " "), err, outb)
 		}
 		out = append(out, d)
+		if ps := cmd.ProcessState; ps != nil {
+			b.cpu = append(b.cpu, ps.UserTime()+ps.SystemTime())
+		}
 	}
 	return out, nil
 }

@@ -187,6 +187,7 @@ func benchMillion(b *bench, sizes []int) error {
 // stdout: a row never times a command that did nothing.
 func (b *bench) timeCmdCheck(n int, name string, args, env []string, dir string, check func([]byte) error) ([]time.Duration, error) {
 	var out []time.Duration
+	b.cpu = nil
 	for i := 0; i < n; i++ {
 		cmd := exec.Command(name, args...)
 		cmd.Env = append(os.Environ(), env...)
@@ -206,6 +207,9 @@ func (b *bench) timeCmdCheck(n int, name string, args, env []string, dir string,
 			return nil, fmt.Errorf("%s %s: %w", name, strings.Join(args, " "), err)
 		}
 		out = append(out, d)
+		if ps := cmd.ProcessState; ps != nil {
+			b.cpu = append(b.cpu, ps.UserTime()+ps.SystemTime())
+		}
 	}
 	return out, nil
 }
@@ -256,24 +260,31 @@ func benchManyChanges(b *bench, _ []int) error {
 			return nil
 		}
 	}
+	// CPU time (user+system) of both sides too: the machine's load
+	// inflates wall time, not that.
+	cpuNote := func(sc, gc []time.Duration, what string) string {
+		return fmt.Sprintf("CPU time (user+system) median: strata %s, %s %s", fmtDurZ(median(sc), true), what, fmtDurZ(median(gc), true))
+	}
 	st, err := b.timeCmdCheck(b.runs, b.bin, []string{"status", w}, env, src, lines(n, "status"))
 	if err != nil {
 		return err
 	}
+	stc := b.cpu
 	gs, err := b.timeCmdCheck(b.runs, "git", []string{"status", "--porcelain"}, nil, gwt, lines(n, "git status"))
 	if err != nil {
 		return err
 	}
 	lb := fmt.Sprintf("%dk changed files", n/1000)
-	b.add(row{group: "many-changes", name: "strata status (" + lb + ")", strata: st, baseName: "git status --porcelain", baseline: gs})
+	b.add(row{group: "many-changes", name: "strata status (" + lb + ")", strata: st, baseName: "git status --porcelain", baseline: gs, note: cpuNote(stc, b.cpu, "git status")})
 	ds, err := b.timeCmdCheck(b.baseRuns, b.bin, []string{"diff", w, "--stat"}, env, src, lines(n, "diff --stat"))
 	if err != nil {
 		return err
 	}
+	dsc := b.cpu
 	gd, err := b.timeCmdCheck(b.baseRuns, "git", []string{"diff", "--stat=200"}, nil, gwt, lines(n, "git diff --stat"))
 	if err != nil {
 		return err
 	}
-	b.add(row{group: "many-changes", name: "strata diff --stat (" + lb + ")", strata: ds, baseName: "git diff --stat", baseline: gd})
+	b.add(row{group: "many-changes", name: "strata diff --stat (" + lb + ")", strata: ds, baseName: "git diff --stat", baseline: gd, note: cpuNote(dsc, b.cpu, "git diff --stat")})
 	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -86,7 +87,9 @@ func cmdDiff(a *app, in *input) error {
 		return a.printJSON(out)
 	}
 	if *stat {
-		tw := tabwriter.NewWriter(a.stdout, 0, 4, 1, ' ', 0)
+		// tabwriter writes each cell on its own: one write per 64 KiB instead.
+		out := bufio.NewWriterSize(a.stdout, 64<<10)
+		tw := tabwriter.NewWriter(out, 0, 4, 1, ' ', 0)
 		var add, del int
 		for _, fc := range fcs {
 			what := fmt.Sprintf("+%d -%d (%d hunks)", fc.Added, fc.Removed, fc.Hunks)
@@ -100,8 +103,8 @@ func cmdDiff(a *app, in *input) error {
 			del += fc.Removed
 		}
 		_ = tw.Flush()
-		fmt.Fprintf(a.stdout, " %d files changed, %d insertions(+), %d deletions(-)\n", len(fcs), add, del)
-		return nil
+		fmt.Fprintf(out, " %d files changed, %d insertions(+), %d deletions(-)\n", len(fcs), add, del)
+		return out.Flush()
 	}
 	for _, fc := range fcs {
 		switch {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -365,10 +366,12 @@ func cmdStatus(a *app, in *input) error {
 		fmt.Fprintf(a.stdout, "world %s: no changes\n", w.Name)
 		return nil
 	}
+	// One write per 64 KiB, not per line: 100,000 changed paths.
+	out := bufio.NewWriterSize(a.stdout, 64<<10)
 	for _, c := range cs.Changes {
 		if r, ok := renames[c.Path]; ok {
 			if r.to == c.Path {
-				fmt.Fprintf(a.stdout, "R  %s -> %s (%d%%)\n", quotePath(r.from), quotePath(r.to), r.similarity)
+				fmt.Fprintf(out, "R  %s -> %s (%d%%)\n", quotePath(r.from), quotePath(r.to), r.similarity)
 			}
 			continue
 		}
@@ -392,9 +395,9 @@ func cmdStatus(a *app, in *input) error {
 		if c.Note != "" {
 			marks += " [" + c.Note + "]"
 		}
-		fmt.Fprintf(a.stdout, "%s  %s%s\n", c.Kind.Letter(), p, marks)
+		fmt.Fprintf(out, "%s  %s%s\n", c.Kind.Letter(), p, marks)
 	}
-	return nil
+	return out.Flush()
 }
 
 // statusRename is one rename as status shows it, under both its paths.
