@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stratahq/strata/engine/provlog"
 	"github.com/stratahq/strata/overlay"
 )
 
@@ -35,25 +35,6 @@ type SessionWatch struct {
 // directories past it are still covered by the walk at session end, only not
 // within milliseconds.
 const DefaultMaxWatches = 8192
-
-// Provenance operations.
-const (
-	OpCreate = "create" // the path did not exist in the source
-	OpWrite  = "write"  // the path existed in the source and was changed
-	OpDelete = "delete" // a whiteout: the World deleted the source's path; or the session removed a path it had created
-)
-
-// provRecord is one line of worlds/<name>/provenance/<session>.jsonl. A path
-// may have several lines per session (one per flush in which it was written
-// again): readers take the earliest first, the latest last and the last op.
-type provRecord struct {
-	Path string `json:"path"`
-	// PathBytes: the exact bytes of a path that is not UTF-8 (overlay.JSONPath).
-	PathBytes []byte    `json:"path_bytes,omitempty"`
-	Op        string    `json:"op"`
-	First     time.Time `json:"first"`
-	Last      time.Time `json:"last"`
-}
 
 const (
 	watchMask = unix.IN_CREATE | unix.IN_MODIFY | unix.IN_ATTRIB | unix.IN_CLOSE_WRITE |
@@ -92,7 +73,7 @@ type upperWatcher struct {
 	prov     *os.File
 
 	mu     sync.Mutex
-	recs   map[string]*provRecord
+	recs   map[string]*provlog.Record
 	dirty  map[string]bool
 	warned map[string]bool
 	done   chan struct{}
@@ -108,7 +89,7 @@ func openUpperWatch(spec SessionWatch, session string) (_ *upperWatcher, err err
 	w := &upperWatcher{
 		session: session, spec: spec, started: time.Now(), provFD: -1, ino: -1, wakeR: -1, wakeW: -1,
 		wds: map[int]string{}, dirs: map[string]int{}, based: map[string]bool{},
-		recs: map[string]*provRecord{}, dirty: map[string]bool{}, warned: map[string]bool{},
+		recs: map[string]*provlog.Record{}, dirty: map[string]bool{}, warned: map[string]bool{},
 		done: make(chan struct{}), stop: make(chan struct{}),
 	}
 	defer func() {
@@ -423,10 +404,10 @@ func (w *upperWatcher) gone(rel string, at time.Time) {
 	}
 	w.mu.Lock()
 	r := w.recs[rel]
-	known := r != nil && r.Op != OpDelete
+	known := r != nil && r.Op != provlog.OpDelete
 	w.mu.Unlock()
 	if known {
-		w.record(rel, OpDelete, at)
+		w.record(rel, provlog.OpDelete, at)
 	}
 }
 
@@ -475,15 +456,15 @@ func (w *upperWatcher) classify(rel string) (target, op string, isDir, ok bool) 
 	case err != nil:
 		return "", "", false, false // already gone (a temp file renamed away)
 	case m.Marker == overlay.MarkerWhiteout:
-		return m.Target, OpDelete, false, true
+		return m.Target, provlog.OpDelete, false, true
 	case m.Marker != overlay.MarkerPlain:
 		return "", "", false, false // an opaque mark or bookkeeping
 	}
 	isDir = m.IsDir
 	if w.lowerType(rel) == 0 {
-		return rel, OpCreate, isDir, true
+		return rel, provlog.OpCreate, isDir, true
 	}
-	return rel, OpWrite, isDir, true
+	return rel, provlog.OpWrite, isDir, true
 }
 
 func (w *upperWatcher) record(rel, op string, at time.Time) {
@@ -492,7 +473,7 @@ func (w *upperWatcher) record(rel, op string, at time.Time) {
 	defer w.mu.Unlock()
 	r := w.recs[rel]
 	if r == nil {
-		r = &provRecord{Path: rel, Op: op, First: at, Last: at}
+		r = &provlog.Record{Path: rel, Op: op, First: at, Last: at}
 		w.recs[rel] = r
 	} else {
 		if at.After(r.Last) {
@@ -503,7 +484,7 @@ func (w *upperWatcher) record(rel, op string, at time.Time) {
 		}
 		// A path the session created stays "create" however often it is
 		// written; a deletion (or a re-creation after one) replaces the op.
-		if op == OpDelete || r.Op == OpDelete || r.Op == "" {
+		if op == provlog.OpDelete || r.Op == provlog.OpDelete || r.Op == "" {
 			r.Op = op
 		}
 	}
@@ -519,7 +500,7 @@ func (w *upperWatcher) flush() {
 	}
 	var b []byte
 	for rel := range w.dirty {
-		line, err := jsonLine(w.recs[rel])
+		line, err := provlog.JSONLine(w.recs[rel])
 		if err == nil {
 			b = append(b, line...)
 		}
@@ -558,24 +539,4 @@ func (w *upperWatcher) finish() int {
 	// The inotify descriptor is left to the init's exit: closing it waits for
 	// a kernel grace period (5-40 ms) that would delay the recorded end.
 	return n
-}
-
-// MarshalJSON keeps a path's exact bytes (overlay.JSONPath).
-func (r provRecord) MarshalJSON() ([]byte, error) {
-	type plain provRecord
-	v := plain(r)
-	v.Path, v.PathBytes = overlay.JSONPath(r.Path)
-	return json.Marshal(v)
-}
-
-// UnmarshalJSON reads what MarshalJSON wrote.
-func (r *provRecord) UnmarshalJSON(data []byte) error {
-	type plain provRecord
-	var v plain
-	if err := json.Unmarshal(data, &v); err != nil {
-		return err
-	}
-	*r = provRecord(v)
-	r.Path, r.PathBytes = overlay.PathFromJSON(v.Path, v.PathBytes), nil
-	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratahq/strata/engine/provlog"
 	"github.com/stratahq/strata/overlay"
 )
 
@@ -48,13 +49,13 @@ func (f watchFixture) spec() SessionWatch {
 	return SessionWatch{Upper: f.upper, Lower: f.lower, Objects: f.objects, Bases: f.bases, Provenance: f.prov, Dialect: overlay.DialectKernel}
 }
 
-func provOf(t *testing.T, f watchFixture, session string) map[string]provRecord {
+func provOf(t *testing.T, f watchFixture, session string) map[string]provlog.Record {
 	t.Helper()
-	recs, err := readProvenanceFile(filepath.Join(f.prov, session+".jsonl"))
+	recs, err := provlog.ReadFile(filepath.Join(f.prov, session+".jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]provRecord{}
+	out := map[string]provlog.Record{}
 	for _, r := range recs {
 		out[r.Path] = r
 	}
