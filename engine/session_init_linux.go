@@ -19,7 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/stratahq/strata/engine/provlog"
+	"github.com/stratahq/strata/engine/events"
 	"github.com/stratahq/strata/engine/sandbox"
 	"github.com/stratahq/strata/engine/session"
 	"github.com/stratahq/strata/overlay"
@@ -358,7 +358,7 @@ func (in *sessionInit) logEnd(meta SessionMeta, written int) {
 	if written >= 0 {
 		detail["paths_written"] = written
 	}
-	line, err := provlog.JSONLine(Event{Time: meta.EndedAt.UTC(), Type: EventSessionEnded, World: meta.World, Session: meta.ID, Detail: detail})
+	line, err := events.Line(events.Event{Time: meta.EndedAt.UTC(), Type: events.SessionEnded, World: meta.World, Session: meta.ID, Detail: detail})
 	if err == nil {
 		_, _ = in.activity.Write(line)
 	}
