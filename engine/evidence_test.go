@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stratahq/strata/engine/cgroup"
 )
 
 // evidenceEngine is testEngine whose Worlds' cgroups are removed at the end.
@@ -23,7 +25,7 @@ func evidenceEngine(t *testing.T) (*Engine, string) {
 				_ = KillSession(e.SessionDir(w.Name, id), syscall.SIGKILL)
 				_, _ = WaitSession(context.Background(), e.SessionDir(w.Name, id))
 			}
-			removeWorldCgroups(w)
+			cgroup.RemoveWorld(w)
 		}
 	})
 	return e, src
@@ -220,12 +222,12 @@ func duBytes(t *testing.T, args ...string) int64 {
 func TestResourcesBusyVsIdle(t *testing.T) {
 	for _, mode := range []string{"cgroup", "proc"} {
 		t.Run(mode, func(t *testing.T) {
-			if mode == "cgroup" && cgroupV2Root() == "" {
+			if mode == "cgroup" && cgroup.V2Root() == "" {
 				t.Skip("no writable cgroup v2 hierarchy on this machine")
 			}
 			if mode == "proc" {
-				disableCgroups.Store(true)
-				t.Cleanup(func() { disableCgroups.Store(false) })
+				cgroup.Disabled.Store(true)
+				t.Cleanup(func() { cgroup.Disabled.Store(false) })
 			}
 			e, src := evidenceEngine(t)
 			mountedWorld(t, e, src, "busy")
@@ -271,7 +273,7 @@ func TestResourcesBusyVsIdle(t *testing.T) {
 
 // The cgroup freezer stops a World's processes and thaws them.
 func TestFreezeCgroup(t *testing.T) {
-	if cgroupV2Root() == "" {
+	if cgroup.V2Root() == "" {
 		t.Skip("no writable cgroup v2 hierarchy on this machine")
 	}
 	e, src := evidenceEngine(t)

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stratahq/strata/engine/boundary"
+	"github.com/stratahq/strata/engine/cgroup"
 	"github.com/stratahq/strata/engine/session"
 	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/overlay"
@@ -400,7 +401,7 @@ func (spec *SessionSpec) deriveEvidence() {
 		spec.ActivityLog = p.Activity()
 	}
 	if spec.Cgroup == "" {
-		spec.Cgroup = prepareSessionCgroup(w, spec.ID)
+		spec.Cgroup = cgroup.PrepareSession(w, spec.ID)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stratahq/strata/engine/cgroup"
 	"github.com/stratahq/strata/engine/events"
 	"github.com/stratahq/strata/engine/sandbox"
 	"github.com/stratahq/strata/engine/session"
@@ -316,7 +317,7 @@ func (in *sessionInit) run() error {
 func (in *sessionInit) prepareEvidence() {
 	spec := in.spec
 	if spec.Cgroup != "" && !spec.CgroupPlaced {
-		if err := joinCgroup(spec.Cgroup); err != nil {
+		if err := cgroup.Join(spec.Cgroup); err != nil {
 			fmt.Fprintf(os.Stderr, "join cgroup %s: %v (resources come from /proc)\n", spec.Cgroup, err)
 		}
 	}
