@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/engine/cgroup"
+	"github.com/stratahq/strata/engine/local"
 )
 
 // evidenceEngine is testEngine whose Worlds' cgroups are removed at the end.
@@ -96,7 +97,7 @@ func TestProvenanceTwoSessions(t *testing.T) {
 	}
 	// The writes happened while the sessions ran. Write times are when the
 	// watcher saw the event, which may come a moment after the command ended.
-	if w := prov["two.txt"][0]; w.First.Before(s2.StartedAt.Add(-ctimeSlack)) || w.Last.After(s2.EndedAt.Add(ctimeSlack)) {
+	if w := prov["two.txt"][0]; w.First.Before(s2.StartedAt.Add(-local.CtimeSlack)) || w.Last.After(s2.EndedAt.Add(local.CtimeSlack)) {
 		t.Errorf("two.txt written %v..%v, outside session %v..%v", w.First, w.Last, s2.StartedAt, s2.EndedAt)
 	}
 	rel, ws, err := e.Blame("prov", filepath.Join(src, "d0", "f0.txt"))

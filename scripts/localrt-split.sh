@@ -34,3 +34,29 @@ s/\bthawCgroups\(/cgroup.ThawWorld(/g
 s/\breadKeyedInt\(/cgroup.ReadKeyedInt(/g
 s/(^|[^.])\breadInt\(/\1cgroup.ReadInt(/g
 ' "$@"
+
+# Step 2: the local runtime's session start, init, watcher, capabilities and
+# netns moved into engine/local (git mv of session.go, session_init_linux.go,
+# watch.go, watch_test.go, caps_linux.go, network_linux.go; KillSession stayed
+# in engine as engine/kill.go; SessionSpec's network methods, withProxyEnv and
+# the egress socket's name went to engine/local/network.go).
+for f in "$@"; do
+	case "$f" in
+	*/local/*)
+		sed -i -E '
+s/\bspec\.normalize\(\)/spec.Normalize()/g
+s/\bdefaultPath\b/DefaultPath/g
+s/\bctimeSlack\b/CtimeSlack/g
+s/\begressSocket\b/EgressSocket/g
+s/\breadWorldFile\(/world.ReadFile(/g
+s/!runtimeOf\(nil, w\.Backend\)\.HostView\(\)/w.Backend != world.RuntimeLocal/g
+s/(^|[^.])\bOp(Create|Write|Delete)\b/\1provlog.Op\2/g
+' "$f" ;;
+	*)
+		sed -i -E '
+s/\bspec\.normalize\(\)/spec.Normalize()/g
+s/\bkeptCapabilities\b/local.KeptCapabilities()/g
+s/\bctimeSlack\b/local.CtimeSlack/g
+' "$f" ;;
+	esac
+done

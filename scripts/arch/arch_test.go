@@ -16,6 +16,7 @@ var runtimePaths = []string{
 	"engine/world/kinds.go",
 	"engine/runtime.go",
 	"engine/local_runtime.go",
+	"engine/local/",
 	"engine/cuberun/",
 }
 

@@ -1,4 +1,4 @@
-package engine
+package local
 
 import (
 	"errors"
@@ -41,9 +41,9 @@ const (
 		unix.IN_MOVED_TO | unix.IN_MOVED_FROM | unix.IN_DELETE | unix.IN_EXCL_UNLINK | unix.IN_ONLYDIR
 	// provFlushInterval bounds how stale provenance on disk is while a session runs.
 	provFlushInterval = 500 * time.Millisecond
-	// ctimeSlack: file times come from a coarse clock (a tick behind), so the
+	// CtimeSlack: file times come from a coarse clock (a tick behind), so the
 	// end walk also takes entries stamped a little before the session began.
-	ctimeSlack = 10 * time.Millisecond
+	CtimeSlack = 10 * time.Millisecond
 )
 
 // upperWatcher runs in the session init: it watches the World's upper layer
@@ -318,7 +318,7 @@ func (w *upperWatcher) drain(buf []byte) {
 		}
 		if overflow {
 			w.warn("overflow", "inotify queue overflowed: rescanning the upper")
-			w.walkChanged("", w.started.Add(-ctimeSlack))
+			w.walkChanged("", w.started.Add(-CtimeSlack))
 		}
 	}
 }
@@ -528,7 +528,7 @@ func (w *upperWatcher) finish() int {
 	_, _ = unix.Write(w.wakeW, []byte{0})
 	<-w.done
 	w.drain(make([]byte, 64<<10))
-	w.walkChanged("", w.started.Add(-ctimeSlack))
+	w.walkChanged("", w.started.Add(-CtimeSlack))
 	w.flush()
 	if w.prov != nil {
 		_ = w.prov.Sync()

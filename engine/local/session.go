@@ -1,4 +1,4 @@
-package engine
+package local
 
 import (
 	"bufio"
@@ -19,6 +19,7 @@ import (
 	"github.com/stratahq/strata/engine/boundary"
 	"github.com/stratahq/strata/engine/cgroup"
 	"github.com/stratahq/strata/engine/session"
+	"github.com/stratahq/strata/engine/world"
 	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/overlay"
 )
@@ -96,9 +97,11 @@ type SessionSpec struct {
 	Boundary *boundary.Boundary `json:"boundary,omitempty"`
 }
 
-const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+// DefaultPath is the PATH a session gets when its environment has none.
+const DefaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-func (spec *SessionSpec) normalize() error {
+// Normalize checks the spec and fills in its defaults (StartSession calls it).
+func (spec *SessionSpec) Normalize() error {
 	if len(spec.Argv) == 0 || spec.Argv[0] == "" {
 		return errors.New("no command")
 	}
@@ -146,7 +149,7 @@ func (spec *SessionSpec) normalize() error {
 		return fmt.Errorf("cwd %q is not an absolute path", spec.Cwd)
 	}
 	if spec.Env == nil {
-		spec.Env = []string{defaultPath}
+		spec.Env = []string{DefaultPath}
 	}
 	if spec.Isolation == IsolationTree {
 		spec.Boundary = nil
@@ -187,7 +190,7 @@ func (spec *SessionSpec) normalize() error {
 // running) or could not start (State failed, error wrapping ErrStartFailed, exit
 // code 127 when the command was not found and 126 when it could not be executed).
 func StartSession(ctx context.Context, spec SessionSpec) (SessionMeta, error) {
-	if err := spec.normalize(); err != nil {
+	if err := spec.Normalize(); err != nil {
 		return SessionMeta{}, fmt.Errorf("start session: %w", err)
 	}
 	if err := os.MkdirAll(filepath.Dir(spec.Dir), 0o755); err != nil {
@@ -339,33 +342,6 @@ type initSpec struct {
 	HasStdin bool `json:"has_stdin"`
 }
 
-// KillSession sends sig to the session command's process group.
-func KillSession(dir string, sig syscall.Signal) error {
-	meta, err := ReadSessionMeta(dir)
-	if err != nil {
-		return fmt.Errorf("kill session: %w", err)
-	}
-	if meta.State.Ended() {
-		return fmt.Errorf("kill session %s: %w", meta.ID, ErrSessionNotRunning)
-	}
-	if meta.PID <= 0 {
-		return fmt.Errorf("kill session %s: command pid not recorded yet", meta.ID)
-	}
-	// meta.PID is the command, or a runner relaying to it (see sendSignal).
-	session.MarkKilled(dir)
-	sig = runtimeOf(nil, meta.Runtime).SendSignal(sig)
-	err = unix.Kill(-meta.PID, sig)
-	if errors.Is(err, unix.ESRCH) {
-		// The command left its process group; signal it directly.
-		err = unix.Kill(meta.PID, sig)
-	}
-	if err != nil && !errors.Is(err, unix.ESRCH) {
-		session.UnmarkKilled(dir)
-		return fmt.Errorf("kill session %s: %w", meta.ID, err)
-	}
-	return nil
-}
-
 // readFirstLineWithPrefix returns the rest of the first line of path starting with prefix.
 func readFirstLineWithPrefix(f *os.File, prefix string) (string, bool) {
 	sc := bufio.NewScanner(f)
@@ -386,8 +362,8 @@ func (spec *SessionSpec) deriveEvidence() {
 		return
 	}
 	p := Paths{Root: spec.StateRoot}
-	w, err := readWorldFile(p.WorldFile(spec.World))
-	if err != nil || !runtimeOf(nil, w.Backend).HostView() {
+	w, err := world.ReadFile(p.WorldFile(spec.World))
+	if err != nil || w.Backend != world.RuntimeLocal {
 		return
 	}
 	if spec.Watch == nil && !spec.NoWatch {
