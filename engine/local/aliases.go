@@ -21,6 +21,10 @@ type (
 	ExecOptions   = runtime.ExecOptions
 	CreateOptions = runtime.CreateOptions
 	BaseIndex     = baseidx.Index
+	Detail        = runtime.Detail
+	WritingPath   = runtime.WritingPath
+	Resources     = runtime.Resources
+	Placement     = runtime.Placement
 )
 
 const (
