@@ -10,7 +10,10 @@
 #
 # Exported engine names (BaseIndex, BaseRecord, CaptureBase, Event,
 # EventType, Event*, OpCreate/OpWrite/OpDelete) keep working through
-# aliases in package engine; these rules cover what had none.
+# aliases in package engine; these rules cover what had none. They rewrite
+# uses (function bodies, tests); a merged branch's copy of a declaration that
+# moved (provRecord, the Op* constants, the cgroup functions, KillSession)
+# conflicts instead: keep this branch's side.
 set -eu
 [ $# -gt 0 ] || { echo "usage: $0 FILE.go..." >&2; exit 2; }
 
@@ -58,5 +61,26 @@ s/\bspec\.normalize\(\)/spec.Normalize()/g
 s/\bkeptCapabilities\b/local.KeptCapabilities()/g
 s/\bctimeSlack\b/local.CtimeSlack/g
 ' "$f" ;;
+	esac
+done
+
+# Step 2: the local runtime itself (local_runtime.go -> engine/local/runtime.go)
+# reaches the engine through local.Host (engine/local_host.go).
+for f in "$@"; do
+	case "$f" in
+	*/local/*)
+		sed -i -E '
+s/^func \((r )?localRuntime\)/func (\1*Runtime)/
+s/\br\.e\.CheckSource\(/r.h.CheckSource(/g
+s/\br\.e\.execLocal\(/r.h.StartSession(/g
+s/\br\.e\.freezeWorld\(/r.h.Freeze(/g
+s/\br\.e\.writersOf\(/r.h.Writers(/g
+s/\br\.e\.localUsage\(/r.h.Usage(/g
+s/\bchooseMountBackend\(/r.h.ChooseMountBackend(/g
+s/^func \(\*Runtime\) Prepare\(/func (r *Runtime) Prepare(/
+s/^func \(\*Runtime\) Kind\(\) Runtime /func (*Runtime) Kind() world.Runtime /
+' "$f" ;;
+	*)
+		sed -i -E 's/\blocalRuntime\{e\}/local.New(localHost{e})/g' "$f" ;;
 	esac
 done
