@@ -1,11 +1,8 @@
 package engine
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,61 +10,41 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/stratahq/strata/engine/events"
 )
 
-// EventType names what happened. The names are stable: they are the "type"
-// field of the activity log and of `strata events --json`.
-type EventType string
+// The activity log's vocabulary and format live in the leaf engine/events
+// (a session's init appends to it too); engine keeps its names.
+type (
+	EventType = events.Type
+	Event     = events.Event
+)
 
 const (
-	EventWorldCreated     EventType = "world.created"
-	EventWorldRemoved     EventType = "world.removed"
-	EventWorldRestored    EventType = "world.restored"
-	EventWorldChanged     EventType = "world.changed"
-	EventSessionStarted   EventType = "session.started"
-	EventSessionOutput    EventType = "session.output"
-	EventSessionEnded     EventType = "session.ended"
-	EventAttentionChanged EventType = "attention.changed"
-	EventPathsChanged     EventType = "paths.changed"
-	EventSnapshotTaken    EventType = "snapshot.taken"
-	EventRollback         EventType = "rollback"
-	EventFork             EventType = "fork"
-	EventApplyDone        EventType = "apply.done"
-	EventApplyConflict    EventType = "apply.conflict"
-	// EventBaseCaptureFailed: another World's apply could not record this
-	// World's bases; detail: by, paths ("" = the whole World), warnings.
-	EventBaseCaptureFailed EventType = "base.capture_failed"
-	EventFanOut            EventType = "fanout" // detail: worlds, argv, results (FanOutResult per World)
+	EventWorldCreated      = events.WorldCreated
+	EventWorldRemoved      = events.WorldRemoved
+	EventWorldRestored     = events.WorldRestored
+	EventWorldChanged      = events.WorldChanged
+	EventSessionStarted    = events.SessionStarted
+	EventSessionOutput     = events.SessionOutput
+	EventSessionEnded      = events.SessionEnded
+	EventAttentionChanged  = events.AttentionChanged
+	EventPathsChanged      = events.PathsChanged
+	EventSnapshotTaken     = events.SnapshotTaken
+	EventRollback          = events.Rollback
+	EventFork              = events.Fork
+	EventApplyDone         = events.ApplyDone
+	EventApplyConflict     = events.ApplyConflict
+	EventBaseCaptureFailed = events.BaseCaptureFailed
+	EventFanOut            = events.FanOut
 )
-
-// Event is one thing that happened to a World.
-type Event struct {
-	Time    time.Time      `json:"time"`
-	Type    EventType      `json:"type"`
-	World   string         `json:"world,omitempty"`
-	Session string         `json:"session,omitempty"`
-	Detail  map[string]any `json:"detail,omitempty"`
-}
 
 // activity appends an engine action to the activity log (JSON lines). Each
 // line is one write(2) with O_APPEND, so lines from concurrent processes do
 // not interleave. Failing to log never fails the action; it is logged.
 func (e *Engine) activity(_ context.Context, ev Event) {
-	if ev.Time.IsZero() {
-		ev.Time = time.Now().UTC()
-	}
-	line, err := json.Marshal(ev)
-	if err != nil {
-		e.Log.Warn("encode activity", "err", err)
-		return
-	}
-	f, err := os.OpenFile(e.Paths.Activity(), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		e.Log.Warn("open activity log", "err", err)
-		return
-	}
-	defer f.Close()
-	if _, err := f.Write(append(line, '\n')); err != nil {
+	if err := events.Append(e.Paths.Activity(), ev); err != nil {
 		e.Log.Warn("append activity", "err", err)
 	}
 }
@@ -75,32 +52,7 @@ func (e *Engine) activity(_ context.Context, ev Event) {
 // ReadActivity returns the activity log's events from byte offset `from`,
 // and the offset after the last complete line.
 func (e *Engine) ReadActivity(from int64) ([]Event, int64, error) {
-	f, err := os.Open(e.Paths.Activity())
-	if errorsIsNotExist(err) {
-		return nil, 0, nil
-	}
-	if err != nil {
-		return nil, from, err
-	}
-	defer f.Close()
-	if _, err := f.Seek(from, io.SeekStart); err != nil {
-		return nil, from, err
-	}
-	var out []Event
-	r := bufio.NewReader(f)
-	off := from
-	for {
-		line, err := r.ReadBytes('\n')
-		if err != nil { // a partial last line is read again next time
-			break
-		}
-		off += int64(len(line))
-		var ev Event
-		if json.Unmarshal(line, &ev) == nil {
-			out = append(out, ev)
-		}
-	}
-	return out, off, nil
+	return events.Read(e.Paths.Activity(), from)
 }
 
 // Subscribe delivers events until ctx is done: the activity log of every

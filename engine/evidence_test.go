@@ -10,6 +10,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stratahq/strata/engine/cgroup"
+	"github.com/stratahq/strata/engine/local"
 )
 
 // evidenceEngine is testEngine whose Worlds' cgroups are removed at the end.
@@ -23,7 +26,7 @@ func evidenceEngine(t *testing.T) (*Engine, string) {
 				_ = KillSession(e.SessionDir(w.Name, id), syscall.SIGKILL)
 				_, _ = WaitSession(context.Background(), e.SessionDir(w.Name, id))
 			}
-			removeWorldCgroups(w)
+			cgroup.RemoveWorld(w)
 		}
 	})
 	return e, src
@@ -94,7 +97,7 @@ func TestProvenanceTwoSessions(t *testing.T) {
 	}
 	// The writes happened while the sessions ran. Write times are when the
 	// watcher saw the event, which may come a moment after the command ended.
-	if w := prov["two.txt"][0]; w.First.Before(s2.StartedAt.Add(-ctimeSlack)) || w.Last.After(s2.EndedAt.Add(ctimeSlack)) {
+	if w := prov["two.txt"][0]; w.First.Before(s2.StartedAt.Add(-local.CtimeSlack)) || w.Last.After(s2.EndedAt.Add(local.CtimeSlack)) {
 		t.Errorf("two.txt written %v..%v, outside session %v..%v", w.First, w.Last, s2.StartedAt, s2.EndedAt)
 	}
 	rel, ws, err := e.Blame("prov", filepath.Join(src, "d0", "f0.txt"))
@@ -220,12 +223,12 @@ func duBytes(t *testing.T, args ...string) int64 {
 func TestResourcesBusyVsIdle(t *testing.T) {
 	for _, mode := range []string{"cgroup", "proc"} {
 		t.Run(mode, func(t *testing.T) {
-			if mode == "cgroup" && cgroupV2Root() == "" {
+			if mode == "cgroup" && cgroup.V2Root() == "" {
 				t.Skip("no writable cgroup v2 hierarchy on this machine")
 			}
 			if mode == "proc" {
-				disableCgroups.Store(true)
-				t.Cleanup(func() { disableCgroups.Store(false) })
+				cgroup.Disabled.Store(true)
+				t.Cleanup(func() { cgroup.Disabled.Store(false) })
 			}
 			e, src := evidenceEngine(t)
 			mountedWorld(t, e, src, "busy")
@@ -271,7 +274,7 @@ func TestResourcesBusyVsIdle(t *testing.T) {
 
 // The cgroup freezer stops a World's processes and thaws them.
 func TestFreezeCgroup(t *testing.T) {
-	if cgroupV2Root() == "" {
+	if cgroup.V2Root() == "" {
 		t.Skip("no writable cgroup v2 hierarchy on this machine")
 	}
 	e, src := evidenceEngine(t)

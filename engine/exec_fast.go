@@ -6,13 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -21,59 +18,11 @@ import (
 	"github.com/stratahq/strata/engine/session"
 )
 
-// Exec latency tracing. STRATA_TRACE=1 makes a strata process write one
-// line per phase of its work to stderr, and a session started from it
-// write its init's phases to the session's init.log:
-//
-//	strata-trace pid=123 t=1764600000.123456 +1.234ms exec: session dir
-//
-// t is wall-clock time (lines of the CLI, the session init and the egress
-// proxy line up), +ms the time since the process's first trace point. It
-// costs nothing when off: one bool test per phase.
+// Tracing and Trace are STRATA_TRACE phase tracing (engine/session's).
 var (
-	traceOn  = os.Getenv("STRATA_TRACE") != ""
-	traceMu  sync.Mutex
-	traceOut io.Writer = os.Stderr
-	traceT0            = time.Now()
+	Tracing = session.Tracing
+	Trace   = session.Trace
 )
-
-// Tracing reports whether STRATA_TRACE phase tracing is on.
-func Tracing() bool { return traceOn }
-
-// Trace records that phase has just ended (STRATA_TRACE=1); a no-op otherwise.
-func Trace(phase string) {
-	if !traceOn {
-		return
-	}
-	now := time.Now()
-	traceMu.Lock()
-	defer traceMu.Unlock()
-	fmt.Fprintf(traceOut, "strata-trace pid=%d t=%d.%06d +%.3fms %s\n", os.Getpid(),
-		now.Unix(), now.Nanosecond()/1000, float64(now.Sub(traceT0).Microseconds())/1000, phase)
-}
-
-// enableInitTrace turns tracing on in a session's init whose caller traced
-// (its environment is empty: the spec says so); lines go to init.log.
-func enableInitTrace(on bool) {
-	if on {
-		traceOn = true
-		Trace("init: spec read")
-	}
-}
-
-// syncSessionEnd makes an ended session's transcript and meta.json durable:
-// the init calls it once the caller waiting for the end has been told (end.fifo
-// closed), so a short command's exit status does not wait for two fsyncs. The
-// init outlives it: the session's namespaces end with the init, after it.
-func syncSessionEnd(root *os.Root, transcript *os.File) {
-	_ = transcript.Sync()
-	f, err := root.Open(MetaFile)
-	if err != nil {
-		return
-	}
-	_ = f.Sync()
-	_ = f.Close()
-}
 
 // egressPushedFile records which list the World's running proxy was last
 // handed: "PID STARTTIME SHA256" (the proxy's pid and start time in clock

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/engine/boundary"
+	"github.com/stratahq/strata/engine/cgroup"
 
 	"github.com/stratahq/strata/engine/session"
 )
@@ -132,7 +133,7 @@ func TestExecLeavesNothingBehind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if wdir := worldCgroupDir(w); wdir != "" {
+	if wdir := cgroup.WorldDir(w); wdir != "" {
 		ents, _ := os.ReadDir(wdir)
 		var subs int
 		for _, d := range ents {

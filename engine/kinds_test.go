@@ -29,7 +29,7 @@ func TestParseIsolationAndRuntime(t *testing.T) {
 	}
 	// A spec with a made-up level never reaches the init.
 	spec := SessionSpec{Source: "/src", Merged: "/m", Dir: "/d", Argv: []string{"true"}, Isolation: "cube"}
-	if err := spec.normalize(); err == nil || !strings.Contains(err.Error(), `isolation "cube"`) {
+	if err := spec.Normalize(); err == nil || !strings.Contains(err.Error(), `isolation "cube"`) {
 		t.Errorf("normalize with isolation cube: %v", err)
 	}
 }

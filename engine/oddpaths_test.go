@@ -27,7 +27,7 @@ func TestApplyOtherWorldCaptureFailureIsAWarning(t *testing.T) {
 	if err := os.MkdirAll(idxB.Dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, idxB.file("d0/f0.txt"), "{torn")
+	writeFile(t, idxB.File("d0/f0.txt"), "{torn")
 
 	// c changed d2/f2.txt, then its upper became unreadable as a whole.
 	writeFile(t, filepath.Join(mc, "d2", "f2.txt"), "c's version\n")

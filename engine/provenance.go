@@ -10,8 +10,16 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stratahq/strata/engine/provlog"
 	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/overlay"
+)
+
+// Provenance operations (provlog).
+const (
+	OpCreate = provlog.OpCreate
+	OpWrite  = provlog.OpWrite
+	OpDelete = provlog.OpDelete
 )
 
 // PathWrite is one session's writes to one path, as its watcher saw them.
@@ -85,7 +93,7 @@ func inheritProvenance(dir, parent string, prov map[string][]PathWrite, snap *Sn
 			if w.Last.After(snap.Time) {
 				w.Last = snap.Time
 			}
-			line, err := jsonLine(inheritedWrite{Path: p, PathWrite: w})
+			line, err := provlog.JSONLine(inheritedWrite{Path: p, PathWrite: w})
 			if err != nil {
 				return err
 			}
@@ -123,14 +131,6 @@ func readInherited(dir string, out map[string][]PathWrite) error {
 	return sc.Err()
 }
 
-func jsonLine(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return append(b, '\n'), nil
-}
-
 // Provenance merges the World's per-session write records: for each path,
 // the sessions that wrote it, in the order of their first write.
 func (e *Engine) Provenance(name string) (map[string][]PathWrite, error) {
@@ -157,7 +157,7 @@ func (e *Engine) Provenance(name string) (map[string][]PathWrite, error) {
 		if !ok || d.IsDir() || !fsx.ValidName(session) || d.Name() == inheritedProvenance {
 			continue
 		}
-		recs, err := readProvenanceFile(filepath.Join(dir, d.Name()))
+		recs, err := provlog.ReadFile(filepath.Join(dir, d.Name()))
 		if err != nil {
 			return nil, fmt.Errorf("provenance of world %q: %w", name, err)
 		}
@@ -175,45 +175,6 @@ func (e *Engine) Provenance(name string) (map[string][]PathWrite, error) {
 			}
 			return ws[i].Session < ws[j].Session
 		})
-	}
-	return out, nil
-}
-
-// readProvenanceFile merges one session's lines: a path written again after
-// a flush has several; the earliest first, the latest last and the op of the
-// latest line win. A torn last line (a crash mid-write) is skipped.
-func readProvenanceFile(path string) ([]provRecord, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	byPath := map[string]*provRecord{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		var r provRecord
-		if json.Unmarshal(sc.Bytes(), &r) != nil || r.Path == "" {
-			continue
-		}
-		m := byPath[r.Path]
-		if m == nil {
-			byPath[r.Path] = &r
-			continue
-		}
-		if r.First.Before(m.First) {
-			m.First = r.First
-		}
-		if !r.Last.Before(m.Last) {
-			m.Last, m.Op = r.Last, r.Op
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	out := make([]provRecord, 0, len(byPath))
-	for _, r := range byPath {
-		out = append(out, *r)
 	}
 	return out, nil
 }

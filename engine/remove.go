@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stratahq/strata/engine/cgroup"
 	"github.com/stratahq/strata/overlay/mount"
 )
 
@@ -97,7 +98,7 @@ func (e *Engine) Remove(ctx context.Context, name string, o RemoveOptions) (*Rem
 	if err := e.unmountLocked(ctx, w); err != nil {
 		return nil, fmt.Errorf("remove world %q: %w", name, err)
 	}
-	removeWorldCgroups(w)
+	cgroup.RemoveWorld(w)
 	if o.Purge {
 		if err := removeAllForce(e.Paths.World(name)); err != nil {
 			return nil, fmt.Errorf("purge world %q: %w", name, err)
@@ -149,7 +150,7 @@ func (e *Engine) removeBroken(ctx context.Context, b *BrokenWorldError, o Remove
 	if e.mountedAt(merged) {
 		return nil, fmt.Errorf("remove broken world %q: %s is still mounted; stop its sessions and retry", name, merged)
 	}
-	removeBrokenWorldCgroups(name)
+	cgroup.RemoveBrokenWorld(name)
 	if o.Purge {
 		if err := removeAllForce(e.Paths.World(name)); err != nil {
 			return nil, fmt.Errorf("purge broken world %q: %w", name, err)

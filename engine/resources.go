@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -12,10 +11,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stratahq/strata/engine/cgroup"
 )
 
 // Resources samples one World once (CPUPercent stays 0: it needs two samples).
@@ -88,12 +88,12 @@ func (e *Engine) sampleResources(ctx context.Context, w *World, withUpper bool) 
 // localUsage is a local World's usage: its cgroup's, else its sessions'
 // processes' as /proc has them.
 func (e *Engine) localUsage(w *World, inits map[int]bool, r *Resources) {
-	if dir := worldCgroupDir(w); dir != "" && fileExists(filepath.Join(dir, "cgroup.procs")) {
+	if dir := cgroup.WorldDir(w); dir != "" && fileExists(filepath.Join(dir, "cgroup.procs")) {
 		r.Accounting = "cgroup"
-		usec, _ := readKeyedInt(filepath.Join(dir, "cpu.stat"), "usage_usec")
+		usec, _ := cgroup.ReadKeyedInt(filepath.Join(dir, "cpu.stat"), "usage_usec")
 		r.CPUSeconds = float64(usec) / 1e6
-		pids := cgroupPIDs(dir)
-		mem, memErr := readInt(filepath.Join(dir, "memory.current"))
+		pids := cgroup.PIDs(dir)
+		mem, memErr := cgroup.ReadInt(filepath.Join(dir, "memory.current"))
 		for _, pid := range pids {
 			if !inits[pid] {
 				r.Processes++
@@ -249,256 +249,23 @@ func upperUsage(ctx context.Context, upper string) (upperStats, error) {
 	return u, err
 }
 
-// disableCgroups makes the engine account with /proc only (tests of the
-// fallback).
-var disableCgroups atomic.Bool
-
-var (
-	cgroupRootOnce sync.Once
-	cgroupRootDir  string
-)
-
-// cgroupV2Root is the cgroup v2 hierarchy strata can create cgroups in:
-// /sys/fs/cgroup on a unified system, /sys/fs/cgroup/unified on a hybrid one
-// (CPU time and the freezer work there even without controllers); "" when
-// there is none or it is not writable.
-func cgroupV2Root() string {
-	if disableCgroups.Load() {
-		return ""
-	}
-	cgroupRootOnce.Do(func() {
-		for _, d := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
-			var sfs unix.Statfs_t
-			if unix.Statfs(d, &sfs) != nil || sfs.Type != unix.CGROUP2_SUPER_MAGIC {
-				continue
-			}
-			if unix.Access(d, unix.W_OK) != nil {
-				continue
-			}
-			cgroupRootDir = d
-			return
-		}
-	})
-	return cgroupRootDir
-}
-
-// worldCgroupDir is strata/<name>@<id> under the cgroup v2 root ("" without
-// one): the id keeps two state roots' Worlds of one name, or a World and its
-// removed namesake, apart.
-func worldCgroupDir(w *World) string {
-	root := cgroupV2Root()
-	if root == "" {
-		return ""
-	}
-	return filepath.Join(root, "strata", w.Name+"@"+w.ID)
-}
-
-// prepareSessionCgroup makes strata/<name>@<id>/<session> and returns it, or
-// "" when cgroups cannot be used (then resources come from /proc).
-func prepareSessionCgroup(w *World, session string) string {
-	wdir := worldCgroupDir(w)
-	if wdir == "" {
-		return ""
-	}
-	for _, d := range []string{filepath.Dir(wdir), wdir} {
-		if err := os.Mkdir(d, 0o755); err == nil {
-			// Hand the controllers the parent has down (best effort: where the
-			// memory or pids controller is not available, /proc fills in).
-			for _, c := range []string{"+cpu", "+memory", "+pids"} {
-				_ = os.WriteFile(filepath.Join(d, "cgroup.subtree_control"), []byte(c), 0)
-			}
-			if d == wdir {
-				sweepIdleWorldCgroups(filepath.Dir(wdir), wdir)
-			}
-		} else if !errors.Is(err, fs.ErrExist) {
-			return ""
-		}
-	}
-	sweepSessionCgroups(wdir, 16)
-	dir := filepath.Join(wdir, session)
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		return ""
-	}
-	return dir
-}
-
-// sweepSessionCgroups removes the empty cgroups of ended sessions once there
-// are more than keep of them; a cgroup that still holds processes refuses
-// rmdir (EBUSY) and stays.
-func sweepSessionCgroups(wdir string, keep int) {
-	ents, err := os.ReadDir(wdir)
-	if err != nil {
-		return
-	}
-	var subs []string
-	for _, d := range ents {
-		if d.IsDir() {
-			subs = append(subs, d.Name())
-		}
-	}
-	if len(subs) <= keep {
-		return
-	}
-	for _, s := range subs {
-		_ = unix.Rmdir(filepath.Join(wdir, s))
-	}
-}
-
-// sweepIdleWorldCgroups reclaims the cgroups of Worlds with no live session
-// (removed Worlds leave theirs behind; the cgroup tree knows no state root),
-// whenever a World gets its first cgroup. A World whose cgroup is reclaimed
-// gets a new one with its next session: its CPU time counts from there.
-func sweepIdleWorldCgroups(strataDir, keep string) {
-	ents, err := os.ReadDir(strataDir)
-	if err != nil {
-		return
-	}
-	for _, d := range ents {
-		if p := filepath.Join(strataDir, d.Name()); d.IsDir() && p != keep {
-			sweepSessionCgroups(p, -1)
-			_ = unix.Rmdir(p)
-		}
-	}
-}
-
-// removeWorldCgroups removes a World's cgroups whose sessions are all gone.
-func removeWorldCgroups(w *World) {
-	wdir := worldCgroupDir(w)
-	if wdir == "" {
-		return
-	}
-	sweepSessionCgroups(wdir, -1)
-	_ = unix.Rmdir(wdir)
-}
-
-// removeBrokenWorldCgroups removes the cgroups of every World named name
-// (its id, part of the cgroup's name, is unknown when world.toml is broken).
-func removeBrokenWorldCgroups(name string) {
-	root := cgroupV2Root()
-	if root == "" {
-		return
-	}
-	dirs, _ := filepath.Glob(filepath.Join(root, "strata", name+"@*"))
-	for _, wdir := range dirs {
-		sweepSessionCgroups(wdir, -1)
-		_ = unix.Rmdir(wdir)
-	}
-}
-
-// cgroupPIDs lists the processes of a cgroup and its descendants.
-func cgroupPIDs(dir string) []int {
-	var pids []int
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.IsDir() {
-			return nil
-		}
-		data, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
-		if err != nil {
-			return nil
-		}
-		for _, f := range strings.Fields(string(data)) {
-			if pid, err := strconv.Atoi(f); err == nil {
-				pids = append(pids, pid)
-			}
-		}
-		return nil
-	})
-	return pids
-}
-
-// joinCgroup moves the calling process into the cgroup dir (the init does
-// this when the caller could not start it there).
-func joinCgroup(dir string) error {
-	return os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte("0"), 0)
-}
-
-// freezeCgroup freezes the World's running sessions (commands and inits)
-// through the cgroup v2 freezer, and returns the function that thaws them;
-// ok is false when the World has no cgroups (use SIGSTOP then). Only session
-// cgroups are frozen, never the World's, so a freezer that dies cannot leave
-// new sessions born frozen: thawCgroups undoes its leftovers.
+// freezeCgroup freezes the World's running sessions through the cgroup v2
+// freezer (cgroup.Freeze); ok is false when it cannot (use SIGSTOP then).
 func (e *Engine) freezeCgroup(w *World) (thaw func(), ok bool) {
-	wdir := worldCgroupDir(w)
-	if wdir == "" {
+	if cgroup.WorldDir(w) == "" {
 		return nil, false
 	}
 	ss, _ := ListSessions(e.Paths.World(w.Name))
-	var dirs []string
+	var ids []string
 	for _, s := range ss {
-		if s.State != SessionRunning && s.State != SessionStarting {
-			continue
-		}
-		d := filepath.Join(wdir, s.ID)
-		if !fileExists(filepath.Join(d, "cgroup.freeze")) {
-			return nil, false // a session outside cgroups: the freezer would miss it
-		}
-		dirs = append(dirs, d)
-	}
-	thaw = func() { thawCgroups(w) }
-	for _, d := range dirs {
-		if err := os.WriteFile(filepath.Join(d, "cgroup.freeze"), []byte("1"), 0); err != nil {
-			thaw()
-			return nil, false
+		if s.State == SessionRunning || s.State == SessionStarting {
+			ids = append(ids, s.ID)
 		}
 	}
-	// Freezing is asynchronous: wait until every cgroup reports it is frozen.
-	deadline := time.Now().Add(2 * time.Second)
-	for _, d := range dirs {
-		for {
-			if v, err := readKeyedInt(filepath.Join(d, "cgroup.events"), "frozen"); err != nil || v == 1 {
-				break // gone (the session ended), or frozen
-			}
-			if time.Now().After(deadline) {
-				thaw()
-				return nil, false
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
-	return thaw, true
-}
-
-// thawCgroups thaws every session cgroup of the World: what freezeCgroup
-// froze, and what a freezer that died before thawing left frozen.
-func thawCgroups(w *World) {
-	wdir := worldCgroupDir(w)
-	if wdir == "" {
-		return
-	}
-	ents, _ := os.ReadDir(wdir)
-	for _, d := range ents {
-		if d.IsDir() {
-			_ = os.WriteFile(filepath.Join(wdir, d.Name(), "cgroup.freeze"), []byte("0"), 0)
-		}
-	}
+	return cgroup.Freeze(w, ids)
 }
 
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
-}
-
-func readInt(p string) (int64, error) {
-	data, err := os.ReadFile(p)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
-}
-
-// readKeyedInt reads "key value" lines (cpu.stat, cgroup.events).
-func readKeyedInt(p, key string) (int64, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), " ")
-		if ok && k == key {
-			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("%s: no %s", p, key)
 }

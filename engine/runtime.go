@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/stratahq/strata/engine/cuberun"
+	"github.com/stratahq/strata/engine/local"
 	"github.com/stratahq/strata/engine/runtime"
 	"github.com/stratahq/strata/engine/world"
 )
@@ -39,7 +40,12 @@ var ErrSessionsRunning = runtime.ErrSessionsRunning
 // runtimeConstructors makes each runtime's implementation; e may be nil
 // for the static methods.
 var runtimeConstructors = map[Runtime]func(e *Engine) worldRuntime{
-	RuntimeLocal: func(e *Engine) worldRuntime { return localRuntime{e} },
+	RuntimeLocal: func(e *Engine) worldRuntime {
+		if e == nil {
+			return (*local.Runtime)(nil) // its static methods
+		}
+		return local.New(localHost{e})
+	},
 	RuntimeCube: func(e *Engine) worldRuntime {
 		if e == nil {
 			return (*cuberun.Runtime)(nil) // its static methods

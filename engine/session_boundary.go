@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stratahq/strata/engine/boundary"
+	"github.com/stratahq/strata/engine/cgroup"
 )
 
 // boundaryOf is the effective boundary of a session of the local World w
@@ -105,7 +106,7 @@ func (e *Engine) BoundaryChecks() []BoundaryCheck {
 	err := unix.CloseRange(^uint(0)-1, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
 	add("inherited fds", err == nil, "close_range(CLOSE_RANGE_CLOEXEC): the command inherits only 0, 1 and 2",
 		"close_range unavailable (kernel before 5.11): the init marks fds close-on-exec through /proc/self/fd (same result, slower)")
-	root := cgroupV2Root()
+	root := cgroup.V2Root()
 	delegated := false
 	if root != "" {
 		dir := filepath.Join(root, "strata")

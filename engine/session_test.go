@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stratahq/strata/engine/boundary"
+	"github.com/stratahq/strata/engine/local"
 )
 
 func requireRoot(t testing.TB) {
@@ -275,7 +276,7 @@ grep -E '^(CapEff|CapPrm|CapBnd|CapInh|CapAmb|NoNewPrivs):' /proc/self/status
 		}
 	}
 	var keep uint64
-	for _, c := range keptCapabilities {
+	for _, c := range local.KeptCapabilities() {
 		keep |= 1 << uint(c)
 	}
 	for _, set := range []string{"CapEff", "CapPrm", "CapBnd", "CapInh", "CapAmb"} {

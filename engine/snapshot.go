@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stratahq/strata/engine/cgroup"
 	"github.com/stratahq/strata/engine/cuberun"
 	"github.com/stratahq/strata/overlay"
 	"github.com/stratahq/strata/overlay/store"
@@ -325,7 +326,7 @@ func (e *Engine) thawStale(w *World) {
 		}
 	}
 	e.Log.Warn("resume a World its snapshotter left frozen", "world", w.Name, "marker", strings.TrimSpace(string(data)))
-	thawCgroups(w)
+	cgroup.ThawWorld(w)
 	for _, p := range e.worldPIDs(w) {
 		_ = syscall.Kill(p, syscall.SIGCONT)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stratahq/strata/engine/cgroup"
 	"github.com/stratahq/strata/overlay"
 	"github.com/stratahq/strata/overlay/mount"
 	"github.com/stratahq/strata/overlay/store"
@@ -390,7 +391,7 @@ func crashOneRun(t *testing.T, op string, i, killAt int, killAfter time.Duration
 				t.Fatalf("session process %d still stopped after ls", pid)
 			}
 		}
-		if cg := worldCgroupDir(mustWorld(t, e2, "w")); cg != "" {
+		if cg := cgroup.WorldDir(mustWorld(t, e2, "w")); cg != "" {
 			ents, _ := os.ReadDir(cg)
 			for _, d := range ents {
 				if data, err := os.ReadFile(filepath.Join(cg, d.Name(), "cgroup.freeze")); err == nil && strings.TrimSpace(string(data)) == "1" {

@@ -324,3 +324,23 @@ func ImportsOneWay(files []File, allowed map[string][]string) []Violation {
 	}
 	return out
 }
+
+// RuntimeImportsEngine reports every non-test file of a runtime package
+// (runtimePkgs: "engine/NAME/" entries) that imports the engine itself
+// (Module + "/engine"): a runtime reaches the engine only through the Host
+// interface the engine implements, so the engine can import it.
+func RuntimeImportsEngine(files []File, runtimePkgs []string) []Violation {
+	const rule = "runtime package imports the engine"
+	var out []Violation
+	for _, f := range files {
+		if !RuntimeFile(f.Path, runtimePkgs) {
+			continue
+		}
+		for _, imp := range f.AST.Imports {
+			if p, err := strconv.Unquote(imp.Path.Value); err == nil && p == Module+"/engine" {
+				out = append(out, Violation{rule, f.pos(imp.Pos()), "imports " + p + " (use its Host interface)"})
+			}
+		}
+	}
+	return out
+}

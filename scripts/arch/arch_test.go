@@ -9,13 +9,12 @@ import (
 )
 
 // The files allowed to branch on a World's backend: the seam, the kinds and
-// the runtimes themselves, each a package of its own ("engine/NAME/"; the
-// local runtime's files not yet moved into engine/local are listed by name).
+// the runtimes themselves, each a package of its own ("engine/NAME/").
 // A new runtime is a new entry here, not new branches elsewhere.
 var runtimePaths = []string{
 	"engine/world/kinds.go",
 	"engine/runtime.go",
-	"engine/local_runtime.go",
+	"engine/local/",
 	"engine/cuberun/",
 }
 
@@ -72,6 +71,28 @@ func report(t *testing.T, vs []Violation) {
 
 func TestNoBackendBranchOutsideRuntimes(t *testing.T) {
 	report(t, BackendBranches(load(t), runtimePaths))
+}
+
+// The runtime packages: each reaches the engine only through its Host.
+var runtimePkgs = []string{"engine/local/", "engine/cuberun/"}
+
+func TestRuntimesDoNotImportEngine(t *testing.T) {
+	report(t, RuntimeImportsEngine(load(t), runtimePkgs))
+}
+
+func TestRuntimeEngineImportRuleCatchesImports(t *testing.T) {
+	src := "package local\nimport (\n\t\"context\"\n\t\"github.com/stratahq/strata/engine\"\n)\n"
+	for _, path := range []string{"engine/local/runtime.go", "engine/cuberun/session.go"} {
+		if vs := RuntimeImportsEngine(parse(t, Module+"/engine/local", path, src), runtimePkgs); len(vs) != 1 {
+			t.Errorf("%s: want 1 violation, got %v", path, vs)
+		}
+	}
+	// The engine's own files and other packages may import it.
+	for _, path := range []string{"engine/local_host.go", "cmd/strata/main.go"} {
+		if vs := RuntimeImportsEngine(parse(t, Module+"/engine", path, src), runtimePkgs); len(vs) != 0 {
+			t.Errorf("%s may import the engine: %v", path, vs)
+		}
+	}
 }
 
 func TestCubeClientOnlyInCubeRuntime(t *testing.T) {
@@ -159,9 +180,16 @@ func f(w *World) {
 	if len(vs) != 5 {
 		t.Fatalf("want 5 violations (==, nil check, case, isolation literal ==, isolation literal case), got %d: %v", len(vs), vs)
 	}
-	for _, path := range []string{"engine/cuberun/session.go", "engine/local_runtime.go"} {
+	for _, path := range []string{"engine/cuberun/session.go", "engine/local/runtime.go", "engine/local/session.go"} {
 		if vs := BackendBranches(parse(t, Module+"/engine", path, src), runtimePaths); len(vs) != 0 {
 			t.Fatalf("runtime file %s may branch: %v", path, vs)
+		}
+	}
+	// The local runtime is a package now: the engine's side of it (its
+	// Host, its old file name) is the engine, and may not branch.
+	for _, path := range []string{"engine/local_host.go", "engine/local_runtime.go", "engine/exec.go"} {
+		if vs := BackendBranches(parse(t, Module+"/engine", path, src), runtimePaths); len(vs) != 5 {
+			t.Fatalf("engine file %s: want 5 violations, got %v", path, vs)
 		}
 	}
 	if !RuntimeFile("engine/local/init.go", []string{"engine/local/"}) || RuntimeFile("engine/localx.go", []string{"engine/local/"}) {

@@ -1,4 +1,4 @@
-package engine
+package local
 
 import (
 	"context"
@@ -19,6 +19,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stratahq/strata/engine/cgroup"
+	"github.com/stratahq/strata/engine/events"
 	"github.com/stratahq/strata/engine/sandbox"
 	"github.com/stratahq/strata/engine/session"
 
@@ -87,7 +89,7 @@ func (in *sessionInit) run() error {
 	if err != nil {
 		return fmt.Errorf("read spec: %w", err)
 	}
-	enableInitTrace(in.spec.Trace)
+	session.EnableInitTrace(in.spec.Trace)
 	// Keep the command (root, but without CAP_SYS_PTRACE) out of /proc/1: the init's
 	// fds lead to the hidden state root.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
@@ -144,9 +146,9 @@ func (in *sessionInit) run() error {
 			return in.startFailed(1, err)
 		}
 	}
-	Trace("init: session dir, fifo, /proc, transcript opened")
+	session.Trace("init: session dir, fifo, /proc, transcript opened")
 	in.prepareEvidence()
-	Trace("init: evidence prepared (cgroup, watch, activity)")
+	session.Trace("init: evidence prepared (cgroup, watch, activity)")
 	if err := in.openEgress(&spec.SessionSpec); err != nil { // before the state root is hidden
 		return in.startFailed(1, err)
 	}
@@ -158,7 +160,7 @@ func (in *sessionInit) run() error {
 	if err != nil {
 		return in.startFailed(1, err)
 	}
-	Trace("init: mounts set up")
+	session.Trace("init: mounts set up")
 	hostname := spec.World
 	if hostname == "" {
 		hostname = "strata"
@@ -169,7 +171,7 @@ func (in *sessionInit) run() error {
 	if err := in.setupNetwork(&spec.SessionSpec); err != nil {
 		return in.startFailed(1, err)
 	}
-	Trace("init: hostname, network set up")
+	session.Trace("init: hostname, network set up")
 	if err := unix.Chdir("/"); err != nil {
 		return in.startFailed(1, err)
 	}
@@ -213,9 +215,9 @@ func (in *sessionInit) run() error {
 		pumps.Wait()
 		return in.startFailed(1, err)
 	}
-	Trace("init: stdio, fds closed")
+	session.Trace("init: stdio, fds closed")
 	proc, startErr := startCommand(spec.SessionSpec, files)
-	Trace("init: command started")
+	session.Trace("init: command started")
 	for _, f := range files {
 		f.Close()
 	}
@@ -249,7 +251,7 @@ func (in *sessionInit) run() error {
 	}
 	_ = json.NewEncoder(in.ready).Encode(session.ReadyMessage{Meta: meta})
 	in.ready.Close()
-	Trace("init: running meta written, ready sent")
+	session.Trace("init: running meta written, ready sent")
 
 	if in.pty != nil {
 		pumps.Go(in.pty.Pump)
@@ -265,7 +267,7 @@ func (in *sessionInit) run() error {
 	}
 
 	ws := <-status
-	Trace("init: command exited")
+	session.Trace("init: command exited")
 	close(stopAttention)
 	endedAt := time.Now()
 	// Output normally ends with the command; a background process still holding
@@ -286,14 +288,14 @@ func (in *sessionInit) run() error {
 		in.pty.CloseMaster()
 		_ = in.root.Remove(AttachSocket)
 	}
-	Trace("init: output drained")
+	session.Trace("init: output drained")
 	written := -1
 	if in.watch != nil {
 		// Nothing of the session writes any more: what the watcher still has
 		// queued or missed is recorded before the end is.
 		written = in.watch.finish()
 	}
-	Trace("init: watch finished")
+	session.Trace("init: watch finished")
 
 	in.mu.Lock()
 	in.meta.EndedAt = endedAt
@@ -317,13 +319,13 @@ func (in *sessionInit) run() error {
 	if err := session.WriteMetaSync(in.root, meta, false); err != nil {
 		return err
 	}
-	Trace("init: end meta written")
+	session.Trace("init: end meta written")
 	in.endFIFO.Close()
 	syncSessionEnd(in.root, tf)
-	Trace("init: transcript and end meta synced")
+	session.Trace("init: transcript and end meta synced")
 	in.logEnd(meta, written)
 	in.removeEmptyLog()
-	Trace("init: end logged")
+	session.Trace("init: end logged")
 	return nil
 }
 
@@ -334,7 +336,7 @@ func (in *sessionInit) run() error {
 func (in *sessionInit) prepareEvidence() {
 	spec := in.spec
 	if spec.Cgroup != "" && !spec.CgroupPlaced {
-		if err := joinCgroup(spec.Cgroup); err != nil {
+		if err := cgroup.Join(spec.Cgroup); err != nil {
 			fmt.Fprintf(os.Stderr, "join cgroup %s: %v (resources come from /proc)\n", spec.Cgroup, err)
 		}
 	}
@@ -376,7 +378,7 @@ func (in *sessionInit) logEnd(meta SessionMeta, written int) {
 	if written >= 0 {
 		detail["paths_written"] = written
 	}
-	line, err := jsonLine(Event{Time: meta.EndedAt.UTC(), Type: EventSessionEnded, World: meta.World, Session: meta.ID, Detail: detail})
+	line, err := events.Line(events.Event{Time: meta.EndedAt.UTC(), Type: events.SessionEnded, World: meta.World, Session: meta.ID, Detail: detail})
 	if err == nil {
 		_, _ = in.activity.Write(line)
 	}
@@ -686,9 +688,9 @@ func setupSandboxMounts(spec *SessionSpec) error {
 		// cgroupfs stays, read-only like the rest of the host.
 		plan = slices.DeleteFunc(plan, func(s sandbox.Step) bool { return s.Op == sandbox.OpCgroup })
 	}
-	if traceOn {
-		sandbox.StepDone = func(s sandbox.Step) { Trace("init: sandbox " + s.String()) }
-		Trace("init: sandbox plan made")
+	if session.Tracing() {
+		sandbox.StepDone = func(s sandbox.Step) { session.Trace("init: sandbox " + s.String()) }
+		session.Trace("init: sandbox plan made")
 	}
 	if err := sandbox.Apply(plan); err != nil {
 		return fmt.Errorf("%s isolation: %w", spec.Boundary.Level, err)

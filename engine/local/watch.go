@@ -1,7 +1,6 @@
-package engine
+package local
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stratahq/strata/engine/provlog"
 	"github.com/stratahq/strata/overlay"
 	"github.com/stratahq/strata/overlay/store"
 )
@@ -37,33 +37,14 @@ type SessionWatch struct {
 // within milliseconds.
 const DefaultMaxWatches = 8192
 
-// Provenance operations.
-const (
-	OpCreate = "create" // the path did not exist in the source
-	OpWrite  = "write"  // the path existed in the source and was changed
-	OpDelete = "delete" // a whiteout: the World deleted the source's path; or the session removed a path it had created
-)
-
-// provRecord is one line of worlds/<name>/provenance/<session>.jsonl. A path
-// may have several lines per session (one per flush in which it was written
-// again): readers take the earliest first, the latest last and the last op.
-type provRecord struct {
-	Path string `json:"path"`
-	// PathBytes: the exact bytes of a path that is not UTF-8 (overlay.JSONPath).
-	PathBytes []byte    `json:"path_bytes,omitempty"`
-	Op        string    `json:"op"`
-	First     time.Time `json:"first"`
-	Last      time.Time `json:"last"`
-}
-
 const (
 	watchMask = unix.IN_CREATE | unix.IN_MODIFY | unix.IN_ATTRIB | unix.IN_CLOSE_WRITE |
 		unix.IN_MOVED_TO | unix.IN_MOVED_FROM | unix.IN_DELETE | unix.IN_EXCL_UNLINK | unix.IN_ONLYDIR
 	// provFlushInterval bounds how stale provenance on disk is while a session runs.
 	provFlushInterval = 500 * time.Millisecond
-	// ctimeSlack: file times come from a coarse clock (a tick behind), so the
+	// CtimeSlack: file times come from a coarse clock (a tick behind), so the
 	// end walk also takes entries stamped a little before the session began.
-	ctimeSlack = 10 * time.Millisecond
+	CtimeSlack = 10 * time.Millisecond
 )
 
 // upperWatcher runs in the session init: it watches the World's upper layer
@@ -93,7 +74,7 @@ type upperWatcher struct {
 	prov     *os.File
 
 	mu     sync.Mutex
-	recs   map[string]*provRecord
+	recs   map[string]*provlog.Record
 	dirty  map[string]bool
 	warned map[string]bool
 	done   chan struct{}
@@ -109,7 +90,7 @@ func openUpperWatch(spec SessionWatch, session string) (_ *upperWatcher, err err
 	w := &upperWatcher{
 		session: session, spec: spec, started: time.Now(), provFD: -1, ino: -1, wakeR: -1, wakeW: -1,
 		wds: map[int]string{}, dirs: map[string]int{}, based: map[string]bool{},
-		recs: map[string]*provRecord{}, dirty: map[string]bool{}, warned: map[string]bool{},
+		recs: map[string]*provlog.Record{}, dirty: map[string]bool{}, warned: map[string]bool{},
 		done: make(chan struct{}), stop: make(chan struct{}),
 	}
 	defer func() {
@@ -338,7 +319,7 @@ func (w *upperWatcher) drain(buf []byte) {
 		}
 		if overflow {
 			w.warn("overflow", "inotify queue overflowed: rescanning the upper")
-			w.walkChanged("", w.started.Add(-ctimeSlack))
+			w.walkChanged("", w.started.Add(-CtimeSlack))
 		}
 	}
 }
@@ -424,10 +405,10 @@ func (w *upperWatcher) gone(rel string, at time.Time) {
 	}
 	w.mu.Lock()
 	r := w.recs[rel]
-	known := r != nil && r.Op != OpDelete
+	known := r != nil && r.Op != provlog.OpDelete
 	w.mu.Unlock()
 	if known {
-		w.record(rel, OpDelete, at)
+		w.record(rel, provlog.OpDelete, at)
 	}
 }
 
@@ -476,15 +457,15 @@ func (w *upperWatcher) classify(rel string) (target, op string, isDir, ok bool) 
 	case err != nil:
 		return "", "", false, false // already gone (a temp file renamed away)
 	case m.Marker == overlay.MarkerWhiteout:
-		return m.Target, OpDelete, false, true
+		return m.Target, provlog.OpDelete, false, true
 	case m.Marker != overlay.MarkerPlain:
 		return "", "", false, false // an opaque mark or bookkeeping
 	}
 	isDir = m.IsDir
 	if w.lowerType(rel) == 0 {
-		return rel, OpCreate, isDir, true
+		return rel, provlog.OpCreate, isDir, true
 	}
-	return rel, OpWrite, isDir, true
+	return rel, provlog.OpWrite, isDir, true
 }
 
 func (w *upperWatcher) record(rel, op string, at time.Time) {
@@ -493,7 +474,7 @@ func (w *upperWatcher) record(rel, op string, at time.Time) {
 	defer w.mu.Unlock()
 	r := w.recs[rel]
 	if r == nil {
-		r = &provRecord{Path: rel, Op: op, First: at, Last: at}
+		r = &provlog.Record{Path: rel, Op: op, First: at, Last: at}
 		w.recs[rel] = r
 	} else {
 		if at.After(r.Last) {
@@ -504,7 +485,7 @@ func (w *upperWatcher) record(rel, op string, at time.Time) {
 		}
 		// A path the session created stays "create" however often it is
 		// written; a deletion (or a re-creation after one) replaces the op.
-		if op == OpDelete || r.Op == OpDelete || r.Op == "" {
+		if op == provlog.OpDelete || r.Op == provlog.OpDelete || r.Op == "" {
 			r.Op = op
 		}
 	}
@@ -520,7 +501,7 @@ func (w *upperWatcher) flush() {
 	}
 	var b []byte
 	for rel := range w.dirty {
-		line, err := jsonLine(w.recs[rel])
+		line, err := provlog.JSONLine(w.recs[rel])
 		if err == nil {
 			b = append(b, line...)
 		}
@@ -548,7 +529,7 @@ func (w *upperWatcher) finish() int {
 	_, _ = unix.Write(w.wakeW, []byte{0})
 	<-w.done
 	w.drain(make([]byte, 64<<10))
-	w.walkChanged("", w.started.Add(-ctimeSlack))
+	w.walkChanged("", w.started.Add(-CtimeSlack))
 	w.flush()
 	if w.prov != nil {
 		_ = w.prov.Sync()
@@ -559,24 +540,4 @@ func (w *upperWatcher) finish() int {
 	// The inotify descriptor is left to the init's exit: closing it waits for
 	// a kernel grace period (5-40 ms) that would delay the recorded end.
 	return n
-}
-
-// MarshalJSON keeps a path's exact bytes (overlay.JSONPath).
-func (r provRecord) MarshalJSON() ([]byte, error) {
-	type plain provRecord
-	v := plain(r)
-	v.Path, v.PathBytes = overlay.JSONPath(r.Path)
-	return json.Marshal(v)
-}
-
-// UnmarshalJSON reads what MarshalJSON wrote.
-func (r *provRecord) UnmarshalJSON(data []byte) error {
-	type plain provRecord
-	var v plain
-	if err := json.Unmarshal(data, &v); err != nil {
-		return err
-	}
-	*r = provRecord(v)
-	r.Path, r.PathBytes = overlay.PathFromJSON(v.Path, v.PathBytes), nil
-	return nil
 }

@@ -1,4 +1,4 @@
-package engine
+package local
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratahq/strata/engine/provlog"
 	"github.com/stratahq/strata/overlay"
 	"github.com/stratahq/strata/overlay/mount"
 	"github.com/stratahq/strata/overlay/store"
@@ -50,13 +51,13 @@ func (f watchFixture) spec() SessionWatch {
 	return SessionWatch{Upper: f.upper, Lower: f.lower, Objects: f.objects, Bases: f.bases, Provenance: f.prov, Dialect: overlay.DialectKernel}
 }
 
-func provOf(t *testing.T, f watchFixture, session string) map[string]provRecord {
+func provOf(t *testing.T, f watchFixture, session string) map[string]provlog.Record {
 	t.Helper()
-	recs, err := readProvenanceFile(filepath.Join(f.prov, session+".jsonl"))
+	recs, err := provlog.ReadFile(filepath.Join(f.prov, session+".jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]provRecord{}
+	out := map[string]provlog.Record{}
 	for _, r := range recs {
 		out[r.Path] = r
 	}
@@ -89,8 +90,8 @@ func TestWatcherRecordsWritesAndBases(t *testing.T) {
 	}
 	got := provOf(t, f, "s1")
 	want := map[string]string{
-		"edit.txt": OpWrite, "new": OpCreate, "new/a": OpCreate, "new/a/b": OpCreate, "new/a/b/c.txt": OpCreate,
-		"dir/gone.txt": OpDelete, "dir/deep/x.txt": OpWrite,
+		"edit.txt": provlog.OpWrite, "new": provlog.OpCreate, "new/a": provlog.OpCreate, "new/a/b": provlog.OpCreate, "new/a/b/c.txt": provlog.OpCreate,
+		"dir/gone.txt": provlog.OpDelete, "dir/deep/x.txt": provlog.OpWrite,
 	}
 	for p, op := range want {
 		r, ok := got[p]
@@ -137,7 +138,7 @@ func TestWatcherBoundFallsBackToFinalWalk(t *testing.T) {
 	// Written before the session: dir/deep is in the upper already, and past
 	// the bound it gets no watch, so only the end walk can see into it.
 	writeFile(t, filepath.Join(f.merged, "dir", "deep", "x.txt"), "x2\n")
-	time.Sleep(3 * ctimeSlack)
+	time.Sleep(3 * CtimeSlack)
 	spec := f.spec()
 	spec.MaxWatches = 1 // the upper root only
 	w, err := openUpperWatch(spec, "s2")
@@ -190,4 +191,14 @@ func TestWatcherCapturesBaseWithinMilliseconds(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	t.Logf("base captured %v after the write returned", time.Since(start))
+}
+
+func writeFile(t testing.TB, p, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

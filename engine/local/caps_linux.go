@@ -1,4 +1,4 @@
-package engine
+package local
 
 import (
 	"fmt"
@@ -88,3 +88,6 @@ func lastCapability() int {
 	}
 	return 63 // unknown numbers fail with EINVAL, which is skipped
 }
+
+// KeptCapabilities are the capabilities a session's command keeps (a copy).
+func KeptCapabilities() []int { return append([]int(nil), keptCapabilities...) }

@@ -1,4 +1,4 @@
-package engine
+package local
 
 import (
 	"context"
@@ -54,7 +54,7 @@ func (in *sessionInit) setupNetwork(spec *SessionSpec) error {
 	}
 	// Dialed by path through the dir's handle: a proxy restarted after a
 	// crash (a new socket at the same name) is reached too.
-	sock := "/proc/self/fd/" + strconv.Itoa(int(in.egress.Fd())) + "/" + egressSocket
+	sock := "/proc/self/fd/" + strconv.Itoa(int(in.egress.Fd())) + "/" + EgressSocket
 	go func() {
 		if err := egress.Bridge(context.Background(), l, sock); err != nil {
 			fmt.Fprintf(os.Stderr, "egress bridge: %v\n", err)

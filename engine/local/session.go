@@ -1,4 +1,4 @@
-package engine
+package local
 
 import (
 	"bufio"
@@ -17,7 +17,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stratahq/strata/engine/boundary"
+	"github.com/stratahq/strata/engine/cgroup"
 	"github.com/stratahq/strata/engine/session"
+	"github.com/stratahq/strata/engine/world"
 	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/overlay/mount"
 )
@@ -97,9 +99,11 @@ type SessionSpec struct {
 	Trace bool `json:"trace,omitempty"`
 }
 
-const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+// DefaultPath is the PATH a session gets when its environment has none.
+const DefaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-func (spec *SessionSpec) normalize() error {
+// Normalize checks the spec and fills in its defaults (StartSession calls it).
+func (spec *SessionSpec) Normalize() error {
 	if len(spec.Argv) == 0 || spec.Argv[0] == "" {
 		return errors.New("no command")
 	}
@@ -147,7 +151,7 @@ func (spec *SessionSpec) normalize() error {
 		return fmt.Errorf("cwd %q is not an absolute path", spec.Cwd)
 	}
 	if spec.Env == nil {
-		spec.Env = []string{defaultPath}
+		spec.Env = []string{DefaultPath}
 	}
 	if spec.Isolation == IsolationTree {
 		spec.Boundary = nil
@@ -188,11 +192,11 @@ func (spec *SessionSpec) normalize() error {
 // running) or could not start (State failed, error wrapping ErrStartFailed, exit
 // code 127 when the command was not found and 126 when it could not be executed).
 func StartSession(ctx context.Context, spec SessionSpec) (SessionMeta, error) {
-	if err := spec.normalize(); err != nil {
+	if err := spec.Normalize(); err != nil {
 		return SessionMeta{}, fmt.Errorf("start session: %w", err)
 	}
-	spec.Trace = spec.Trace || traceOn
-	Trace("session: spec normalized")
+	spec.Trace = spec.Trace || session.Tracing()
+	session.Trace("session: spec normalized")
 	if err := os.MkdirAll(filepath.Dir(spec.Dir), 0o755); err != nil {
 		return SessionMeta{}, fmt.Errorf("start session %s: %w", spec.ID, err)
 	}
@@ -210,7 +214,7 @@ func StartSession(ctx context.Context, spec SessionSpec) (SessionMeta, error) {
 	if err := session.WriteMetaPath(spec.Dir, meta); err != nil {
 		return meta, fmt.Errorf("start session %s: %w", spec.ID, err)
 	}
-	Trace("session: dir, fifo, meta written")
+	session.Trace("session: dir, fifo, meta written")
 	fail := func(err error) (SessionMeta, error) {
 		meta.State, meta.Error, meta.EndedAt, meta.Attention = SessionFailed, err.Error(), time.Now(), AttentionFailed
 		if meta.ExitCode == 0 {
@@ -221,12 +225,12 @@ func StartSession(ctx context.Context, spec SessionSpec) (SessionMeta, error) {
 	}
 
 	spec.deriveEvidence()
-	Trace("session: evidence derived (world.toml, cgroup)")
+	session.Trace("session: evidence derived (world.toml, cgroup)")
 	init, readyR, err := startInit(spec)
 	if err != nil {
 		return fail(err)
 	}
-	Trace("session: init started")
+	session.Trace("session: init started")
 	defer readyR.Close()
 	exited := make(chan error, 1)
 	// Reap the init if it ends while we live; it is in its own session, so it
@@ -234,7 +238,7 @@ func StartSession(ctx context.Context, spec SessionSpec) (SessionMeta, error) {
 	go func() { exited <- init.Wait() }()
 
 	m, err := session.AwaitReady(ctx, init.Process, exited, readyR, "session init", spec.ID, spec.Dir, fail)
-	Trace("session: ready received")
+	session.Trace("session: ready received")
 	return m, err
 }
 
@@ -347,33 +351,6 @@ type initSpec struct {
 	HasStdin bool `json:"has_stdin"`
 }
 
-// KillSession sends sig to the session command's process group.
-func KillSession(dir string, sig syscall.Signal) error {
-	meta, err := ReadSessionMeta(dir)
-	if err != nil {
-		return fmt.Errorf("kill session: %w", err)
-	}
-	if meta.State.Ended() {
-		return fmt.Errorf("kill session %s: %w", meta.ID, ErrSessionNotRunning)
-	}
-	if meta.PID <= 0 {
-		return fmt.Errorf("kill session %s: command pid not recorded yet", meta.ID)
-	}
-	// meta.PID is the command, or a runner relaying to it (see sendSignal).
-	session.MarkKilled(dir)
-	sig = runtimeOf(nil, meta.Runtime).SendSignal(sig)
-	err = unix.Kill(-meta.PID, sig)
-	if errors.Is(err, unix.ESRCH) {
-		// The command left its process group; signal it directly.
-		err = unix.Kill(meta.PID, sig)
-	}
-	if err != nil && !errors.Is(err, unix.ESRCH) {
-		session.UnmarkKilled(dir)
-		return fmt.Errorf("kill session %s: %w", meta.ID, err)
-	}
-	return nil
-}
-
 // readFirstLineWithPrefix returns the rest of the first line of path starting with prefix.
 func readFirstLineWithPrefix(f *os.File, prefix string) (string, bool) {
 	sc := bufio.NewScanner(f)
@@ -394,8 +371,8 @@ func (spec *SessionSpec) deriveEvidence() {
 		return
 	}
 	p := Paths{Root: spec.StateRoot}
-	w, err := readWorldFile(p.WorldFile(spec.World))
-	if err != nil || !runtimeOf(nil, w.Backend).HostView() {
+	w, err := world.ReadFile(p.WorldFile(spec.World))
+	if err != nil || w.Backend != world.RuntimeLocal {
 		return
 	}
 	if spec.Watch == nil && !spec.NoWatch {
@@ -409,7 +386,7 @@ func (spec *SessionSpec) deriveEvidence() {
 		spec.ActivityLog = p.Activity()
 	}
 	if spec.Cgroup == "" {
-		spec.Cgroup = prepareSessionCgroup(w, spec.ID)
+		spec.Cgroup = cgroup.PrepareSession(w, spec.ID)
 	}
 }
 
