@@ -52,12 +52,21 @@ func treeHash(t *testing.T, root string) string {
 	return hex.EncodeToString(h[:])
 }
 
+// crashKills is how many moments TestE2EApplyCrashSafety kills the apply at.
+const crashKills = 32
+
 // TestE2EApplyCrashSafety runs a 2,000-file publication in the built binary
-// and kills it with SIGKILL at 100 moments spread over its run; after the
-// next strata start (which recovers) the source is all-old or all-new.
+// and kills it with SIGKILL at crashKills moments spread evenly over its run
+// (one at a random moment in each equal slice of it, startup included);
+// after the next strata start (which recovers) the source is all-old or
+// all-new. It runs on tmpfs (newTmpfsEnv): a kill tests the order of the
+// publication's steps, not the disk's durability.
 func TestE2EApplyCrashSafety(t *testing.T) {
-	e := newEnv(t)
-	pristine := filepath.Join(t.TempDir(), "pristine")
+	t.Parallel()
+	e := newTmpfsEnv(t)
+	// cp -al needs the pristine trees on the source's filesystem.
+	scratch := filepath.Dir(e.home)
+	pristine := filepath.Join(scratch, "pristine")
 	for i := 0; i < 2000; i++ {
 		writeTestFile(t, filepath.Join(pristine, fmt.Sprintf("d%02d/f%04d.txt", i%40, i)), fmt.Sprintf("old %d\n", i))
 	}
@@ -65,7 +74,7 @@ func TestE2EApplyCrashSafety(t *testing.T) {
 	// deletions unlink), so a hard-link farm of the pristine trees is a safe
 	// and fast reset.
 	bases := filepath.Join(e.home, "worlds", "w", "bases")
-	pristineBases := filepath.Join(t.TempDir(), "bases")
+	pristineBases := filepath.Join(scratch, "bases")
 	reset := func() {
 		for _, p := range [][2]string{{pristine, e.source}, {pristineBases, bases}} {
 			must(t, os.RemoveAll(p[1]))
@@ -104,12 +113,15 @@ func TestE2EApplyCrashSafety(t *testing.T) {
 	t.Logf("a whole apply of 2,000 paths takes %s", full)
 	rng := rand.New(rand.NewSource(5))
 	seenOld, seenNew := 0, 0
-	for i := 0; i < 100; i++ {
+	// One kill in each slice of the whole run (startup included) and a
+	// quarter more: stratified, so no part of the run goes untried the way
+	// independent random moments can leave one.
+	slice := (int64(full) + int64(full)/4) / crashKills
+	for i := 0; i < crashKills; i++ {
 		reset()
 		cmd := e.cmd("apply", "w")
 		must(t, cmd.Start())
-		// Spread the kills over the whole run, startup included.
-		time.Sleep(time.Duration(rng.Int63n(int64(full) + int64(full)/4)))
+		time.Sleep(time.Duration(int64(i)*slice + rng.Int63n(slice)))
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		e.ok("ls") // any strata start finishes or undoes the interrupted publication
@@ -129,7 +141,7 @@ func TestE2EApplyCrashSafety(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("after 100 kills: %d all-old, %d all-new", seenOld, seenNew)
+	t.Logf("after %d kills: %d all-old, %d all-new", crashKills, seenOld, seenNew)
 	if seenOld == 0 || seenNew == 0 {
 		t.Fatalf("the kills did not cover the run: %d old, %d new", seenOld, seenNew)
 	}

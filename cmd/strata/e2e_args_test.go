@@ -39,6 +39,7 @@ func argsEnv(t *testing.T) (e *env, snap string) {
 // -y" published every changed path of the World and "diff W -- x" printed
 // them all.
 func TestE2EDoubleDashOperands(t *testing.T) {
+	t.Parallel()
 	e, snap := argsEnv(t)
 	worldFile := func(rel string) string {
 		t.Helper()
@@ -145,6 +146,7 @@ func (e *env) runLimited(kib int, args ...string) (string, int, time.Duration) {
 // exit 2, at once, in little memory, nothing published. Before, strata built
 // a 2-billion-element list first and died out of memory.
 func TestE2EHunkRangeRefusedAtOnce(t *testing.T) {
+	t.Parallel()
 	e, _ := argsEnv(t)
 	before := treeHash(t, e.source)
 	out, code, took := e.runLimited(4<<20, "apply", "w", "--hunks", "x=1-2000000000")
@@ -164,6 +166,7 @@ func TestE2EHunkRangeRefusedAtOnce(t *testing.T) {
 
 // fork -n must name 1 to 100 Worlds; 0 or a negative number used to create one.
 func TestE2EForkCountRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.ok("new", "w")
 	for _, n := range []string{"0", "-3", "101", "x"} {
@@ -187,6 +190,7 @@ func TestE2EForkCountRefused(t *testing.T) {
 // and never makes an empty directory at the old path: before, strata exec
 // bound the World over a freshly made empty source and the command "worked".
 func TestE2EMissingSourceRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.ok("new", "w")
 	e.ok("exec", "w", "--", "sh", "-c", "echo changed > a.txt; echo new > new.txt") // mounts the World
@@ -234,6 +238,7 @@ func TestE2EMissingSourceRefused(t *testing.T) {
 // saying so, sessions --json gives exit_code -1, and a fan-out counts it as
 // failed. Before, all three reported exit 0.
 func TestE2ELostSessionNeverExitsZero(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.ok("new", "w")
 	initOf := func(n int) int {
@@ -347,6 +352,7 @@ var usageCases = map[string][][]string{
 // Every usage error exits 2, for every command: an unknown flag, a missing or
 // extra operand, a bad value; and none of them changes anything.
 func TestE2EUsageErrorsExit2(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.ok("new", "w")
 	e.ok("exec", "w", "--", "sh", "-c", "echo x > x")
@@ -408,6 +414,7 @@ func mountTmpfs(t *testing.T, dir, size string) {
 // A full file system stops apply, snap and exec with the path being written,
 // whose file system it is, what to do, and what became of the work.
 func TestE2ENoSpaceNamesThePath(t *testing.T) {
+	t.Parallel()
 	t.Run("apply to a full source", func(t *testing.T) {
 		e := newEnv(t)
 		src := filepath.Join(t.TempDir(), "small-src")

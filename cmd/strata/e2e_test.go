@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +21,8 @@ import (
 var strataBin string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	raiseParallel()
 	dir, err := os.MkdirTemp("", "strata-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -35,6 +39,18 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// raiseParallel lets at least 4 end-to-end tests run at once unless -parallel
+// is given: they spend most of their time waiting on the strata processes
+// and sessions they start (each test has its own state root and source), so
+// GOMAXPROCS, go test's default, leaves a 2-core machine half idle.
+func raiseParallel() {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set && runtime.GOMAXPROCS(0) < 4 {
+		_ = flag.Set("test.parallel", "4") // the flag exists: testing registered it
+	}
+}
+
 // env is one isolated strata installation: a state root, a config path and
 // a source tree, all in temp dirs.
 type env struct {
@@ -46,10 +62,31 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvIn(t, t.TempDir())
+}
+
+// newTmpfsEnv is newEnv with the state root and the source on tmpfs when
+// /dev/shm exists, for the crash harnesses: a SIGKILL loses no page cache,
+// so the disk's durability plays no part in what they prove (that is the
+// fsync discipline of overlay/publish.go), while a shared, busy disk makes
+// every apply's fsyncs take seconds.
+func newTmpfsEnv(t *testing.T) *env {
+	t.Helper()
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		if dir, err := os.MkdirTemp("/dev/shm", "strata-e2e-"); err == nil {
+			t.Cleanup(func() { _ = os.RemoveAll(dir) }) // after newEnvIn's cleanup unmounts
+			return newEnvIn(t, dir)
+		}
+	}
+	return newEnv(t)
+}
+
+// newEnvIn is newEnv under base.
+func newEnvIn(t *testing.T, base string) *env {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("end-to-end World tests mount overlays: run as root (CI does)")
 	}
-	base := t.TempDir()
 	e := &env{t: t, home: filepath.Join(base, "home"), source: filepath.Join(base, "src")}
 	e.vars = []string{"STRATA_HOME=" + e.home, "STRATA_CONFIG=" + filepath.Join(base, "config.toml"), "XDG_STATE_HOME=" + filepath.Join(base, "state")}
 	must(t, os.MkdirAll(filepath.Join(e.source, "sub"), 0o755))
