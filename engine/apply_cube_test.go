@@ -16,6 +16,7 @@ import (
 // A cube World takes on a merge too: its sandbox sees the merged result
 // afterwards, and applying everything again keeps the source's line.
 func TestCubeApplyMergeStaysMerged(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ce := newCubeEnv(t, cubetest.Options{})
 	base := lines(1, 20, func(i int) string { return fmt.Sprint("line ", i) })
@@ -47,6 +48,7 @@ func TestCubeApplyMergeStaysMerged(t *testing.T) {
 // A cube session holding a picked file open for writing in its sandbox makes
 // apply refuse, naming it; nothing reaches the source.
 func TestCubeApplyRefusesFileOpenForWriting(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ce := newCubeEnv(t, cubetest.Options{})
 	ce.create("w", CreateOptions{})

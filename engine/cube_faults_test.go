@@ -17,6 +17,7 @@ import (
 )
 
 func TestCubePlannedWorldRealisedLater(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ce := newCubeEnv(t, cubetest.Options{})
 	ce.srv.Down()
@@ -69,6 +70,7 @@ func TestCubePlannedWorldRealisedLater(t *testing.T) {
 }
 
 func TestCubeNotConfiguredPlans(t *testing.T) {
+	t.Parallel()
 	ce := newCubeEnv(t, cubetest.Options{}, func(cc *CubeConfig) { cc.Endpoint = "" })
 	w := ce.create("p", CreateOptions{})
 	if w.State != StatePlanned || w.Cube.Request == "" {
@@ -83,6 +85,7 @@ func TestCubeNotConfiguredPlans(t *testing.T) {
 }
 
 func TestCubeTemplateFitFailsBeforeAnyCall(t *testing.T) {
+	t.Parallel()
 	ce := newCubeEnv(t, cubetest.Options{}, func(cc *CubeConfig) {
 		cc.Template = ""
 		cc.Templates = []CubeTemplate{{ID: "base", CPU: 2000, MemoryMB: 2048, DiskMB: 10240}}
@@ -101,6 +104,7 @@ func TestCubeTemplateFitFailsBeforeAnyCall(t *testing.T) {
 }
 
 func TestCubeStoppedAndPlannedForkReviewAndApply(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ce := newCubeEnv(t, cubetest.Options{})
 	ce.create("w", CreateOptions{})
@@ -159,6 +163,7 @@ func TestCubeStoppedAndPlannedForkReviewAndApply(t *testing.T) {
 }
 
 func TestCubeCreateFaults(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ce := newCubeEnv(t, cubetest.Options{})
 	noWorldNoSandbox := func(name string) {
@@ -234,6 +239,7 @@ func TestCubeCreateFaults(t *testing.T) {
 }
 
 func TestCubeSnapshotFaults(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ce := newCubeEnv(t, cubetest.Options{})
 	ce.create("w", CreateOptions{})
@@ -273,6 +279,7 @@ func TestCubeSnapshotFaults(t *testing.T) {
 }
 
 func TestCubeSessionDroppedStreamAndKill(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ce := newCubeEnv(t, cubetest.Options{})
 	ce.create("w", CreateOptions{})
@@ -357,6 +364,7 @@ func cubeWaitFor(t *testing.T, ok func() bool) {
 }
 
 func TestCubeGuestDrivers(t *testing.T) {
+	t.Parallel()
 	for _, d := range []overlay.Backend{overlay.BackendUnionfs, overlay.BackendFuseOverlayfs} {
 		t.Run(string(d), func(t *testing.T) {
 			bin := map[overlay.Backend]string{overlay.BackendUnionfs: "unionfs", overlay.BackendFuseOverlayfs: "fuse-overlayfs"}[d]
@@ -382,6 +390,7 @@ func TestCubeGuestDrivers(t *testing.T) {
 
 // The drivers are tried in order; one whose mount fails is skipped.
 func TestCubeGuestDriverFallback(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("unionfs"); err != nil {
 		t.Skip("unionfs-fuse is not installed")
 	}
@@ -456,6 +465,7 @@ func TestCubeDoctor(t *testing.T) {
 }
 
 func TestCubeRollbackStoppedWorld(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ce := newCubeEnv(t, cubetest.Options{})
 	ce.create("w", CreateOptions{})
