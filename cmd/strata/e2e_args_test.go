@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -357,7 +358,7 @@ func TestE2EUsageErrorsExit2(t *testing.T) {
 	e.ok("new", "w")
 	e.ok("exec", "w", "--", "sh", "-c", "echo x > x")
 	before := treeHash(t, e.home+"/worlds/w/upper") + treeHash(t, e.source) + e.ok("ls", "--all") + e.ok("timeline", "w")
-	check := func(args ...string) {
+	run := func(args ...string) {
 		t.Helper()
 		// Bounded: a bad value once ran forever (top --count -1).
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -371,6 +372,10 @@ func TestE2EUsageErrorsExit2(t *testing.T) {
 			t.Errorf("strata %s: exit %d (want 2)\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, out.String(), errs.String())
 		}
 	}
+	// The rows are gathered, then run 4 at a time: each is a strata process
+	// that should refuse before touching anything.
+	var rows [][]string
+	check := func(args ...string) { rows = append(rows, args) }
 	for _, c := range commands {
 		cases, ok := usageCases[c.name]
 		if !ok {
@@ -396,6 +401,20 @@ func TestE2EUsageErrorsExit2(t *testing.T) {
 		}
 	}
 	check("no-such-command")
+	next := make(chan []string)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for args := range next {
+				run(args...)
+			}
+		})
+	}
+	for _, args := range rows {
+		next <- args
+	}
+	close(next)
+	wg.Wait()
 	if after := treeHash(t, e.home+"/worlds/w/upper") + treeHash(t, e.source) + e.ok("ls", "--all") + e.ok("timeline", "w"); after != before {
 		t.Error("a usage error changed a World or the source")
 	}
