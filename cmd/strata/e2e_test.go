@@ -292,13 +292,14 @@ func TestE2EDetachedSessionOutlivesCaller(t *testing.T) {
 	// The caller is killed right after the session starts; the session runs on.
 	c := e.cmd("exec", "w", "--", "sh", "-c", "for i in 1 2 3 4 5; do echo line $i; sleep 0.1; done; echo done > marker")
 	must(t, c.Start())
-	// Killed once the session runs (a fixed delay lost that race on a busy
-	// machine and killed the caller before it had started anything).
+	// Killed once the session runs (or has even ended: a fixed delay could
+	// lose the race on a busy machine and kill the caller before it had
+	// started anything).
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		var ss []struct {
 			State string `json:"state"`
 		}
-		if out, _, code := e.run("sessions", "w", "--json"); code == 0 && json.Unmarshal([]byte(out), &ss) == nil && len(ss) == 1 && ss[0].State == "running" {
+		if out, _, code := e.run("sessions", "w", "--json"); code == 0 && json.Unmarshal([]byte(out), &ss) == nil && len(ss) == 1 && ss[0].State != "starting" {
 			break
 		}
 		if time.Now().After(deadline) {
