@@ -9,8 +9,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -109,6 +111,32 @@ func (e *env) cleanup() {
 			_, _, _ = e.run("kill", d.Name(), s.Name(), "--signal", "KILL")
 		}
 		_ = overlay.ForceUnmount(filepath.Join(e.home, "worlds", d.Name(), "merged"))
+		stopEgress(filepath.Join(e.home, "worlds", d.Name(), "egress"))
+	}
+}
+
+// stopEgress kills the egress proxy whose pid file is in dir and waits for
+// it to go: it outlives its World's last session by a moment, and one still
+// removing its sockets when the test's temp dir is removed fails that
+// removal ("directory not empty").
+func stopEgress(dir string) {
+	data, err := os.ReadFile(filepath.Join(dir, "pid"))
+	if err != nil {
+		return
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || pid <= 1 {
+		return
+	}
+	proc := fmt.Sprintf("/proc/%d", pid)
+	if cmdline, err := os.ReadFile(proc + "/cmdline"); err != nil || !strings.Contains(string(cmdline), "__egress") {
+		return // gone already, or the pid is another process's now
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if st, err := os.ReadFile(proc + "/stat"); err != nil || strings.Contains(string(st), ") Z ") {
+			return
+		}
 	}
 }
 
