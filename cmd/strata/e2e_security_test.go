@@ -343,8 +343,12 @@ func TestSecHostUnixSockets(t *testing.T) {
 // Row 16: the command cannot freeze or kill another World's session or a
 // host process through cgroupfs, cannot leave its cgroup, and a snapshot
 // taken while it tries still pauses it.
+// Serial: a World's first session sweeps the idle cgroups of other Worlds
+// (sweepIdleWorldCgroups), and a concurrent test's World created in the
+// moment between this session's cgroup mkdir and its start removed it ("the
+// victim session has no strata cgroup"): a race of the engine, reported,
+// that in-package parallelism made frequent.
 func TestSecCgroups(t *testing.T) {
-	t.Parallel()
 	root := cgroup2Root(t)
 	s := newSecEnv(t, "")
 	s.ok("new", "victim")
