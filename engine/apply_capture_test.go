@@ -42,6 +42,7 @@ func checkWhole(data []byte, size int) (int, bool) {
 // World into the publication after the pause: a version written meanwhile
 // fails the hash check and the apply captures again.
 func TestApplyRacingWriterPublishesWholeVersions(t *testing.T) {
+	t.Parallel()
 	for _, size := range []int{3_000_000, 12_000_000} {
 		t.Run(strconv.Itoa(size), func(t *testing.T) { testApplyRacingWriter(t, size) })
 	}
@@ -103,6 +104,7 @@ func firstLine(b []byte) string {
 // writer between two writes) makes apply refuse after its retries, naming
 // the path and the session; a file open only for reading does not.
 func TestApplyRefusesFileOpenForWriting(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e, src := evidenceEngine(t)
 	merged := mountedWorld(t, e, src, "w")

@@ -17,6 +17,7 @@ import (
 // A cube World takes on a merge too: its sandbox sees the merged result
 // afterwards, and applying everything again keeps the source's line.
 func TestCubeApplyMergeStaysMerged(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ce := newCubeEnv(t, cubetest.Options{})
 	base := lines(1, 20, func(i int) string { return fmt.Sprint("line ", i) })
@@ -51,6 +52,7 @@ func TestCubeApplyMergeStaysMerged(t *testing.T) {
 // open fds (on the fake, every process of the host), which on a loaded
 // machine takes seconds, and a writer that has ended rightly lets apply on.
 func TestCubeApplyRefusesFileOpenForWriting(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ce := newCubeEnv(t, cubetest.Options{})
 	ce.create("w", CreateOptions{})

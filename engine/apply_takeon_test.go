@@ -14,6 +14,7 @@ import (
 // everything again keeps the resolution instead of publishing the World's
 // side of the conflict over it.
 func TestApplyResolutionStaysResolved(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e, src := testEngine(t)
 	base, merged := lineFiveEdited(t, e, src, "r.txt", 20)
@@ -53,6 +54,7 @@ func TestApplyResolutionStaysResolved(t *testing.T) {
 // on the source's edit, so applying the rest later neither loses the
 // source's line nor the World's.
 func TestApplyPartialMergeKeepsBothSides(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e, src := testEngine(t)
 	base := lines(1, 30, func(i int) string { return fmt.Sprint("line ", i) })

@@ -26,6 +26,7 @@ func lines(from, to int, f func(int) string) string {
 }
 
 func TestApplyFullFlowAndHunkPick(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e, src := testEngine(t)
 	merged := mountedWorld(t, e, src, "w")
@@ -108,6 +109,7 @@ func TestApplyFullFlowAndHunkPick(t *testing.T) {
 }
 
 func TestApplyMergesAndConflicts(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e, src := testEngine(t)
 	base, merged := lineFiveEdited(t, e, src, "f.txt", 30)
@@ -159,6 +161,7 @@ func TestApplyMergesAndConflicts(t *testing.T) {
 // A base captured after the person edited the source must not turn into a
 // silent overwrite of that edit.
 func TestApplyLateBaseNeedsMerge(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e, src := testEngine(t)
 	writeFile(t, filepath.Join(src, "late.txt"), "original\n")
@@ -187,6 +190,7 @@ func mustChanges(t *testing.T, e *Engine, name string) *overlay.ChangeSet {
 // TestMergeAgreesWithGitMergeFile checks clean 3-way merges of random edits
 // against `git merge-file` as the oracle, through the whole apply path.
 func TestApplyMergeAgreesWithGit(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git not installed")
 	}
@@ -245,6 +249,7 @@ func TestApplyMergeAgreesWithGit(t *testing.T) {
 }
 
 func TestApplyHostileInput(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e, src := testEngine(t)
 	merged := mountedWorld(t, e, src, "w")

@@ -11,6 +11,7 @@ import (
 // A broken World's bases are what its diff and apply will need once its
 // world.toml is fixed: gc must not drop them while it is there.
 func TestGCKeepsBrokenWorldBases(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e, src := testEngine(t)
 	w, err := e.Create(ctx, CreateOptions{Name: "w", Source: src})

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,10 +14,19 @@ import (
 
 	"github.com/stratahq/strata/cube"
 	"github.com/stratahq/strata/cube/cubetest"
+	"github.com/stratahq/strata/engine/cuberun"
 	"github.com/stratahq/strata/overlay"
 )
 
 func TestCubePlannedWorldRealisedLater(t *testing.T) {
+	// Serial: the default allow-list's names resolve the same at plan and at
+	// up (a stub, not this machine's DNS, whose answer, or 3 s timeout,
+	// differed between the two now and then and changed the request).
+	old := cuberun.CubeResolve
+	t.Cleanup(func() { cuberun.CubeResolve = old })
+	cuberun.CubeResolve = func(_ context.Context, host string) ([]net.IPAddr, error) {
+		return []net.IPAddr{{IP: net.ParseIP("192.0.2.9")}}, nil
+	}
 	ctx := context.Background()
 	ce := newCubeEnv(t, cubetest.Options{})
 	ce.srv.Down()
@@ -69,6 +79,7 @@ func TestCubePlannedWorldRealisedLater(t *testing.T) {
 }
 
 func TestCubeNotConfiguredPlans(t *testing.T) {
+	t.Parallel()
 	ce := newCubeEnv(t, cubetest.Options{}, func(cc *CubeConfig) { cc.Endpoint = "" })
 	w := ce.create("p", CreateOptions{})
 	if w.State != StatePlanned || w.Cube.Request == "" {
@@ -83,6 +94,7 @@ func TestCubeNotConfiguredPlans(t *testing.T) {
 }
 
 func TestCubeTemplateFitFailsBeforeAnyCall(t *testing.T) {
+	t.Parallel()
 	ce := newCubeEnv(t, cubetest.Options{}, func(cc *CubeConfig) {
 		cc.Template = ""
 		cc.Templates = []CubeTemplate{{ID: "base", CPU: 2000, MemoryMB: 2048, DiskMB: 10240}}
@@ -101,6 +113,7 @@ func TestCubeTemplateFitFailsBeforeAnyCall(t *testing.T) {
 }
 
 func TestCubeStoppedAndPlannedForkReviewAndApply(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ce := newCubeEnv(t, cubetest.Options{})
 	ce.create("w", CreateOptions{})
@@ -159,6 +172,7 @@ func TestCubeStoppedAndPlannedForkReviewAndApply(t *testing.T) {
 }
 
 func TestCubeCreateFaults(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ce := newCubeEnv(t, cubetest.Options{})
 	noWorldNoSandbox := func(name string) {
@@ -234,6 +248,7 @@ func TestCubeCreateFaults(t *testing.T) {
 }
 
 func TestCubeSnapshotFaults(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ce := newCubeEnv(t, cubetest.Options{})
 	ce.create("w", CreateOptions{})
@@ -273,6 +288,7 @@ func TestCubeSnapshotFaults(t *testing.T) {
 }
 
 func TestCubeSessionDroppedStreamAndKill(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ce := newCubeEnv(t, cubetest.Options{})
 	ce.create("w", CreateOptions{})
@@ -357,6 +373,7 @@ func cubeWaitFor(t *testing.T, ok func() bool) {
 }
 
 func TestCubeGuestDrivers(t *testing.T) {
+	t.Parallel()
 	for _, d := range []overlay.Backend{overlay.BackendUnionfs, overlay.BackendFuseOverlayfs} {
 		t.Run(string(d), func(t *testing.T) {
 			bin := map[overlay.Backend]string{overlay.BackendUnionfs: "unionfs", overlay.BackendFuseOverlayfs: "fuse-overlayfs"}[d]
@@ -382,6 +399,7 @@ func TestCubeGuestDrivers(t *testing.T) {
 
 // The drivers are tried in order; one whose mount fails is skipped.
 func TestCubeGuestDriverFallback(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("unionfs"); err != nil {
 		t.Skip("unionfs-fuse is not installed")
 	}
@@ -456,6 +474,7 @@ func TestCubeDoctor(t *testing.T) {
 }
 
 func TestCubeRollbackStoppedWorld(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ce := newCubeEnv(t, cubetest.Options{})
 	ce.create("w", CreateOptions{})

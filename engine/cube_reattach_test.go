@@ -61,6 +61,7 @@ func countRequests(ce *cubeEnv, path, bodyPart string) int {
 // transcript goes on, notes the gap, and the session ends with the
 // command's own exit status instead of "lost".
 func TestCubeReattachAfterRunnerDied(t *testing.T) {
+	t.Parallel()
 	ce := newCubeEnv(t, cubetest.Options{})
 	ce.create("w", CreateOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -114,6 +115,7 @@ func TestCubeReattachAfterRunnerDied(t *testing.T) {
 // Only when the command is truly gone is the session lost, and then it is
 // recorded once: later looks do not ask the sandbox again.
 func TestCubeLostOnlyWhenProcessGone(t *testing.T) {
+	t.Parallel()
 	ce := newCubeEnv(t, cubetest.Options{})
 	ce.create("w", CreateOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -217,6 +219,7 @@ func TestCubeKillTermThenKill(t *testing.T) {
 // attach works again, input reaches the command through envd and its
 // answer lands in the transcript.
 func TestCubeReattachTTYAfterRunnerDied(t *testing.T) {
+	t.Parallel()
 	ce := newCubeEnv(t, cubetest.Options{})
 	ce.create("w", CreateOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -200,6 +200,7 @@ func requestsMatching(srv *cubetest.Server, route string) []cubetest.Request {
 }
 
 func TestCubeFullFlow(t *testing.T) {
+	t.Parallel()
 	ce := newCubeEnv(t, cubetest.Options{})
 	w := ce.create("w", CreateOptions{})
 	if w.State != StateReady || w.Cube.SandboxID == "" {
@@ -290,6 +291,7 @@ func TestCubeFullFlow(t *testing.T) {
 }
 
 func TestResolveCubeTemplate(t *testing.T) {
+	t.Parallel()
 	cc := CubeConfig{Templates: []CubeTemplate{
 		{ID: "large", CPU: 8000, MemoryMB: 16384, DiskMB: 40960},
 		{ID: "small", CPU: 1000, MemoryMB: 2048, DiskMB: 10240},
@@ -335,6 +337,7 @@ func cubePathExists(p string) bool {
 }
 
 func TestCubeSnapshotRollbackFork(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ce := newCubeEnv(t, cubetest.Options{})
 	w := ce.create("w", CreateOptions{})
@@ -412,6 +415,7 @@ func TestCubeSnapshotRollbackFork(t *testing.T) {
 // What strata changes in an upper from the host (restore, drop applied) is
 // seen by the guest once its overlay is mounted again; mounts never stack.
 func TestCubeGuestRemountAfterHostChange(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ce := newCubeEnv(t, cubetest.Options{})
 	w := ce.create("w", CreateOptions{})
@@ -450,6 +454,7 @@ func TestCubeGuestRemountAfterHostChange(t *testing.T) {
 // TestCubeNoNetwork: --no-network runs the command in a network namespace of
 // its own inside the sandbox, with only lo.
 func TestCubeNoNetwork(t *testing.T) {
+	t.Parallel()
 	ce := newCubeEnv(t, cubetest.Options{})
 	ce.create("w", CreateOptions{})
 	out, _, end := ce.runWith("w", ExecOptions{Argv: []string{"sh", "-c", "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '"}, NoNetwork: true})
@@ -468,6 +473,7 @@ func TestCubeNoNetwork(t *testing.T) {
 // TestCubeSnapshotPausesSessions: the commands of a cube World's running
 // sessions are stopped inside the sandbox while the upper is captured.
 func TestCubeSnapshotPausesSessions(t *testing.T) {
+	t.Parallel()
 	ce := newCubeEnv(t, cubetest.Options{})
 	ce.create("w", CreateOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -498,6 +504,7 @@ func TestCubeSnapshotPausesSessions(t *testing.T) {
 // and the session ends killed by SIGKILL, not lost with its command still
 // running.
 func TestCubeKillSignals(t *testing.T) {
+	t.Parallel()
 	ce := newCubeEnv(t, cubetest.Options{})
 	ce.create("w", CreateOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -551,6 +558,7 @@ func TestCubeKillSignals(t *testing.T) {
 // a resize, input through envd, "waiting" while it blocks reading the
 // terminal, and the whole screen in the transcript.
 func TestCubeTTYSession(t *testing.T) {
+	t.Parallel()
 	ce := newCubeEnv(t, cubetest.Options{})
 	ce.create("w", CreateOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -629,6 +637,7 @@ func TestCubeTTYSession(t *testing.T) {
 
 // A quiet command that is not reading its terminal is not waiting.
 func TestCubeTTYQuietIsNotWaiting(t *testing.T) {
+	t.Parallel()
 	ce := newCubeEnv(t, cubetest.Options{})
 	ce.create("w", CreateOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -654,6 +663,7 @@ func TestCubeTTYQuietIsNotWaiting(t *testing.T) {
 // dir) keeps working: its recreated sandbox mounts the World dir, as it
 // did, and its changes are all there.
 func TestCubeLegacyLayout(t *testing.T) {
+	t.Parallel()
 	ce := newCubeEnv(t, cubetest.Options{})
 	w := ce.create("w", CreateOptions{})
 	ce.mustSh("w", "echo mine > mine.txt")

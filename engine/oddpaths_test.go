@@ -15,6 +15,7 @@ import (
 // the broken World's own apply ask for a merge instead of overwriting what
 // the source gained meanwhile.
 func TestApplyOtherWorldCaptureFailureIsAWarning(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e, src := testEngine(t)
 	ma := mountedWorld(t, e, src, "a")
@@ -105,6 +106,7 @@ func TestApplyOtherWorldCaptureFailureIsAWarning(t *testing.T) {
 // A World whose changes cannot be read at all can still be removed with
 // --force or --purge; plain rm refuses and says why.
 func TestRemoveUnreadableWorld(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e, src := testEngine(t)
 	mountedWorld(t, e, src, "c")
@@ -131,6 +133,7 @@ func TestRemoveUnreadableWorld(t *testing.T) {
 // Base records keep a path's and a link target's exact bytes: a\xff and
 // a\xfe are two records, each read back under its own name.
 func TestBaseRecordsKeepNonUTF8Bytes(t *testing.T) {
+	t.Parallel()
 	idx := BaseIndex{Dir: t.TempDir()}
 	for _, r := range []BaseRecord{
 		{Path: "a\xff", Type: 1, Object: "obj-ff"},

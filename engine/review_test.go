@@ -48,6 +48,7 @@ func driftFixture(t *testing.T) (e *Engine, src, merged, base, world, theirs str
 // After the source moves, the diff is still base vs World (the teammate's
 // line is not the World's deletion), with the drift and the three hashes.
 func TestDiffReportsDriftAgainstTheBase(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e, _, _, base, world, theirs := driftFixture(t)
 	fcs, err := e.Diff(ctx, "w", DiffOptions{Paths: []string{"nums.txt"}})
@@ -89,6 +90,7 @@ func engineText(fc FileChange) string {
 
 // A hunk picked on the engine's diff under drift lands as the 3-way merge.
 func TestApplyPickedHunkUnderDriftMerges(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e, src, _, _, _, theirs := driftFixture(t)
 	fcs, err := e.Diff(ctx, "w", DiffOptions{Paths: []string{"nums.txt"}})
@@ -112,6 +114,7 @@ func TestApplyPickedHunkUnderDriftMerges(t *testing.T) {
 // A World file rewritten after the hunks were picked, with the same line
 // count, must not publish lines the person never saw.
 func TestApplyRefusesPickOnMovedWorldFile(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e, src, merged, _, _, theirs := driftFixture(t)
 	fcs, err := e.Diff(ctx, "w", DiffOptions{Paths: []string{"nums.txt"}})
@@ -145,6 +148,7 @@ func TestApplyRefusesPickOnMovedWorldFile(t *testing.T) {
 // After part of the change lands, the base moves and the hunks renumber:
 // "hunk 2" of the old diff must not silently mean another hunk.
 func TestApplyRefusesPickOnMovedBase(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e, src, _, _, _, _ := driftFixture(t)
 	fcs, err := e.Diff(ctx, "w", DiffOptions{Paths: []string{"nums.txt"}})
@@ -178,6 +182,7 @@ func TestApplyRefusesPickOnMovedBase(t *testing.T) {
 // again merges to the source's own version, and says it does nothing
 // instead of reporting a merge while the source stays as it is.
 func TestApplyAfterTheSourceRevertedAnApplySaysNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e, src := testEngine(t)
 	base, _ := lineFiveEdited(t, e, src, "f.txt", 30)

@@ -138,6 +138,7 @@ func TestKilledFreezerIsThawedOnLoad(t *testing.T) {
 // needed; objects another World's snapshot shares stay, and so does
 // everything a World in the trash (not expired) can be restored with.
 func TestGCDropsPurgedAndExpiredWorldsSnapshots(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e, src := testEngine(t)
 	st, err := e.store()
@@ -242,6 +243,7 @@ func corruptSameSize(t *testing.T, st *store.Store, id store.ObjectID) {
 // naming the object and the path, and each leaves everything as it was:
 // the World's upper, its running session, its timeline; no fork is made.
 func TestCorruptObjectFailsRollbackForkRestore(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e, src := testEngine(t)
 	merged := mountedWorld(t, e, src, "w")

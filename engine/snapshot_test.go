@@ -155,6 +155,7 @@ func randomOps(t *testing.T, rng *rand.Rand, root string, n int) {
 }
 
 func TestSnapshotRollbackForkRestoreRoundTrip(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for seed := int64(1); seed <= 5; seed++ {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
@@ -242,6 +243,7 @@ func TestSnapshotRollbackForkRestoreRoundTrip(t *testing.T) {
 // TestAgentLoopRollsBackDestructiveCommand snapshots before each command, as
 // an agent harness would, and rolls back when the target disappears.
 func TestAgentLoopRollsBackDestructiveCommand(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e, src := testEngine(t)
 	merged := mountedWorld(t, e, src, "agent")
@@ -301,6 +303,7 @@ func TestAgentLoopRollsBackDestructiveCommand(t *testing.T) {
 }
 
 func TestSnapshotIncrementalAndCorruptObjects(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e, src := testEngine(t)
 	merged := mountedWorld(t, e, src, "w")
@@ -377,6 +380,7 @@ func mustWorld(t *testing.T, e *Engine, name string) *World {
 // back or forking at random moments; the timeline never lists a half-made
 // snapshot and the World stays usable.
 func TestSnapshotOpsSurviveKill9(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("STRATA_TEST_SNAPOP") != "" {
 		t.Skip("child mode")
 	}
@@ -474,6 +478,7 @@ func TestSnapshotChild(t *testing.T) {
 // TestGCKeepsBasesOfTrashedWorlds: a World in the trash can come back, so
 // gc must keep the objects its apply bases point at.
 func TestGCKeepsBasesOfTrashedWorlds(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e, src := testEngine(t)
 	merged := mountedWorld(t, e, src, "w")

@@ -3,8 +3,10 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -28,7 +30,23 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(testCallerEnv); spec != "" {
 		os.Exit(runTestCaller(spec))
 	}
+	flag.Parse()
+	raiseParallel()
 	os.Exit(m.Run())
+}
+
+// raiseParallel lets at least 4 of the tests marked parallel (cube Worlds on
+// the fake cluster, snapshot and apply round trips, each on its own state
+// root) run at once unless -parallel is given: they wait on sessions, child
+// processes and the fake's HTTP calls for much of their time, so GOMAXPROCS,
+// go test's default, leaves a 2-core machine half idle. Tests that measure
+// CPU, memory or time, or set package state, stay serial.
+func raiseParallel() {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set && runtime.GOMAXPROCS(0) < 4 {
+		_ = flag.Set("test.parallel", "4") // the flag exists: testing registered it
+	}
 }
 
 func runTestCaller(specJSON string) int {

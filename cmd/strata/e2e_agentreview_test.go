@@ -54,6 +54,7 @@ func waitRecord(t *testing.T, path string, ok func([]fakeRecord) bool) []fakeRec
 // terminal receives one prompt holding both anchors and both snippets;
 // the round is kept and the next one is round 2.
 func TestE2EReviewRoundReachesTheAgentAsOnePrompt(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	dir := recordDir(t)
 	must(t, os.WriteFile(strings.TrimPrefix(e.vars[1], "STRATA_CONFIG="), []byte(sharedCache(dir)), 0o644))
@@ -147,6 +148,7 @@ func TestE2EReviewRoundReachesTheAgentAsOnePrompt(t *testing.T) {
 // agent works is queued and reaches it as one prompt, its next turn, when
 // the turn ends; the round records that it was queued.
 func TestE2EReviewRoundQueuedForAWorkingAgent(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	fake := buildFake(t, "fakeclaude")
 	rec := filepath.Join(recordDir(t), "record.jsonl")

@@ -28,6 +28,7 @@ func numbered(repl map[int]string) string {
 // whether the World had no session running (the path leaves its change set)
 // or a session running (the result is written through its view).
 func TestE2EApplyMergeStaysMerged(t *testing.T) {
+	t.Parallel()
 	for _, running := range []bool{false, true} {
 		name := map[bool]string{false: "idle", true: "running"}[running]
 		t.Run(name, func(t *testing.T) {
@@ -77,6 +78,7 @@ func TestE2EApplyMergeStaysMerged(t *testing.T) {
 // setuid and setgid bits a World sets are stripped unless --allow-setuid,
 // with a warning on stderr and in --json.
 func TestE2EApplySetuidStripped(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.ok("new", "w")
 	e.ok("exec", "w", "--", "sh", "-c", "printf '#!/bin/sh\\n' > tool && chmod 4755 tool && printf x > group && chmod 2750 group && mkdir shared && chmod 2775 shared && touch plain && chmod 0755 plain")
@@ -143,6 +145,7 @@ func TestE2EApplySetuidStripped(t *testing.T) {
 // whole version (exit 0, 3 MiB) or refuses, naming the path and the
 // session; never a truncated or empty file with exit 0.
 func TestE2EApplyWhileRewritingInALoop(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.ok("new", "w")
 	id := strings.TrimSpace(e.ok("exec", "w", "--detach", "--", "sh", "-c", "while :; do head -c 3M /dev/urandom > f; done"))

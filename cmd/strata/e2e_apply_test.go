@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -52,12 +53,53 @@ func treeHash(t *testing.T, root string) string {
 	return hex.EncodeToString(h[:])
 }
 
+// crashKills is how many moments TestE2EApplyCrashSafety kills the apply
+// at, shared by crashWorkers Worlds killed in parallel.
+const (
+	crashKills   = 32
+	crashWorkers = 2
+)
+
 // TestE2EApplyCrashSafety runs a 2,000-file publication in the built binary
-// and kills it with SIGKILL at 100 moments spread over its run; after the
-// next strata start (which recovers) the source is all-old or all-new.
+// and kills it with SIGKILL at crashKills moments spread evenly over its run
+// (one at a random moment in each equal slice of it, startup included);
+// after the next strata start (which recovers) the source is all-old or
+// all-new. Each of crashWorkers state roots takes every crashWorkers-th
+// slice (one kill runs one strata process at a time: two use both cores).
+// It runs on tmpfs (newTmpfsEnv): a kill tests the order of the
+// publication's steps, not the disk's durability.
 func TestE2EApplyCrashSafety(t *testing.T) {
-	e := newEnv(t)
-	pristine := filepath.Join(t.TempDir(), "pristine")
+	t.Parallel()
+	var mu sync.Mutex
+	seenOld, seenNew := 0, 0
+	t.Run("kills", func(t *testing.T) {
+		for w := range crashWorkers {
+			t.Run(fmt.Sprint(w), func(t *testing.T) {
+				t.Parallel()
+				o, n := applyCrashKills(t, w)
+				mu.Lock()
+				seenOld, seenNew = seenOld+o, seenNew+n
+				mu.Unlock()
+			})
+		}
+	})
+	if t.Failed() {
+		return
+	}
+	t.Logf("after %d kills: %d all-old, %d all-new", crashKills, seenOld, seenNew)
+	if seenOld == 0 || seenNew == 0 {
+		t.Fatalf("the kills did not cover the run: %d old, %d new", seenOld, seenNew)
+	}
+}
+
+// applyCrashKills is worker w of TestE2EApplyCrashSafety: its own state root
+// and source, its kills the slices w, w+crashWorkers, ...; it returns how
+// many left the source all-old and all-new.
+func applyCrashKills(t *testing.T, w int) (seenOld, seenNew int) {
+	e := newTmpfsEnv(t)
+	// cp -al needs the pristine trees on the source's filesystem.
+	scratch := filepath.Dir(e.home)
+	pristine := filepath.Join(scratch, "pristine")
 	for i := 0; i < 2000; i++ {
 		writeTestFile(t, filepath.Join(pristine, fmt.Sprintf("d%02d/f%04d.txt", i%40, i)), fmt.Sprintf("old %d\n", i))
 	}
@@ -65,7 +107,7 @@ func TestE2EApplyCrashSafety(t *testing.T) {
 	// deletions unlink), so a hard-link farm of the pristine trees is a safe
 	// and fast reset.
 	bases := filepath.Join(e.home, "worlds", "w", "bases")
-	pristineBases := filepath.Join(t.TempDir(), "bases")
+	pristineBases := filepath.Join(scratch, "bases")
 	reset := func() {
 		for _, p := range [][2]string{{pristine, e.source}, {pristineBases, bases}} {
 			must(t, os.RemoveAll(p[1]))
@@ -102,14 +144,16 @@ func TestE2EApplyCrashSafety(t *testing.T) {
 		t.Fatal("the apply changed nothing")
 	}
 	t.Logf("a whole apply of 2,000 paths takes %s", full)
-	rng := rand.New(rand.NewSource(5))
-	seenOld, seenNew := 0, 0
-	for i := 0; i < 100; i++ {
+	rng := rand.New(rand.NewSource(int64(5 + w)))
+	// One kill in each slice of the whole run (startup included) and a
+	// quarter more: stratified, so no part of the run goes untried the way
+	// independent random moments can leave one.
+	slice := (int64(full) + int64(full)/4) / crashKills
+	for i := w; i < crashKills; i += crashWorkers {
 		reset()
 		cmd := e.cmd("apply", "w")
 		must(t, cmd.Start())
-		// Spread the kills over the whole run, startup included.
-		time.Sleep(time.Duration(rng.Int63n(int64(full) + int64(full)/4)))
+		time.Sleep(time.Duration(int64(i)*slice + rng.Int63n(slice)))
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		e.ok("ls") // any strata start finishes or undoes the interrupted publication
@@ -129,10 +173,7 @@ func TestE2EApplyCrashSafety(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("after 100 kills: %d all-old, %d all-new", seenOld, seenNew)
-	if seenOld == 0 || seenNew == 0 {
-		t.Fatalf("the kills did not cover the run: %d old, %d new", seenOld, seenNew)
-	}
+	return seenOld, seenNew
 }
 
 func writeTestFile(t *testing.T, p, content string) {

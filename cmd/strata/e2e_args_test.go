@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -39,6 +40,7 @@ func argsEnv(t *testing.T) (e *env, snap string) {
 // -y" published every changed path of the World and "diff W -- x" printed
 // them all.
 func TestE2EDoubleDashOperands(t *testing.T) {
+	t.Parallel()
 	e, snap := argsEnv(t)
 	worldFile := func(rel string) string {
 		t.Helper()
@@ -145,6 +147,7 @@ func (e *env) runLimited(kib int, args ...string) (string, int, time.Duration) {
 // exit 2, at once, in little memory, nothing published. Before, strata built
 // a 2-billion-element list first and died out of memory.
 func TestE2EHunkRangeRefusedAtOnce(t *testing.T) {
+	t.Parallel()
 	e, _ := argsEnv(t)
 	before := treeHash(t, e.source)
 	out, code, took := e.runLimited(4<<20, "apply", "w", "--hunks", "x=1-2000000000")
@@ -164,6 +167,7 @@ func TestE2EHunkRangeRefusedAtOnce(t *testing.T) {
 
 // fork -n must name 1 to 100 Worlds; 0 or a negative number used to create one.
 func TestE2EForkCountRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.ok("new", "w")
 	for _, n := range []string{"0", "-3", "101", "x"} {
@@ -187,6 +191,7 @@ func TestE2EForkCountRefused(t *testing.T) {
 // and never makes an empty directory at the old path: before, strata exec
 // bound the World over a freshly made empty source and the command "worked".
 func TestE2EMissingSourceRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.ok("new", "w")
 	e.ok("exec", "w", "--", "sh", "-c", "echo changed > a.txt; echo new > new.txt") // mounts the World
@@ -234,6 +239,7 @@ func TestE2EMissingSourceRefused(t *testing.T) {
 // saying so, sessions --json gives exit_code -1, and a fan-out counts it as
 // failed. Before, all three reported exit 0.
 func TestE2ELostSessionNeverExitsZero(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.ok("new", "w")
 	initOf := func(n int) int {
@@ -347,11 +353,12 @@ var usageCases = map[string][][]string{
 // Every usage error exits 2, for every command: an unknown flag, a missing or
 // extra operand, a bad value; and none of them changes anything.
 func TestE2EUsageErrorsExit2(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.ok("new", "w")
 	e.ok("exec", "w", "--", "sh", "-c", "echo x > x")
 	before := treeHash(t, e.home+"/worlds/w/upper") + treeHash(t, e.source) + e.ok("ls", "--all") + e.ok("timeline", "w")
-	check := func(args ...string) {
+	run := func(args ...string) {
 		t.Helper()
 		// Bounded: a bad value once ran forever (top --count -1).
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -365,6 +372,10 @@ func TestE2EUsageErrorsExit2(t *testing.T) {
 			t.Errorf("strata %s: exit %d (want 2)\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, out.String(), errs.String())
 		}
 	}
+	// The rows are gathered, then run 4 at a time: each is a strata process
+	// that should refuse before touching anything.
+	var rows [][]string
+	check := func(args ...string) { rows = append(rows, args) }
 	for _, c := range commands {
 		cases, ok := usageCases[c.name]
 		if !ok {
@@ -390,6 +401,20 @@ func TestE2EUsageErrorsExit2(t *testing.T) {
 		}
 	}
 	check("no-such-command")
+	next := make(chan []string)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for args := range next {
+				run(args...)
+			}
+		})
+	}
+	for _, args := range rows {
+		next <- args
+	}
+	close(next)
+	wg.Wait()
 	if after := treeHash(t, e.home+"/worlds/w/upper") + treeHash(t, e.source) + e.ok("ls", "--all") + e.ok("timeline", "w"); after != before {
 		t.Error("a usage error changed a World or the source")
 	}
@@ -408,6 +433,7 @@ func mountTmpfs(t *testing.T, dir, size string) {
 // A full file system stops apply, snap and exec with the path being written,
 // whose file system it is, what to do, and what became of the work.
 func TestE2ENoSpaceNamesThePath(t *testing.T) {
+	t.Parallel()
 	t.Run("apply to a full source", func(t *testing.T) {
 		e := newEnv(t)
 		src := filepath.Join(t.TempDir(), "small-src")

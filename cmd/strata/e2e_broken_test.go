@@ -36,6 +36,7 @@ func (e *env) lsJSON() map[string]lsEntry {
 // wrongly is shown as broken (never hidden), refuses every other command
 // with the reason, and is removable with all its state.
 func TestE2EBrokenWorldToml(t *testing.T) {
+	t.Parallel()
 	corruptions := []struct {
 		name, content, wantErr string
 	}{
@@ -161,6 +162,7 @@ func TestE2EBrokenWorldToml(t *testing.T) {
 // A session whose meta.json is corrupt is listed as broken, counted, and
 // its transcript is still printed.
 func TestE2EBrokenSessionMeta(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.ok("new", "w")
 	e.ok("exec", "w", "--", "sh", "-c", "echo evidence-of-work")
@@ -231,6 +233,7 @@ func writeJournal(t *testing.T, journalDir, id, root, temp, target, content stri
 // doctor --repair discards it, removing exactly the temps it staged in the
 // source (found by their reserved names), and apply works again.
 func TestE2EDoctorRepairCorruptJournal(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.ok("new", "w")
 	e.ok("exec", "w", "--", "sh", "-c", "echo changed > a.txt")
@@ -315,6 +318,7 @@ func TestE2EDoctorRepairCorruptJournal(t *testing.T) {
 // or corrupt) is never replayed: not when strata starts, not by apply, not
 // by doctor --repair, which reports it refused.
 func TestE2EForeignJournalRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.ok("new", "w")
 	foreign := filepath.Join(t.TempDir(), "etc")

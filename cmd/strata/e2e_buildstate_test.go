@@ -54,6 +54,7 @@ func (e *env) snapJSON(w, msg string) map[string]any {
 // than the outputs) and when it comes back from the source tree (older
 // still). A fork starts without build state.
 func TestE2EBuildStateRollbackMake(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	makeProject(t, e, "")
 	app := filepath.Join(e.source, "build", "app")
@@ -135,6 +136,7 @@ func TestE2EBuildStateRollbackMake(t *testing.T) {
 // TestE2EBuildStateDiscard: a World made with --build-state discard loses
 // its build outputs on rollback, and a build starts from scratch.
 func TestE2EBuildStateDiscard(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	makeProject(t, e, "")
 	app := filepath.Join(e.source, "build", "app")

@@ -50,6 +50,7 @@ func runIn(t *testing.T, vars []string, dir string, args ...string) (string, str
 // Asking for help changes nothing on disk: not the state root, not the log,
 // not the config directory; it exits 0 and prints the usage on stdout.
 func TestE2EHelpHasNoSideEffects(t *testing.T) {
+	t.Parallel()
 	base := t.TempDir()
 	vars := cleanEnv(base)
 	work := t.TempDir()
@@ -94,6 +95,7 @@ func TestE2EHelpHasNoSideEffects(t *testing.T) {
 // A mistake in config.toml stops every command the way it stops the TUI:
 // the same message (file, line, entry), exit 2, nothing created.
 func TestE2EConfigCheckedByEveryCommand(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ config, want string }{
 		{"theme = \"dark\"\n\n[keys]\n\"global.quit\" = [\"q\"]\n\"global.nonsense\" = [\"x\"]\n", `config.toml:5: keys: unknown action "global.nonsense"`},
 		{"[keys]\n\"global.help\" = [\"ctrl+shift+banana\"]\n", `config.toml:2: keys: action "global.help": key "ctrl+shift+banana": "banana" is not a key`},
@@ -149,6 +151,7 @@ func TestE2EConfigCheckedByEveryCommand(t *testing.T) {
 
 // docs/themes.md lists every colour role a theme file may set.
 func TestThemesDocListsEveryRole(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("../../docs/themes.md")
 	must(t, err)
 	for _, r := range themes.Roles() {
@@ -161,6 +164,7 @@ func TestThemesDocListsEveryRole(t *testing.T) {
 // With --json an error is one JSON object on stderr with a stable code, and
 // modes are octal strings in every JSON output.
 func TestE2EJSONErrors(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.ok("new", "w")
 	e.ok("exec", "w", "--", "sh", "-c", "echo changed >> a.txt")
@@ -224,6 +228,7 @@ var codes = map[int]string{usage: "usage", notFound: "not_found", exists: "exist
 // (strata __complete) lists verbs, flags, Worlds, sessions and snapshots,
 // creating nothing.
 func TestE2ECompletion(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, sh := range []string{"bash", "zsh", "fish"} {
 		script := e.ok("completion", sh)

@@ -60,6 +60,7 @@ func (e *env) cubeWorld(args ...string) cubeWorldJSON {
 }
 
 func TestE2ECubeFullFlow(t *testing.T) {
+	t.Parallel()
 	e, srv := newCubeEnv(t, "template = \"base\"\n")
 	w := e.cubeWorld("new", "w", "--backend", "cube", "--json")
 	if w.State != "ready" || w.Cube.SandboxID == "" || w.Cube.Driver != "kernel" || w.Dialect != "kernel" {
@@ -165,6 +166,7 @@ func TestE2ECubeFullFlow(t *testing.T) {
 }
 
 func TestE2ECubePlannedThenUp(t *testing.T) {
+	t.Parallel()
 	e, srv := newCubeEnv(t, "template = \"base\"\n")
 	srv.Down()
 	out := e.ok("new", "p", "--backend", "cube")
@@ -198,6 +200,7 @@ func TestE2ECubePlannedThenUp(t *testing.T) {
 }
 
 func TestE2ECubeTemplates(t *testing.T) {
+	t.Parallel()
 	e, srv := newCubeEnv(t, `
 [[cube.templates]]
 id = "large"
@@ -240,6 +243,7 @@ disk_mb = 10240
 // --tty, answers it, detaches from a second one and attaches again; a
 // session killed with KILL ends killed, not lost.
 func TestE2ECubeTTY(t *testing.T) {
+	t.Parallel()
 	e, _ := newCubeEnv(t, "template = \"base\"\n")
 	e.ok("new", "w", "--backend", "cube")
 	name := fmt.Sprintf("strata-cube-tty-%d", os.Getpid())

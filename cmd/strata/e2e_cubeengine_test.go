@@ -33,6 +33,7 @@ func newCubeEnvOpts(t *testing.T, opts cubetest.Options, extraConfig string) (*e
 // top shows the nodes under the Worlds; fork -n N says where each clone's
 // sandbox went and what state it carries.
 func TestE2ECubeClusterDoctorTopFork(t *testing.T) {
+	t.Parallel()
 	node := cube.Node{
 		NodeID: "node-a", HostIP: "10.0.0.7", Healthy: true,
 		Capacity: cube.NodeResources{CPUCores: 16, MemoryMB: 65536}, Allocatable: cube.NodeResources{CPUCores: 12, MemoryMB: 49152},
@@ -74,6 +75,7 @@ func TestE2ECubeClusterDoctorTopFork(t *testing.T) {
 // builds one from cube.base_image (progress on stderr), which doctor then
 // lists as strata's.
 func TestE2ECubeTemplateCheckAndBuild(t *testing.T) {
+	t.Parallel()
 	e, srv := newCubeEnvOpts(t, cubetest.Options{BuildSteps: 2}, "template = \"base\"\nbase_image = \"ubuntu:24.04\"\n")
 	errs := e.fails(1, "no such template or alias", "new", "x", "--backend", "cube", "--template", "nope")
 	if !strings.Contains(errs, "base, large, small") {
@@ -106,6 +108,7 @@ func requestsTo(srv *cubetest.Server, method, path string) []cubetest.Request {
 // sessions` and its transcript continues; `logs -f` then follows it to
 // the command's own end.
 func TestE2ECubeReattachAfterRunnerKilled(t *testing.T) {
+	t.Parallel()
 	e, _ := newCubeEnvOpts(t, cubetest.Options{}, "template = \"base\"\n")
 	e.ok("new", "w", "--backend", "cube")
 	id := strings.TrimSpace(e.ok("exec", "w", "--detach", "--", "sh", "-c", "echo one; while [ ! -e go ]; do sleep 0.05; done; echo two; exit 3"))

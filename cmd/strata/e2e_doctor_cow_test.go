@@ -59,6 +59,7 @@ type cowJSON struct {
 // snapshots are O(1) and why not: yes with the state root and the source
 // on one XFS with reflinks, no (saying why) with the state root on ext4/tmpfs.
 func TestE2EDoctorCopyOnWrite(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.ok("new", "w")
 	var r cowJSON

@@ -22,6 +22,7 @@ type pathWriteJSON struct {
 // Two sessions in one World: blame names the right session for each path,
 // a path both wrote lists both in order, and status --json carries it.
 func TestE2EBlame(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.ok("new", "w")
 	e.ok("exec", "w", "--", "sh", "-c", "echo 1 > first.txt; echo x >> a.txt")
@@ -159,6 +160,7 @@ type compareJSON struct {
 // on the shared path and agreement on the inherited one; adopting one
 // World's version publishes exactly it; diff --against-world shows the two.
 func TestE2EForkFanOutCompareAdopt(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.ok("new", "t")
 	e.ok("exec", "t", "--", "sh", "-c", "echo inherited > common.txt")
@@ -224,6 +226,9 @@ func TestE2EForkFanOutCompareAdopt(t *testing.T) {
 
 // strata events -f, started first, sees a scenario run from other processes,
 // in order.
+// Serial: under load `events -f` once printed session.ended before
+// session.started, an ordering race of the engine's events (reported) that
+// the extra load of running in parallel made likelier.
 func TestE2EEventsFollow(t *testing.T) {
 	e := newEnv(t)
 	e.ok("new", "pre")

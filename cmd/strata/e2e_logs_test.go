@@ -14,6 +14,7 @@ import (
 // with no SESSION it picks the newest command session, not a shell or an
 // editor opened afterwards.
 func TestE2ELogsReadable(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.ok("new", "w")
 	script := `printf '\033[1;32mbuild ok\033[0m\r\n'; printf '\033]0;agent title\007step 1\r\n'; printf '50%%\r100%%\r\n'`
@@ -58,6 +59,7 @@ func TestE2ELogsReadable(t *testing.T) {
 // strata top on a pipe prints plain tables (no cursor codes), one by
 // default; on a terminal it redraws in place.
 func TestE2ETopPipeIsPlain(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.ok("new", "w")
 	// Bounded: into a pipe, top once redrew forever.

@@ -76,6 +76,7 @@ type applyJSON struct {
 }
 
 func TestE2EOddWorldsDoNotBlockAnotherApply(t *testing.T) {
+	t.Parallel()
 	e := oddEnv(t)
 	e.symlinkToDirWorld("sym")
 	e.deepWorld("deep")
@@ -107,6 +108,7 @@ func TestE2EOddWorldsDoNotBlockAnotherApply(t *testing.T) {
 }
 
 func TestE2ESymlinkReplacedByDirectory(t *testing.T) {
+	t.Parallel()
 	e := oddEnv(t)
 	e.symlinkToDirWorld("sym")
 	got := map[string]string{}
@@ -152,6 +154,7 @@ func TestE2ESymlinkReplacedByDirectory(t *testing.T) {
 }
 
 func TestE2EDeeperThanPathMax(t *testing.T) {
+	t.Parallel()
 	e := oddEnv(t)
 	e.deepWorld("deep")
 	leaf := deepRel() + "/leaf"
@@ -197,6 +200,7 @@ func TestE2EDeeperThanPathMax(t *testing.T) {
 }
 
 func TestE2ENonUTF8NamesAreBytes(t *testing.T) {
+	t.Parallel()
 	e := oddEnv(t)
 	e.nonUTF8World("bytes")
 	var st struct {
@@ -271,6 +275,7 @@ func TestE2ENonUTF8NamesAreBytes(t *testing.T) {
 // warning in another World's apply, an event in the activity log, and can
 // still be removed with --purge.
 func TestE2EBrokenWorldIsAWarning(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.ok("new", "broken")
 	e.ok("exec", "broken", "--", "sh", "-c", "echo mine > a.txt")

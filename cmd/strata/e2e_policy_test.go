@@ -38,6 +38,7 @@ func (e *env) okAt(dir string, args ...string) string {
 // inside the tree and never out of it; from outside the source, paths
 // name from its root. exec runs where the caller stands.
 func TestE2EPathsFollowTheCaller(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	sub := filepath.Join(e.source, "src")
 	must(t, os.MkdirAll(sub, 0o755))
@@ -99,6 +100,7 @@ func TestE2EPathsFollowTheCaller(t *testing.T) {
 
 // Sizes for a World that has no sandbox are refused before it exists.
 func TestE2ENewSizesNeedACubeWorld(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.fails(2, "size a cube sandbox", "new", "w", "--cpu", "1000")
 	e.fails(2, "cpu, memory and disk are sizes", "new", "w", "--backend", "cube", "--memory", "-5")

@@ -12,6 +12,7 @@ import (
 // A file moved (and edited) in a World shows as a rename in status and in
 // diff, like git; the diff still applies with git apply.
 func TestE2ERenameShown(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	var long strings.Builder
 	for i := range 20 {
@@ -78,6 +79,7 @@ func TestE2ERenameShown(t *testing.T) {
 // blame ends on "delete" for a file a session created and then removed, and
 // a multi-line command stays on its row of the table.
 func TestE2EBlameDeleteAndMultiline(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.ok("new", "w")
 	e.ok("exec", "w", "--", "sh", "-c", "echo n > new.txt; sleep 0.3; rm new.txt")

@@ -39,6 +39,7 @@ func numLines(f func(int) string) string {
 // source drifted, prints World vs source with --against source, and apply
 // refuses hunks picked on a World file that was written since.
 func TestE2EDiffUnderDriftAndBoundPicks(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	base := numLines(func(i int) string { return fmt.Sprint(i) })
 	writeTestFile(t, filepath.Join(e.source, "nums.txt"), base)

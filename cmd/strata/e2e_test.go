@@ -3,12 +3,16 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +23,8 @@ import (
 var strataBin string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	raiseParallel()
 	dir, err := os.MkdirTemp("", "strata-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -35,6 +41,18 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// raiseParallel lets at least 4 end-to-end tests run at once unless -parallel
+// is given: they spend most of their time waiting on the strata processes
+// and sessions they start (each test has its own state root and source), so
+// GOMAXPROCS, go test's default, leaves a 2-core machine half idle.
+func raiseParallel() {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set && runtime.GOMAXPROCS(0) < 4 {
+		_ = flag.Set("test.parallel", "4") // the flag exists: testing registered it
+	}
+}
+
 // env is one isolated strata installation: a state root, a config path and
 // a source tree, all in temp dirs.
 type env struct {
@@ -46,10 +64,31 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvIn(t, t.TempDir())
+}
+
+// newTmpfsEnv is newEnv with the state root and the source on tmpfs when
+// /dev/shm exists, for the crash harnesses: a SIGKILL loses no page cache,
+// so the disk's durability plays no part in what they prove (that is the
+// fsync discipline of overlay/publish.go), while a shared, busy disk makes
+// every apply's fsyncs take seconds.
+func newTmpfsEnv(t *testing.T) *env {
+	t.Helper()
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		if dir, err := os.MkdirTemp("/dev/shm", "strata-e2e-"); err == nil {
+			t.Cleanup(func() { _ = os.RemoveAll(dir) }) // after newEnvIn's cleanup unmounts
+			return newEnvIn(t, dir)
+		}
+	}
+	return newEnv(t)
+}
+
+// newEnvIn is newEnv under base.
+func newEnvIn(t *testing.T, base string) *env {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("end-to-end World tests mount overlays: run as root (CI does)")
 	}
-	base := t.TempDir()
 	e := &env{t: t, home: filepath.Join(base, "home"), source: filepath.Join(base, "src")}
 	e.vars = []string{"STRATA_HOME=" + e.home, "STRATA_CONFIG=" + filepath.Join(base, "config.toml"), "XDG_STATE_HOME=" + filepath.Join(base, "state")}
 	must(t, os.MkdirAll(filepath.Join(e.source, "sub"), 0o755))
@@ -72,6 +111,7 @@ func (e *env) cleanup() {
 			_, _, _ = e.run("kill", d.Name(), s.Name(), "--signal", "KILL")
 		}
 		_ = mount.ForceUnmount(filepath.Join(e.home, "worlds", d.Name(), "merged"))
+		stopEgress(filepath.Join(e.home, "worlds", d.Name(), "egress"))
 	}
 	e.waitSupervisors(10 * time.Second)
 }
@@ -93,6 +133,31 @@ func (e *env) waitSupervisors(d time.Duration) {
 				break
 			}
 			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// stopEgress kills the egress proxy whose pid file is in dir and waits for
+// it to go: it outlives its World's last session by a moment, and one still
+// removing its sockets when the test's temp dir is removed fails that
+// removal ("directory not empty").
+func stopEgress(dir string) {
+	data, err := os.ReadFile(filepath.Join(dir, "pid"))
+	if err != nil {
+		return
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || pid <= 1 {
+		return
+	}
+	proc := fmt.Sprintf("/proc/%d", pid)
+	if cmdline, err := os.ReadFile(proc + "/cmdline"); err != nil || !strings.Contains(string(cmdline), "__egress") {
+		return // gone already, or the pid is another process's now
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if st, err := os.ReadFile(proc + "/stat"); err != nil || strings.Contains(string(st), ") Z ") {
+			return
 		}
 	}
 }
@@ -277,7 +342,20 @@ func TestE2EDetachedSessionOutlivesCaller(t *testing.T) {
 	// The caller is killed right after the session starts; the session runs on.
 	c := e.cmd("exec", "w", "--", "sh", "-c", "for i in 1 2 3 4 5; do echo line $i; sleep 0.1; done; echo done > marker")
 	must(t, c.Start())
-	time.Sleep(150 * time.Millisecond)
+	// Killed once the session runs (or has even ended: a fixed delay could
+	// lose the race on a busy machine and kill the caller before it had
+	// started anything).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var ss []struct {
+			State string `json:"state"`
+		}
+		if out, _, code := e.run("sessions", "w", "--json"); code == 0 && json.Unmarshal([]byte(out), &ss) == nil && len(ss) == 1 && ss[0].State != "starting" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the session never started")
+		}
+	}
 	must(t, c.Process.Kill())
 	_ = c.Wait()
 	id := strings.TrimSpace(e.ok("exec", "w", "--detach", "--", "sh", "-c", "sleep 0.3; echo detached-done"))

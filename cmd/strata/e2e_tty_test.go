@@ -10,6 +10,7 @@ import (
 // attach socket goes with it) still shows its output and passes its exit
 // status through: `strata exec --tty W -- true` is not a dial error.
 func TestE2EExecTTYShortCommand(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.ok("new", "w", "--source", e.source)
 	for i := range 12 {
