@@ -141,9 +141,25 @@ func TestExecLeavesNothingBehind(t *testing.T) {
 				continue
 			}
 			subs++
-			procs, _ := os.ReadFile(filepath.Join(wdir, d.Name(), "cgroup.procs"))
-			if len(bytes.TrimSpace(procs)) != 0 {
-				t.Errorf("cgroup %s still holds %q", d.Name(), procs)
+			// A process still being torn down with its pid namespace is
+			// listed for a moment after its init has gone: wait for the
+			// cgroup to empty (bounded), then name what stayed.
+			procsFile := filepath.Join(wdir, d.Name(), "cgroup.procs")
+			var procs []byte
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				procs, _ = os.ReadFile(procsFile)
+				if len(bytes.TrimSpace(procs)) == 0 || time.Now().After(deadline) {
+					break
+				}
+			}
+			if pids := strings.Fields(string(procs)); len(pids) != 0 {
+				var what []string
+				for _, pid := range pids {
+					st, _ := os.ReadFile("/proc/" + pid + "/stat")
+					cmd, _ := os.ReadFile("/proc/" + pid + "/cmdline")
+					what = append(what, fmt.Sprintf("%s: %q %q", pid, bytes.ReplaceAll(cmd, []byte{0}, []byte{' '}), st))
+				}
+				t.Errorf("cgroup %s still holds %v", d.Name(), what)
 			}
 		}
 		if subs > 17 {
