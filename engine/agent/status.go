@@ -161,7 +161,13 @@ func (t *Tracker) notification(e Event) {
 	switch e.Notification {
 	case "permission_prompt", "ToolPermission":
 		reason := t.pendingTool
-		if reason == "" {
+		switch {
+		case reason != "":
+		case e.ToolInput != "":
+			// Gemini asks before BeforeTool: the notification's details say
+			// what (the command, the file).
+			reason = toolReason(e)
+		default:
 			reason = firstOf(e.Message, "a tool")
 		}
 		if t.st.State == StatePermission {
