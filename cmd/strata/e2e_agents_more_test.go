@@ -153,3 +153,86 @@ func TestE2EAgentGeminiFlow(t *testing.T) {
 		t.Fatalf("after kill: %+v (SessionEnd hook ran: %v)", ag.Status, sawEnd)
 	}
 }
+
+// recordsOf are the fake's records of kind what.
+func recordsOf(t *testing.T, rec, what string) []map[string]any {
+	var out []map[string]any
+	for _, r := range fakeRecords(t, rec) {
+		if r["what"] == what {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// TestE2EAgentAiderFlow drives fakeaider: the first prompt is typed on its
+// terminal when it first waits; its "Create new file?" confirmation is the
+// first wait after the LLM answered, so aider's notifications command runs
+// there (not at the next prompt): the World reads as needing you, y on the
+// terminal creates the file, and turn 1's snapshot holds the file even so.
+// A second turn; rollback to turn 1 restarts aider plainly (it has no
+// resume) and says so, typing no prompt.
+func TestE2EAgentAiderFlow(t *testing.T) {
+	t.Parallel()
+	e, rec := agentEnv(t, "aider", "fakeaider", "FAKEAIDER_RECORD", "ANTHROPIC_API_KEY=sk-ant-test-0123456789abcdefghij", "HOME="+t.TempDir())
+
+	out := e.ok("new", "a1", "--agent", "aider", "--prompt", "[create: a1.txt one]")
+	if !strings.Contains(out, "started aider in world a1") {
+		t.Fatalf("new --agent aider: %s", out)
+	}
+	var ag agentJSON
+	e.eventually(30*time.Second, "the typed prompt's confirmation", func() bool {
+		return len(recordsOf(t, rec, "notify")) == 1
+	})
+	if ps := recordsOf(t, rec, "prompt"); len(ps) != 1 || ps[0]["text"] != "[create: a1.txt one]" {
+		t.Fatalf("aider received prompts %v", ps)
+	}
+	argv := argvRecords(t, rec)[0]
+	if !slices.Contains(argv, "--notifications") || !slices.Contains(argv, "--notifications-command") || slices.Contains(argv, "[create: a1.txt one]") {
+		t.Fatalf("aider started with %q", argv)
+	}
+	e.ok("wait", "a1", "--for", "needs-input", "--timeout", "30s")
+	if ag = e.agentOf("a1"); !slices.Contains([]string{"waiting", "needs-permission"}, ag.Status.State) {
+		t.Fatalf("at the confirmation: %+v", ag.Status)
+	}
+	e.ok("send", "a1", "--now", "y")
+	e.eventually(30*time.Second, "a1.txt", func() bool { return e.readWorld("a1", "a1.txt") == "one\n" })
+	// Turn 1's snapshot is the state after the answer, with a1.txt.
+	e.eventually(30*time.Second, "turn 1's snapshot with a1.txt", func() bool {
+		ag = e.agentOf("a1")
+		return ag.Snapshots["1"] != "" && strings.Contains(e.ok("snapdiff", "a1", ag.Snapshots["0"], ag.Snapshots["1"]), "a1.txt")
+	})
+	turn1 := ag.Snapshots["1"]
+	if ag.Status.State != "waiting" || len(ag.Turns) != 1 {
+		t.Fatalf("after turn 1: %+v %+v", ag.Status, ag.Turns)
+	}
+
+	e.ok("send", "a1", "[create: a2.txt two]")
+	e.eventually(30*time.Second, "turn 2's confirmation", func() bool { return len(recordsOf(t, rec, "notify")) == 2 })
+	e.ok("send", "a1", "--now", "y")
+	e.eventually(30*time.Second, "turn 2's snapshot", func() bool {
+		ag = e.agentOf("a1")
+		return ag.Snapshots["2"] != "" && e.readWorld("a1", "a2.txt") == "two\n"
+	})
+
+	out = e.ok("rollback", "a1", turn1, "--kill")
+	if !strings.Contains(out, "aider cannot resume") || !strings.Contains(out, "started it afresh") {
+		t.Fatalf("rollback to an aider turn: %s", out)
+	}
+	if got := e.readWorld("a1", "a1.txt"); got != "one\n" {
+		t.Fatalf("a1.txt after the rollback: %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(e.home, "worlds", "a1", "upper", "a2.txt")); err == nil {
+		t.Fatalf("a2.txt survived the rollback to turn 1")
+	}
+	e.eventually(30*time.Second, "the restarted aider", func() bool { return len(argvRecords(t, rec)) == 2 })
+	e.eventually(30*time.Second, "the restarted aider to wait", func() bool {
+		return strings.Contains(e.ok("logs", "a1"), "> ")
+	})
+	time.Sleep(time.Second) // a prompt typed on its first wait would be recorded by now
+	if ps := recordsOf(t, rec, "prompt"); len(ps) != 2 {
+		t.Fatalf("the restarted aider was given a prompt: %v", ps)
+	}
+	e.ok("kill", "a1", "--force")
+	e.ok("wait", "a1", "--for", "exit", "--timeout", "30s")
+}
