@@ -236,3 +236,49 @@ func TestE2EAgentAiderFlow(t *testing.T) {
 	e.ok("kill", "a1", "--force")
 	e.ok("wait", "a1", "--for", "exit", "--timeout", "30s")
 }
+
+// TestE2EAgentOpencodeFlow: opencode has no hooks, so its status is the
+// terminal heuristic alone: launched with --prompt, working while it
+// streams, waiting once it blocks on the terminal, input reaches it (and
+// makes it work again), exited on /exit.
+func TestE2EAgentOpencodeFlow(t *testing.T) {
+	t.Parallel()
+	e, rec := agentEnv(t, "opencode", "fakeopencode", "FAKEOPENCODE_RECORD", "OPENAI_API_KEY=sk-test-opencode", "HOME="+t.TempDir())
+
+	out := e.ok("new", "o1", "--agent", "opencode", "--prompt", "[slow: 4s] hello")
+	if !strings.Contains(out, "started opencode in world o1") {
+		t.Fatalf("new --agent opencode: %s", out)
+	}
+	argv := argvRecords(t, rec)
+	e.eventually(30*time.Second, "opencode to start", func() bool { argv = argvRecords(t, rec); return len(argv) == 1 })
+	if i := slices.Index(argv[0], "--prompt"); i < 0 || i+1 >= len(argv[0]) || argv[0][i+1] != "[slow: 4s] hello" {
+		t.Fatalf("opencode started with %q", argv[0])
+	}
+	var ag agentJSON
+	e.eventually(30*time.Second, "working while it streams", func() bool {
+		ag = e.agentOf("o1")
+		return ag.Status.State == "working" && len(recordsOf(t, rec, "answered")) == 0
+	})
+	e.ok("wait", "o1", "--for", "needs-input", "--timeout", "30s")
+	if ag = e.agentOf("o1"); ag.Status.State != "waiting" || len(recordsOf(t, rec, "answered")) != 1 {
+		t.Fatalf("after the first answer: %+v", ag.Status)
+	}
+	e.ok("send", "o1", "[slow: 3s] more")
+	e.eventually(30*time.Second, "the input to arrive", func() bool {
+		in := recordsOf(t, rec, "input")
+		return len(in) == 1 && in[0]["text"] == "[slow: 3s] more"
+	})
+	e.eventually(30*time.Second, "working on the second prompt", func() bool {
+		ag = e.agentOf("o1")
+		return ag.Status.State == "working" && len(recordsOf(t, rec, "answered")) == 1
+	})
+	e.eventually(30*time.Second, "waiting after the second answer", func() bool {
+		ag = e.agentOf("o1")
+		return ag.Status.State == "waiting" && len(recordsOf(t, rec, "answered")) == 2
+	})
+	e.ok("send", "o1", "--now", "/exit")
+	e.ok("wait", "o1", "--for", "exit", "--timeout", "30s")
+	if ag = e.agentOf("o1"); ag.Status.State != "exited" {
+		t.Fatalf("after /exit: %+v", ag.Status)
+	}
+}
