@@ -282,3 +282,46 @@ func TestE2EAgentOpencodeFlow(t *testing.T) {
 		t.Fatalf("after /exit: %+v", ag.Status)
 	}
 }
+
+// TestE2EAgentReviewRoundPerPreset: a review round of two comments reaches
+// each new preset's fake as one prompt (one bracketed paste), whatever its
+// status integration.
+func TestE2EAgentReviewRoundPerPreset(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ preset, fake, recordVar, key string }{
+		{"gemini", "fakegemini", "FAKEGEMINI_RECORD", "GEMINI_API_KEY=gm-test-0123456789"},
+		{"aider", "fakeaider", "FAKEAIDER_RECORD", "ANTHROPIC_API_KEY=sk-ant-test-0123456789abcdefghij"},
+		{"opencode", "fakeopencode", "FAKEOPENCODE_RECORD", "OPENAI_API_KEY=sk-test-opencode"},
+	} {
+		t.Run(tc.preset, func(t *testing.T) {
+			t.Parallel()
+			e, rec := agentEnv(t, tc.preset, tc.fake, tc.recordVar, tc.key, "HOME="+t.TempDir())
+			e.ok("new", "r")
+			e.ok("exec", "r", "--", "sh", "-c", "printf 'one\\ntwo\\n' > n.txt")
+			e.ok("run", "r", "--agent", tc.preset)
+			e.ok("wait", "r", "--for", "needs-input", "--timeout", "30s")
+			e.ok("review", "r", "add", "n.txt:1", "first")
+			e.ok("review", "r", "add", "n.txt:2", "second")
+			out := e.ok("review", "r", "send")
+			if !strings.Contains(out, "review round 1 (2 comments) sent to r") {
+				t.Fatalf("review send: %s", out)
+			}
+			waitRecord(t, rec, func(rs []fakeRecord) bool {
+				return slices.ContainsFunc(rs, func(r fakeRecord) bool { return r.What == "prompt" })
+			})
+			time.Sleep(500 * time.Millisecond) // a second prompt, if the round were split, would be here by now
+			var prompts []string
+			for _, r := range readRecord(t, rec) {
+				if r.What == "prompt" {
+					prompts = append(prompts, r.Text)
+				}
+			}
+			if len(prompts) != 1 || !strings.HasPrefix(prompts[0], "Review round 1: 2 comments") ||
+				!strings.Contains(prompts[0], "1. n.txt:1\n   > one\n   first") || !strings.Contains(prompts[0], "2. n.txt:2\n   > two\n   second") {
+				t.Fatalf("%s received %q", tc.preset, prompts)
+			}
+			e.ok("kill", "r", "--force")
+			e.ok("wait", "r", "--for", "exit", "--timeout", "30s")
+		})
+	}
+}

@@ -183,7 +183,7 @@ func (f *fake) getInput(prompt string) (string, bool) {
 	fmt.Print("\r\n────────────────────────────────────────\r\n")
 	f.ringBell()
 	fmt.Print(prompt)
-	line, err := f.in.ReadString('\n')
+	line, err := readInput(f.in)
 	if err != nil && line == "" {
 		return "", false
 	}
@@ -203,7 +203,7 @@ func (f *fake) confirmAsk(question, subject string) bool {
 	}
 	for {
 		fmt.Print(q)
-		line, err := f.in.ReadString('\n')
+		line, err := readInput(f.in)
 		res := strings.ToLower(strings.TrimSpace(line))
 		f.log(map[string]any{"what": "confirm", "question": question, "subject": subject, "answer": res})
 		if err != nil || res == "" {
@@ -278,4 +278,17 @@ func (f *fake) log(m map[string]any) {
 	m["time"] = time.Now().UTC().Format(time.RFC3339Nano)
 	line, _ := json.Marshal(m)
 	f.record.Write(append(line, '\n'))
+}
+
+// readInput reads one input from the terminal: a line, or a bracketed paste
+// however many lines it has (the Enter after it submits it), as a terminal
+// UI takes a pasted prompt.
+func readInput(r *bufio.Reader) (string, error) {
+	line, err := r.ReadString('\n')
+	for err == nil && strings.Contains(line, "\x1b[200~") && !strings.Contains(line, "\x1b[201~") {
+		var more string
+		more, err = r.ReadString('\n')
+		line += more
+	}
+	return strings.NewReplacer("\x1b[200~", "", "\x1b[201~", "").Replace(line), err
 }

@@ -131,7 +131,7 @@ func run(args []string) int {
 	}
 	in := bufio.NewReader(os.Stdin)
 	for {
-		line, err := in.ReadString('\n')
+		line, err := readInput(in)
 		line = strings.TrimSpace(line)
 		if err != nil && line == "" {
 			return 0
@@ -183,4 +183,17 @@ func (f *fake) log(m map[string]any) {
 	m["time"] = time.Now().UTC().Format(time.RFC3339Nano)
 	line, _ := json.Marshal(m)
 	f.record.Write(append(line, '\n'))
+}
+
+// readInput reads one input from the terminal: a line, or a bracketed paste
+// however many lines it has (the Enter after it submits it), as a terminal
+// UI takes a pasted prompt.
+func readInput(r *bufio.Reader) (string, error) {
+	line, err := r.ReadString('\n')
+	for err == nil && strings.Contains(line, "\x1b[200~") && !strings.Contains(line, "\x1b[201~") {
+		var more string
+		more, err = r.ReadString('\n')
+		line += more
+	}
+	return strings.NewReplacer("\x1b[200~", "", "\x1b[201~", "").Replace(line), err
 }
