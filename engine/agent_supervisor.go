@@ -229,6 +229,7 @@ func (s *supervisor) deliver() {
 		return
 	}
 	_ = os.Remove(p)
+	s.tracker.Typed(string(data), time.Now())
 	s.rec.Queued--
 	// One at a time: the next waits for the turn this one starts to end.
 	s.sawWaiting = false

@@ -203,7 +203,7 @@ func TestE2EAgentAiderFlow(t *testing.T) {
 		return ag.Snapshots["1"] != "" && strings.Contains(e.ok("snapdiff", "a1", ag.Snapshots["0"], ag.Snapshots["1"]), "a1.txt")
 	})
 	turn1 := ag.Snapshots["1"]
-	if ag.Status.State != "waiting" || len(ag.Turns) != 1 {
+	if ag.Status.State != "waiting" || len(ag.Turns) != 1 || ag.Turns[0].Prompt != "[create: a1.txt one]" {
 		t.Fatalf("after turn 1: %+v %+v", ag.Status, ag.Turns)
 	}
 

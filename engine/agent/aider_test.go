@@ -45,3 +45,25 @@ func TestTrackerAiderTurnGoesOnAfterAConfirmation(t *testing.T) {
 		t.Fatalf("codex: %+v", again)
 	}
 }
+
+// The prompt strata types for aider (its first, or a queued one) labels the
+// turn its notification ends; a bracketed paste is its text.
+func TestTrackerAiderTurnTakesTheTypedPrompt(t *testing.T) {
+	tr := NewTracker(IntegrationAider, t0)
+	tr.Terminal(true, at(1))
+	tr.Typed("[create: a.txt one]\r", at(2))
+	want(t, tr, StateWorking, "", at(2))
+	if ended := tr.Apply(Event{Agent: "aider", Kind: "Stop", Time: at(5)}); ended == nil || ended.N != 1 || ended.Prompt != "[create: a.txt one]" {
+		t.Fatalf("turn 1: %+v", ended)
+	}
+	tr.Typed("\x1b[200~Review round 1: 2 comments\n1. a.txt:1\x1b[201~\r", at(6))
+	if ended := tr.Apply(Event{Agent: "aider", Kind: "Stop", Time: at(9)}); ended == nil || ended.N != 2 || ended.Prompt != "Review round 1: 2 comments\n1. a.txt:1" {
+		t.Fatalf("turn 2: %+v", ended)
+	}
+	// Claude says its prompts itself: typing starts no turn.
+	cl := NewTracker(IntegrationClaude, t0)
+	cl.Typed("hello\r", at(1))
+	if len(cl.Turns()) != 0 {
+		t.Fatalf("claude turns %+v", cl.Turns())
+	}
+}

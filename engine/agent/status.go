@@ -280,6 +280,23 @@ func (t *Tracker) Terminal(waiting bool, at time.Time) (continued *Turn) {
 	return nil
 }
 
+// Typed says strata typed text on the program's terminal as its next prompt
+// (a queued prompt, aider's first one). Aider's only hook says a turn ended,
+// without its prompt: for aider this starts the turn with the prompt typed,
+// so the turn and its snapshot are labelled with it. Others report their
+// prompts themselves.
+func (t *Tracker) Typed(text string, at time.Time) {
+	if t.ended || t.integration != IntegrationAider {
+		return
+	}
+	prompt := strings.TrimSpace(strings.NewReplacer("\x1b[200~", "", "\x1b[201~", "").Replace(text))
+	if prompt == "" {
+		return
+	}
+	t.startTurn(prompt, at)
+	t.set(StateWorking, "", at)
+}
+
 // Exit records the program's end. killed says strata stopped it on purpose
 // (rollback --kill, rm --kill, K): that is an exit, not a failure.
 func (t *Tracker) Exit(code int, signal string, killed bool, at time.Time) {
