@@ -126,7 +126,10 @@ func (e *Engine) superviseAgent(ctx context.Context, world, session string) erro
 			return nil
 		}
 		waiting := meta.Attention == AttentionWaiting
-		s.tracker.Terminal(waiting, time.Now())
+		if again := s.tracker.Terminal(waiting, time.Now()); again != nil {
+			s.publish(ctx)
+			s.turnSnapshot(ctx, again)
+		}
 		if waiting {
 			s.sawWaiting = true
 		}
@@ -168,7 +171,11 @@ func (s *supervisor) turnSnapshot(ctx context.Context, t *agent.Turn) {
 	if conv == "" {
 		conv = s.tracker.Status().SessionID
 	}
-	snap, err := s.e.Snapshot(ctx, s.world, SnapshotOptions{Message: fmt.Sprintf("turn %d: %s", t.N, shortPrompt(t.Prompt)), Auto: true})
+	msg := fmt.Sprintf("turn %d: %s", t.N, shortPrompt(t.Prompt))
+	if s.rec.Snapshots[t.N] != "" {
+		msg = fmt.Sprintf("turn %d, after your answer: %s", t.N, shortPrompt(t.Prompt))
+	}
+	snap, err := s.e.Snapshot(ctx, s.world, SnapshotOptions{Message: msg, Auto: true})
 	if err != nil {
 		s.e.Log.Warn("turn snapshot", "world", s.world, "turn", t.N, "err", err)
 		return
@@ -222,6 +229,7 @@ func (s *supervisor) deliver() {
 		return
 	}
 	_ = os.Remove(p)
+	s.tracker.Typed(string(data), time.Now())
 	s.rec.Queued--
 	// One at a time: the next waits for the turn this one starts to end.
 	s.sawWaiting = false

@@ -249,16 +249,39 @@ func resumeAfterRollback(a *app, world, snap string) error {
 	if !ok || t.Preset == "" {
 		return nil
 	}
-	if t.Conversation == "" {
+	if t.Conversation == "" && t.Turn == 0 {
 		fmt.Fprintf(a.stdout, "snapshot %s is from before the agent's first turn: start it again with strata run %s --agent %s\n", snap, world, t.Preset)
 		return nil
 	}
-	meta, err := a.eng.ResumeAgent(a.ctx, world, t, "", false, engine.AgentOptions{})
+	meta, err := agentAfterRollback(a, world, t)
 	if err != nil {
-		return fmt.Errorf("rolled back, but the agent did not resume conversation %s: %w", t.Conversation, err)
+		return err
+	}
+	if t.Conversation == "" {
+		fmt.Fprintf(a.stdout, "%s cannot resume a conversation: started it afresh in world %s (session %s); it does not remember turns 1-%d, tell it what it needs\n", t.Preset, world, meta.ID, t.Turn)
+		return nil
 	}
 	fmt.Fprintf(a.stdout, "resumed %s conversation %s (turn %d) in world %s: session %s\n", t.Preset, t.Conversation, t.Turn, world, meta.ID)
 	return nil
+}
+
+// agentAfterRollback restarts the agent of turn snapshot t after a rollback
+// to it: resuming its conversation, or, for an agent that keeps none strata
+// can name (aider has no resume), afresh and without a prompt (the turn's
+// prompt again would redo the turn).
+func agentAfterRollback(a *app, world string, t engine.AgentTurnSnap) (engine.SessionMeta, error) {
+	if t.Conversation != "" {
+		meta, err := a.eng.ResumeAgent(a.ctx, world, t, "", false, engine.AgentOptions{})
+		if err != nil {
+			return meta, fmt.Errorf("rolled back, but the agent did not resume conversation %s: %w", t.Conversation, err)
+		}
+		return meta, nil
+	}
+	meta, err := a.eng.StartAgent(a.ctx, world, engine.AgentOptions{Preset: t.Preset})
+	if err != nil {
+		return meta, fmt.Errorf("rolled back, but %s did not start again: %w (start it with strata run %s --agent %s)", t.Preset, err, world, t.Preset)
+	}
+	return meta, nil
 }
 
 // checkForkAgents refuses, before anything is forked, --prompt without an

@@ -79,10 +79,10 @@ func cmdRollback(a *app, in *input) error {
 			Resumed *engine.SessionMeta `json:"resumed,omitempty"`
 		}{RollbackResult: res}
 		if !*in.Bool("no-resume") {
-			if t, ok := a.eng.TurnSnapshot(res.World, res.To); ok && t.Conversation != "" {
-				meta, err := a.eng.ResumeAgent(a.ctx, res.World, t, "", false, engine.AgentOptions{})
+			if t, ok := a.eng.TurnSnapshot(res.World, res.To); ok && t.Preset != "" && (t.Conversation != "" || t.Turn > 0) {
+				meta, err := agentAfterRollback(a, res.World, t)
 				if err != nil {
-					return fmt.Errorf("rolled back, but the agent did not resume conversation %s: %w", t.Conversation, err)
+					return err
 				}
 				out.Resumed = &meta
 			}

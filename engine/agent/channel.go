@@ -205,6 +205,27 @@ func parseInput(ev *Event, input []byte) {
 			}
 		}
 	}
+	if raw, ok := m["details"]; ok && ev.ToolInput == "" {
+		// Gemini's Notification (ToolPermission) names the tool and what it
+		// acts on only in details: the confirmation's type and its command,
+		// file or URL.
+		var d map[string]any
+		if json.Unmarshal(raw, &d) == nil {
+			for _, k := range []string{"command", "filePath", "fileName", "file_path", "path", "url", "urls", "prompt"} {
+				if s, ok := d[k].(string); ok && s != "" {
+					ev.ToolInput = cut(s, maxText)
+					break
+				}
+			}
+			if ev.Tool == "" {
+				if s, _ := d["toolName"].(string); s != "" {
+					ev.Tool = cut(s, maxText)
+				} else if s, _ := d["type"].(string); geminiConfirmTool[s] != "" {
+					ev.Tool = geminiConfirmTool[s]
+				}
+			}
+		}
+	}
 	if raw, ok := m["usage"]; ok {
 		var u struct {
 			In  int64   `json:"input_tokens"`
@@ -221,6 +242,9 @@ func parseInput(ev *Event, input []byte) {
 		ev.Kind, ev.Invalid = "unknown", true
 	}
 }
+
+// geminiConfirmTool names the tool behind a Gemini confirmation's type.
+var geminiConfirmTool = map[string]string{"exec": "shell", "edit": "edit", "info": "fetch", "mcp": "mcp"}
 
 // cut shortens s to at most n bytes without splitting a rune, and makes it valid UTF-8.
 func cut(s string, n int) string {

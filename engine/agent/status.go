@@ -161,7 +161,13 @@ func (t *Tracker) notification(e Event) {
 	switch e.Notification {
 	case "permission_prompt", "ToolPermission":
 		reason := t.pendingTool
-		if reason == "" {
+		switch {
+		case reason != "":
+		case e.ToolInput != "":
+			// Gemini asks before BeforeTool: the notification's details say
+			// what (the command, the file).
+			reason = toolReason(e)
+		default:
 			reason = firstOf(e.Message, "a tool")
 		}
 		if t.st.State == StatePermission {
@@ -237,9 +243,16 @@ func (t *Tracker) endTurn(e Event, failed bool) *Turn {
 // whose hooks speak ignores it once they have, except Codex and aider, whose
 // hooks only report turn ends: for them output after a finished turn means
 // working, and a quiet terminal mid-turn (an approval prompt) means waiting.
-func (t *Tracker) Terminal(waiting bool, at time.Time) {
+//
+// Aider runs its notifications command at the first wait after the model
+// answered, which is often a confirmation ("Create new file?"), and not
+// again at the prompt after it: the turn it ended goes on after the answer.
+// So for aider, output after its turn ended and then a quiet terminal again
+// returns that turn once more (its end moved), for the snapshot to be taken
+// again with what the answer changed.
+func (t *Tracker) Terminal(waiting bool, at time.Time) (continued *Turn) {
 	if t.ended {
-		return
+		return nil
 	}
 	if t.hooked {
 		switch t.integration {
@@ -249,15 +262,39 @@ func (t *Tracker) Terminal(waiting bool, at time.Time) {
 				t.set(StateWorking, "", at)
 			case waiting && t.st.State == StateWorking:
 				t.set(StateWaiting, "waiting for input", at)
+				if n := len(t.turns); t.integration == IntegrationAider && n > 0 && !t.turns[n-1].Ended.IsZero() {
+					t.turns[n-1].Ended = at
+					t.set(StateWaiting, fmt.Sprintf("turn %d done", n), at)
+					done := t.turns[n-1]
+					return &done
+				}
 			}
 		}
-		return
+		return nil
 	}
 	if waiting {
 		t.set(StateWaiting, "waiting for input", at)
 	} else {
 		t.set(StateWorking, "", at)
 	}
+	return nil
+}
+
+// Typed says strata typed text on the program's terminal as its next prompt
+// (a queued prompt, aider's first one). Aider's only hook says a turn ended,
+// without its prompt: for aider this starts the turn with the prompt typed,
+// so the turn and its snapshot are labelled with it. Others report their
+// prompts themselves.
+func (t *Tracker) Typed(text string, at time.Time) {
+	if t.ended || t.integration != IntegrationAider {
+		return
+	}
+	prompt := strings.TrimSpace(strings.NewReplacer("\x1b[200~", "", "\x1b[201~", "").Replace(text))
+	if prompt == "" {
+		return
+	}
+	t.startTurn(prompt, at)
+	t.set(StateWorking, "", at)
 }
 
 // Exit records the program's end. killed says strata stopped it on purpose
