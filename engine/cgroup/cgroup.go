@@ -71,6 +71,10 @@ func WorldDir(w *world.World) string {
 // PrepareSession makes strata/<name>@<id>/<session> and returns it, or
 // "" when cgroups cannot be used (then resources come from /proc).
 func PrepareSession(w *world.World, session string) string {
+	return prepareSession(w, session, 3)
+}
+
+func prepareSession(w *world.World, session string, retry int) string {
 	wdir := WorldDir(w)
 	if wdir == "" {
 		return ""
@@ -92,9 +96,29 @@ func PrepareSession(w *world.World, session string) string {
 	sweepSessions(wdir, 16)
 	dir := filepath.Join(wdir, session)
 	if err := os.Mkdir(dir, 0o755); err != nil {
+		if errors.Is(err, fs.ErrNotExist) && retry > 0 {
+			// Another World's sweep took our World's cgroup between the
+			// two mkdirs (it was empty and, had the clock jumped, not
+			// young): make it again.
+			return prepareSession(w, session, retry-1)
+		}
 		return ""
 	}
 	return dir
+}
+
+// youngFor is how long a new cgroup is left alone by sweeps: a session's
+// cgroup is made a moment before its init is cloned into it, and a World's
+// a moment before its first session's; empty in between, neither is idle.
+var youngFor = 5 * time.Second
+
+// young says the cgroup dir p was made less than youngFor ago.
+func young(p string) bool {
+	var st unix.Stat_t
+	if err := unix.Stat(p, &st); err != nil {
+		return false
+	}
+	return time.Since(time.Unix(st.Ctim.Unix())) < youngFor
 }
 
 // sweepSessions removes the empty cgroups of ended sessions once there
@@ -115,7 +139,9 @@ func sweepSessions(wdir string, keep int) {
 		return
 	}
 	for _, s := range subs {
-		_ = unix.Rmdir(filepath.Join(wdir, s))
+		if p := filepath.Join(wdir, s); keep < 0 || !young(p) {
+			_ = unix.Rmdir(p)
+		}
 	}
 }
 
@@ -129,11 +155,25 @@ func sweepIdleWorlds(strataDir, keep string) {
 		return
 	}
 	for _, d := range ents {
-		if p := filepath.Join(strataDir, d.Name()); d.IsDir() && p != keep {
-			sweepSessions(p, -1)
-			_ = unix.Rmdir(p)
+		p := filepath.Join(strataDir, d.Name())
+		if !d.IsDir() || p == keep || young(p) || hasYoung(p) {
+			continue // another World's, about to get (or getting) its session
+		}
+		sweepSessions(p, -1)
+		_ = unix.Rmdir(p)
+	}
+}
+
+// hasYoung says a World's cgroup dir holds a session cgroup made less than
+// youngFor ago.
+func hasYoung(wdir string) bool {
+	ents, _ := os.ReadDir(wdir)
+	for _, d := range ents {
+		if d.IsDir() && young(filepath.Join(wdir, d.Name())) {
+			return true
 		}
 	}
+	return false
 }
 
 // RemoveWorld removes a World's cgroups whose sessions are all gone.
