@@ -142,8 +142,7 @@ func (e *Engine) execLocal(ctx context.Context, w *World, o ExecOptions) (Sessio
 	if err != nil {
 		return meta, fmt.Errorf("exec in world %q: %w", name, err)
 	}
-	e.activity(ctx, Event{Type: EventSessionStarted, World: w.Name, Session: meta.ID, Detail: map[string]any{"argv": o.Argv, "tty": o.TTY}})
-	Trace("exec: session.started logged")
+	// The session's init logged session.started (and will log its end).
 	return meta, nil
 }
 

@@ -249,6 +249,10 @@ func (in *sessionInit) run() error {
 	if err := session.WriteMeta(in.root, meta); err != nil {
 		return err
 	}
+	// session.started goes to the activity log from here, before the caller
+	// hears of the start and before this init can log the end: a short
+	// command's session.ended never comes first.
+	in.logStart(meta)
 	_ = json.NewEncoder(in.ready).Encode(session.ReadyMessage{Meta: meta})
 	in.ready.Close()
 	session.Trace("init: running meta written, ready sent")
@@ -320,10 +324,12 @@ func (in *sessionInit) run() error {
 		return err
 	}
 	session.Trace("init: end meta written")
+	// session.ended is in the activity log (one write) before the caller
+	// is told: `strata exec ... && strata events` sees the end.
+	in.logEnd(meta, written)
 	in.endFIFO.Close()
 	syncSessionEnd(in.root, tf)
 	session.Trace("init: transcript and end meta synced")
-	in.logEnd(meta, written)
 	in.removeEmptyLog()
 	session.Trace("init: end logged")
 	return nil
@@ -362,6 +368,18 @@ func (in *sessionInit) prepareEvidence() {
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "activity log %s: %v\n", spec.ActivityLog, err)
 		}
+	}
+}
+
+// logStart appends session.started to the activity log, one write(2).
+func (in *sessionInit) logStart(meta SessionMeta) {
+	if in.activity == nil {
+		return
+	}
+	detail := map[string]any{"argv": in.spec.Argv, "tty": in.spec.TTY}
+	line, err := events.Line(events.Event{Time: meta.StartedAt.UTC(), Type: events.SessionStarted, World: meta.World, Session: meta.ID, Detail: detail})
+	if err == nil {
+		_, _ = in.activity.Write(line)
 	}
 }
 
