@@ -86,7 +86,9 @@ func resolveCIDRs(list boundary.Allowlist) (cidrs, unmapped []string) {
 	}
 	for _, p := range list {
 		if p.Wildcard {
+			mu.Lock() // resolvers started for earlier entries append too
 			unmapped = append(unmapped, p.String())
+			mu.Unlock()
 			continue
 		}
 		if ip := net.ParseIP(p.Host); ip != nil {
