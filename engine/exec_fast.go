@@ -53,28 +53,28 @@ func egressPushed(dir string, list []string) bool {
 		return false
 	}
 	pid, err := strconv.Atoi(f[0])
-	if err != nil || pid <= 0 || !egressProxyIs(dir, pid) {
+	if running, ok := egressProxyPID(dir); err != nil || pid <= 0 || !ok || running != pid {
 		return false
 	}
 	st, err := session.ReadProcStat(pid)
 	return err == nil && st.State != 'Z' && st.State != 'X' && strconv.FormatUint(st.StartTime, 10) == f[1]
 }
 
-// egressProxyIs tells whether dir's pid file names pid: a proxy that ended
-// by itself removed it.
-func egressProxyIs(dir string, pid int) bool {
+// egressProxyPID is the pid dir's pid file names (a proxy that ended by
+// itself removed it).
+func egressProxyPID(dir string) (int, bool) {
 	data, err := os.ReadFile(filepath.Join(dir, egressPIDFile))
-	return err == nil && strings.TrimSpace(string(data)) == strconv.Itoa(pid)
+	if err != nil {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	return pid, err == nil && pid > 0
 }
 
 // markEgressPushed records that the proxy in dir's pid file has list.
 func markEgressPushed(dir string, list []string) {
-	data, err := os.ReadFile(filepath.Join(dir, egressPIDFile))
-	if err != nil {
-		return
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil {
+	pid, ok := egressProxyPID(dir)
+	if !ok {
 		return
 	}
 	st, err := session.ReadProcStat(pid)

@@ -163,7 +163,7 @@ func Compute(c *Config, w World, env []string, r Request) (*Boundary, error) {
 		return nil, fmt.Errorf("%s isolation for world %q: the home %q is not an absolute directory (is HOME set?); set HOME or use --isolation tree", level, w.Name, w.Home)
 	}
 	b.ReadOnlyHost, b.PrivateRun = true, true
-	for _, d := range []string{"/tmp", "/var/tmp", "/dev/shm"} {
+	for _, d := range privateDirs {
 		b.Writable = append(b.Writable, Path{Path: d, Kind: KindPrivate, Exists: true, Dir: true})
 	}
 	if level == LevelSandbox && w.Home != "" && w.HomeUpper != "" {
@@ -217,11 +217,13 @@ func merge(base, over Policy) Policy {
 	return base
 }
 
-// privateDir says p is in one of the directories every sandboxed World gets
-// private (/tmp, /var/tmp, /dev/shm).
+// privateDirs are the directories every sandboxed World gets private.
+var privateDirs = []string{"/tmp", "/var/tmp", "/dev/shm"}
+
+// privateDir says p is in one of privateDirs.
 func privateDir(p string) bool {
 	p = filepath.Clean(p)
-	for _, d := range []string{"/tmp", "/var/tmp", "/dev/shm"} {
+	for _, d := range privateDirs {
 		if p == d || strings.HasPrefix(p, d+"/") {
 			return true
 		}
