@@ -139,36 +139,66 @@ type Server struct {
 }
 
 // listener is one HTTP server that can be taken down and brought back on
-// the same address.
+// the same address. Its port stays held while it is down (portHold), so
+// "down" is always a refused connection, never another server.
 type listener struct {
 	handler http.Handler
 	mu      sync.Mutex
 	addr    string
+	hold    *portHold
+	ln      net.Listener
 	srv     *http.Server
+	closed  bool
 }
 
 func (l *listener) start() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.closed {
+		return errClosed
+	}
 	if l.srv != nil {
 		return nil
 	}
-	ln, err := net.Listen("tcp", l.addr)
+	if l.hold == nil {
+		h, err := holdPort(l.addr)
+		if err != nil {
+			return err
+		}
+		l.hold, l.addr = h, h.addr
+	}
+	ln, err := l.hold.listen()
 	if err != nil {
 		return err
 	}
-	l.addr = ln.Addr().String()
+	l.ln = ln
 	l.srv = &http.Server{Handler: l.handler, ReadHeaderTimeout: 10 * time.Second}
 	go l.srv.Serve(ln) //nolint:errcheck // returns ErrServerClosed on Close
 	return nil
 }
 
+// stop closes the server and keeps the port held.
 func (l *listener) stop() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.srv != nil {
 		_ = l.srv.Close()
-		l.srv = nil
+		// Serve may not have taken the listener yet (a Down right after
+		// Up), and then Close leaves it open: close it here, so the
+		// port is never listening while down.
+		_ = l.ln.Close()
+		l.srv, l.ln = nil, nil
+	}
+}
+
+// close stops the server and frees the port.
+func (l *listener) close() {
+	l.stop()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	if l.hold != nil {
+		l.hold.release()
 	}
 }
 
@@ -240,7 +270,7 @@ func NewServer(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("cubetest: listen for CubeAPI: %w", err)
 	}
 	if err := s.proxy.start(); err != nil {
-		s.api.stop()
+		s.api.close()
 		return nil, fmt.Errorf("cubetest: listen for CubeProxy: %w", err)
 	}
 	return s, nil
@@ -255,8 +285,8 @@ func (s *Server) Close() {
 	}
 	s.closed = true
 	s.mu.Unlock()
-	s.api.stop()
-	s.proxy.stop()
+	s.api.close()
+	s.proxy.close()
 	s.mu.Lock()
 	boxes := make([]*sandbox, 0, len(s.sandboxes))
 	for _, sb := range s.sandboxes {
@@ -273,7 +303,9 @@ func (s *Server) Close() {
 }
 
 // Down makes both listeners refuse connections (Cube unreachable); Up
-// brings them back on the same addresses. State is kept.
+// brings them back on the same addresses. State is kept. The ports stay
+// bound (not listening) while down, so no other server can take them and
+// a connection is refused, never answered elsewhere.
 func (s *Server) Down() {
 	s.api.stop()
 	s.proxy.stop()
