@@ -468,6 +468,12 @@ func (s *Server) connectSandbox(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &req, "timeout") {
 		return
 	}
+	// Newer CubeAPI refuses a timeout of 0 or less before asking CubeMaster
+	// (routes.rs test resume_and_connect_reject_invalid_timeout_before_cubemaster).
+	if req.Timeout <= 0 {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("invalid timeout %d: must be a positive number of seconds", req.Timeout))
+		return
+	}
 	sb := s.lookup(w, r)
 	if sb == nil {
 		return
