@@ -872,26 +872,29 @@ func (r *Runtime) ReviveSession(ctx context.Context, name string, s SessionMeta)
 
 func (r *Runtime) Placement(w *World) Placement { return r.cubePlacement(w) }
 
-// cubeWriterScript lists, in a sandbox, every fd open for writing (the last
-// octal digit of its flags has O_WRONLY or O_RDWR) and every shared writable
-// mapping of a file (which writes it with no fd left open) as "pgid pid
-// path".
-const cubeWriterScript = `grep -H ' [r-]w[x-]s ' /proc/[0-9]*/maps 2>/dev/null | while read -r a _ _ _ ino l; do
+// cubeWriterScript lists, in a sandbox, every fd open for writing and every
+// shared writable mapping of a file (which writes it with no fd left open)
+// as "pgid pid path". It forks twice in all (grep, ls), whatever the number
+// of processes and fds: the mode bits of a /proc/PID/fd link are the fd's
+// open mode (w: O_WRONLY or O_RDWR), and a process's group is read from its
+// stat with the shell's own read. (It forked readlink, sed and cut for every
+// fd open for writing: over a minute where the sandbox sees a few thousand
+// fds, past the 30 s the scan is given, so apply could only refuse.)
+const cubeWriterScript = `pgid() { s=; read -r s 2>/dev/null <"/proc/$1/stat"; s=${s##*) }; set -- $s; pg=${3:-}; }
+grep -H ' [r-]w[x-]s ' /proc/[0-9]*/maps 2>/dev/null | while read -r a _ _ _ ino l; do
 	[ "$ino" != 0 ] && [ -n "$l" ] || continue
 	p=${a%%/maps:*}
-	pg=$(sed 's/.*) //' "$p/stat" 2>/dev/null | cut -d' ' -f3)
-	printf '%s %s %s\n' "$pg" "${p#/proc/}" "$l"
+	p=${p#/proc/}
+	pgid "$p"
+	printf '%s %s %s\n' "$pg" "$p" "$l"
 done
-for f in /proc/[0-9]*/fdinfo/*; do
-	fl=
-	while read -r k v _; do
-		if [ "$k" = flags: ]; then fl=$v; break; fi
-	done <"$f" 2>/dev/null
-	case $fl in *[123567]) ;; *) continue ;; esac
-	p=${f%/fdinfo/*}
-	l=$(readlink "$p/fd/${f##*/}" 2>/dev/null) || continue
-	pg=$(sed 's/.*) //' "$p/stat" 2>/dev/null | cut -d' ' -f3)
-	printf '%s %s %s\n' "$pg" "${p#/proc/}" "$l"
+QUOTING_STYLE=literal LC_ALL=C ls -l /proc/[0-9]*/fd 2>/dev/null | while IFS= read -r line; do
+	case $line in
+	/proc/*/fd:) p=${line#/proc/}; p=${p%/fd:}; pgid "$p"; continue ;;
+	l?w*' -> '*) ;;
+	*) continue ;;
+	esac
+	printf '%s %s %s\n' "$pg" "$p" "${line#* -> }"
 done 2>/dev/null; true`
 
 // cubeWritersOf is writersOf for a cube World: its sessions' processes are
