@@ -61,11 +61,17 @@ func (e *WritingError) Error() string {
 		}
 		parts = append(parts, fmt.Sprintf("%s %s still writing %s", who, verb, p.Path))
 	}
-	id := "ID"
+	stop := "strata kill " + e.World + " ID"
 	if len(e.Paths) == 1 && len(e.Paths[0].Sessions) == 1 {
-		id = e.Paths[0].Sessions[0]
+		stop = "strata kill " + e.World + " " + e.Paths[0].Sessions[0]
+		// A process no session owns (a cube command's background child,
+		// "pid N of the sandbox") is stopped in the sandbox itself.
+		if pid, ok := strings.CutPrefix(e.Paths[0].Sessions[0], "pid "); ok {
+			pid, _, _ = strings.Cut(pid, " ")
+			stop = "strata exec " + e.World + " -- kill " + pid
+		}
 	}
-	return strings.Join(parts, "; ") + "; wait for it or stop it (strata kill " + e.World + " " + id + "), then apply again; nothing was written"
+	return strings.Join(parts, "; ") + "; wait for it or stop it (" + stop + "), then apply again; nothing was written"
 }
 
 func (e *WritingError) Is(target error) bool { return target == ErrWorldWriting }

@@ -198,3 +198,45 @@ time.sleep(600)
 		t.Fatal("mapped.txt reached the source")
 	}
 }
+
+// A command's background child lives on in the sandbox after the command
+// (and its session) ended, as under envd. Holding a picked file open for
+// writing, it makes apply refuse, named as a process of the sandbox, though
+// no session runs; nothing reaches the source. Once it is gone, apply goes
+// on. (Apply asked the sandbox only while a session ran, and published the
+// half-written file.)
+func TestCubeApplyRefusesOrphanWriter(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ce := newCubeEnv(t, cubetest.Options{})
+	ce.create("w", CreateOptions{})
+	// setsid: out of the command's process group, as a daemon would be.
+	ce.mustSh("w", `setsid sh -c 'exec 3>>held.txt; echo partial >&3; echo $$ > orphan.pid; exec sleep 600' </dev/null >/dev/null 2>&1 &
+for i in $(seq 100); do [ -s orphan.pid ] && break; sleep 0.1; done; test -s orphan.pid`)
+	pid := strings.TrimSpace(ce.mustSh("w", "cat orphan.pid"))
+	t.Cleanup(func() { ce.sh("w", "kill -9 "+pid) })
+	ss, err := ce.e.Sessions("w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range ss {
+		if s.State == SessionRunning || s.State == SessionStarting {
+			t.Fatalf("session %s still %s: the test needs none running", s.ID, s.State)
+		}
+	}
+	_, err = ce.e.Apply(ctx, "w", ApplyOptions{Picks: []Pick{{Path: "held.txt"}}})
+	if !errors.Is(err, ErrWorldWriting) || !strings.Contains(err.Error(), "a process (pid "+pid+" of the sandbox) is still writing held.txt") ||
+		!strings.Contains(err.Error(), "(strata exec w -- kill "+pid+")") {
+		t.Fatalf("apply of a file an orphaned process of the sandbox holds for writing: %v", err)
+	}
+	if fileExists(filepath.Join(ce.src, "held.txt")) {
+		t.Fatal("held.txt reached the source while an orphan wrote it")
+	}
+	ce.mustSh("w", "kill -9 "+pid+"; while kill -0 "+pid+" 2>/dev/null; do sleep 0.05; done")
+	if _, err := ce.e.Apply(ctx, "w", ApplyOptions{Picks: []Pick{{Path: "held.txt"}}}); err != nil {
+		t.Fatalf("apply once the orphan is gone: %v", err)
+	}
+	if got := readFile(t, filepath.Join(ce.src, "held.txt")); got != "partial\n" {
+		t.Fatalf("source held.txt = %q", got)
+	}
+}

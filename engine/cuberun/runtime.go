@@ -899,11 +899,15 @@ done 2>/dev/null; true`
 
 // cubeWritersOf is writersOf for a cube World: its sessions' processes are
 // in its sandbox, where the overlay is mounted at the source path, so their
-// fds are matched by that path. A sandbox that cannot be asked counts as
-// writing nothing only when no session runs. A session whose command runs
-// (or may) but whose pid in the sandbox is not known yet, its start marker
-// still on the way, cannot be told apart nor paused: it counts as writing
-// every picked path (apply retries, then refuses), never as writing none.
+// fds are matched by that path. The sandbox is asked whenever it runs, with
+// or without a session: a command's background children live on in the
+// sandbox after it ended (envd does not end them), and one of them writing
+// a picked file is named as a process of the sandbox. A sandbox that cannot
+// be asked counts as writing nothing only when no session runs. A session
+// whose command runs (or may) but whose pid in the sandbox is not known
+// yet, its start marker still on the way, cannot be told apart nor paused:
+// it counts as writing every picked path (apply retries, then refuses),
+// never as writing none.
 func (e *Runtime) cubeWritersOf(ctx context.Context, w *World, changes []overlay.Change) []WritingPath {
 	ss, _ := ListSessions(e.Paths.World(w.Name))
 	byGroup := map[string]string{}
@@ -923,8 +927,8 @@ func (e *Runtime) cubeWritersOf(ctx context.Context, w *World, changes []overlay
 			"world", w.Name, "sessions", unknown)
 		return allWriting(changes, unknown)
 	}
-	if len(byGroup) == 0 || w.State != StateReady {
-		return nil
+	if w.State != StateReady {
+		return nil // stopped: everything in the sandbox is paused with it
 	}
 	byPath := map[string]string{}
 	for _, c := range changes {
@@ -934,6 +938,10 @@ func (e *Runtime) cubeWritersOf(ctx context.Context, w *World, changes []overlay
 	var out string
 	if err == nil {
 		out, err = guestScript(ctx, client, e.cubeSandbox(w), 30*time.Second, cubeWriterScript)
+	}
+	if err != nil && len(byGroup) == 0 {
+		e.Log.Warn("apply: list writers in the sandbox (no session runs there: going on)", "world", w.Name, "err", err)
+		return nil
 	}
 	if err != nil {
 		// Unknown is not "nobody": refuse rather than publish a guess.
