@@ -508,3 +508,49 @@ func TestCubeRollbackStoppedWorld(t *testing.T) {
 		t.Errorf("timeline after a failed rollback: head %s, %d snapshots", tl.Head, len(tl.Snapshots))
 	}
 }
+
+// A sandbox that went away behind strata's back (deleted on the cluster,
+// lost with its node) is found out on the next exec: CubeProxy answers
+// the guest call 500 with retcode 310507, not 404, 410 or 502, and exec
+// repairs the World, a new sandbox from the template mounting the same
+// layers, instead of failing; the World's changes are all there.
+func TestCubeExecRepairsGoneSandbox(t *testing.T) {
+	t.Parallel()
+	ce := newCubeEnv(t, cubetest.Options{})
+	w := ce.create("w", CreateOptions{})
+	ce.mustSh("w", "echo mine > mine.txt")
+	old := w.Cube.SandboxID
+	c, err := ce.e.cubeClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(context.Background(), old); err != nil {
+		t.Fatal(err)
+	}
+	ce.srv.ResetRequests()
+	if got := ce.mustSh("w", "cat mine.txt"); got != "mine\n" {
+		t.Fatalf("exec after the sandbox vanished: %q", got)
+	}
+	var noRoute bool
+	for _, r := range ce.srv.Requests() {
+		if r.Server == "proxy" && r.Status == 500 && strings.Contains(r.Host, old) {
+			noRoute = true
+		}
+	}
+	if !noRoute {
+		t.Error("the fake's proxy never answered 500 for the gone sandbox: the test proves nothing")
+	}
+	if n := len(requestsMatching(ce.srv, "POST /sandboxes")); n != 1 {
+		t.Errorf("%d creates, want one new sandbox", n)
+	}
+	w2, err := ce.e.World("w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w2.Cube.SandboxID == old || w2.Cube.SandboxID == "" || w2.State != StateReady {
+		t.Errorf("after repair: sandbox %q (was %q), state %s", w2.Cube.SandboxID, old, w2.State)
+	}
+	if got := ce.changes("w"); got["mine.txt"] != overlay.Added || len(got) != 1 {
+		t.Errorf("changes after repair: %v", got)
+	}
+}
