@@ -557,6 +557,9 @@ func (r *cubeRunner) run() error {
 					return res.err
 				}
 			}
+			if res.err == nil && remotePID > 0 {
+				endGroupInSandbox(client, &sb, remotePID)
+			}
 			r.finish(tw, res.res, res.err)
 			return r.end(fifo)
 		}
@@ -621,6 +624,18 @@ func signalInSandbox(ctx context.Context, client *cube.Client, sb *cube.Sandbox,
 		return fmt.Errorf("kill -%s in sandbox %s: %w", sig, sb.SandboxID, err)
 	}
 	return nil
+}
+
+// endGroupInSandbox ends what is left of a command's process group once the
+// command ended, as a local session's processes end with it (its PID
+// namespace): envd leaves a command's background children running. Only
+// the group is signalled, never the pid itself, which the ended command no
+// longer holds. A child that left the group (setsid) lives on; apply still
+// finds it if it writes a picked file.
+func endGroupInSandbox(client *cube.Client, sb *cube.Sandbox, pgid int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, _ = guestScript(ctx, client, sb, 10*time.Second, `kill -s KILL -- "-$1" 2>/dev/null; true`, strconv.Itoa(pgid))
 }
 
 // killInSandbox relays a signal the runner received to its command: TERM
