@@ -16,7 +16,9 @@ import (
 // body when a request outlives them; the fake does too, with budgets set
 // short here.
 func TestRouteTimeoutsAnswer408(t *testing.T) {
-	s := New(t, Options{RouteTimeout: 100 * time.Millisecond, LongRouteTimeout: 300 * time.Millisecond, SnapshotRouteTimeout: 600 * time.Millisecond})
+	// Budgets short for a test, with room for the work itself on a slow
+	// machine (-race): a request inside its budget has 190 ms or more to spare.
+	s := New(t, Options{RouteTimeout: 200 * time.Millisecond, LongRouteTimeout: 600 * time.Millisecond, SnapshotRouteTimeout: 1500 * time.Millisecond})
 	id := create(t, s, `{"templateID":"base"}`)
 	check := func(route string, delay time.Duration, method, path, body string, want int) {
 		t.Helper()
@@ -37,25 +39,25 @@ func TestRouteTimeoutsAnswer408(t *testing.T) {
 			}
 		}
 	}
-	check("GET /sandboxes/*", 200*time.Millisecond, "GET", "/sandboxes/"+id, "", http.StatusRequestTimeout)
+	check("GET /sandboxes/*", 400*time.Millisecond, "GET", "/sandboxes/"+id, "", http.StatusRequestTimeout)
 	check("GET /sandboxes/*", 10*time.Millisecond, "GET", "/sandboxes/"+id, "", http.StatusOK)
-	// 200 ms is past the default budget but within pause's.
-	check("POST /sandboxes/*/pause", 200*time.Millisecond, "POST", "/sandboxes/"+id+"/pause", "", http.StatusNoContent)
-	check("POST /sandboxes/*/connect", 400*time.Millisecond, "POST", "/sandboxes/"+id+"/connect", `{"timeout":60}`, http.StatusRequestTimeout)
-	check("POST /sandboxes/*/connect", 100*time.Millisecond, "POST", "/sandboxes/"+id+"/connect", `{"timeout":60}`, http.StatusOK)
-	check("POST /sandboxes/*/snapshots", 400*time.Millisecond, "POST", "/sandboxes/"+id+"/snapshots", `{}`, http.StatusCreated)
-	check("POST /sandboxes/*/rollback", 700*time.Millisecond, "POST", "/sandboxes/"+id+"/rollback", `{"snapshotID":"snap-x"}`, http.StatusRequestTimeout)
+	// 300 ms is past the default budget but within pause's.
+	check("POST /sandboxes/*/pause", 300*time.Millisecond, "POST", "/sandboxes/"+id+"/pause", "", http.StatusNoContent)
+	check("POST /sandboxes/*/connect", 900*time.Millisecond, "POST", "/sandboxes/"+id+"/connect", `{"timeout":60}`, http.StatusRequestTimeout)
+	check("POST /sandboxes/*/connect", 300*time.Millisecond, "POST", "/sandboxes/"+id+"/connect", `{"timeout":60}`, http.StatusOK)
+	check("POST /sandboxes/*/snapshots", 700*time.Millisecond, "POST", "/sandboxes/"+id+"/snapshots", `{}`, http.StatusCreated)
+	check("POST /sandboxes/*/rollback", 1800*time.Millisecond, "POST", "/sandboxes/"+id+"/rollback", `{"snapshotID":"snap-x"}`, http.StatusRequestTimeout)
 
 	// The client reads a 408 as a timeout and retries a safe call.
 	c, err := cube.New(cube.Config{Endpoint: s.URL(), ProxyAddr: s.ProxyAddr(), Retry: cube.RetryPolicy{Max: 2, Base: time.Millisecond, MaxDelay: 5 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Inject(Fault{Route: "GET /sandboxes/*", Delay: 200 * time.Millisecond})
+	s.Inject(Fault{Route: "GET /sandboxes/*", Delay: 400 * time.Millisecond})
 	if _, err := c.Get(context.Background(), id); err != nil {
 		t.Errorf("one 408 then a retry: %v", err)
 	}
-	s.Inject(Fault{Route: "GET /sandboxes/*", Delay: 200 * time.Millisecond, Count: -1})
+	s.Inject(Fault{Route: "GET /sandboxes/*", Delay: 400 * time.Millisecond, Count: -1})
 	_, err = c.Get(context.Background(), id)
 	var apiErr *cube.APIError
 	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusRequestTimeout {
