@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/overlay/overlaytest"
 )
 
 // sharedExtents says whether filefrag -v reports a shared extent in p
@@ -52,7 +53,7 @@ func TestSnapshotRestoreReflinkSharesExtents(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		dir  func(t *testing.T) string
-	}{{"xfs", xfsReflink}, {"btrfs", btrfsFS}} {
+	}{{"xfs", overlaytest.XFSReflink}, {"btrfs", overlaytest.Btrfs}} {
 		t.Run(c.name, func(t *testing.T) {
 			root := c.dir(t)
 			upper := filepath.Join(root, "upper")
