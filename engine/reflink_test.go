@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/stratahq/strata/overlay/overlaytest"
+
+	"golang.org/x/sys/unix"
 )
 
 func mkdirs(t *testing.T, dirs ...string) {
@@ -23,16 +23,9 @@ func mkdirs(t *testing.T, dirs ...string) {
 
 func usedBytes(t *testing.T, dir string) int64 {
 	t.Helper()
-	f, err := os.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := unix.Syncfs(int(f.Fd())); err != nil {
-		t.Fatal(err)
-	}
+	overlaytest.SyncFS(t, dir)
 	var st unix.Statfs_t
-	if err := unix.Fstatfs(int(f.Fd()), &st); err != nil {
+	if err := unix.Statfs(dir, &st); err != nil {
 		t.Fatal(err)
 	}
 	return int64(st.Blocks-st.Bfree) * st.Bsize

@@ -82,13 +82,13 @@ func TestSnapshotRestoreReflinkSharesExtents(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			syncFS(t, root)
+			overlaytest.SyncFS(t, root)
 			free := freeBytes(t, root)
 			m, stats, err := CaptureUpper(context.Background(), st, upper, overlay.DialectKernel, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			syncFS(t, root)
+			overlaytest.SyncFS(t, root)
 			if used := free - freeBytes(t, root); used > 16<<20 {
 				t.Errorf("snapshot of a 256 MB file used %d MB of the state root: its bytes were copied, not reflinked", used>>20)
 			}
@@ -117,12 +117,12 @@ func TestSnapshotRestoreReflinkSharesExtents(t *testing.T) {
 			}
 
 			restored := filepath.Join(root, "upper2")
-			syncFS(t, root)
+			overlaytest.SyncFS(t, root)
 			free = freeBytes(t, root)
 			if err := RestoreUpperWith(context.Background(), st, m, restored, overlay.DialectKernel, RestoreOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			syncFS(t, root)
+			overlaytest.SyncFS(t, root)
 			if used := free - freeBytes(t, root); used > 16<<20 {
 				t.Errorf("restore of a 256 MB file used %d MB: its bytes were copied, not reflinked", used>>20)
 			}

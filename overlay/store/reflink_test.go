@@ -10,9 +10,9 @@ import (
 	"syscall"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/stratahq/strata/overlay/overlaytest"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestReflinkSupported(t *testing.T) {
@@ -75,7 +75,7 @@ func TestCloneFileReflinkSharesExtents(t *testing.T) {
 			if err := os.WriteFile(src, data, 0o751); err != nil {
 				t.Fatal(err)
 			}
-			syncFS(t, dir)
+			overlaytest.SyncFS(t, dir)
 			before := freeBytes(t, dir)
 			m, err := CloneFile(dst, src)
 			if err != nil {
@@ -84,7 +84,7 @@ func TestCloneFileReflinkSharesExtents(t *testing.T) {
 			if m != CloneReflink {
 				t.Fatalf("method = %s, want reflink on %s", m, c.name)
 			}
-			syncFS(t, dir)
+			overlaytest.SyncFS(t, dir)
 			if used := before - freeBytes(t, dir); used > 8<<20 {
 				t.Errorf("the clone used %d bytes of a %d-byte file: the data was copied", used, len(data))
 			}
@@ -107,18 +107,6 @@ func TestCloneFileReflinkSharesExtents(t *testing.T) {
 				t.Fatal("writing the clone changed the source")
 			}
 		})
-	}
-}
-
-func syncFS(t *testing.T, dir string) {
-	t.Helper()
-	f, err := os.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := unix.Syncfs(int(f.Fd())); err != nil {
-		t.Fatal(err)
 	}
 }
 
