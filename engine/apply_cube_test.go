@@ -9,7 +9,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stratahq/strata/cube/cubetest"
 )
@@ -46,6 +45,10 @@ func TestCubeApplyMergeStaysMerged(t *testing.T) {
 	}
 }
 
+// heldWriter holds held.txt open for writing, having written to it, and then
+// touches ready.
+const heldWriter = "exec 3>>held.txt; echo partial >&3; touch ready; exec sleep 600"
+
 // A cube session holding a picked file open for writing in its sandbox makes
 // apply refuse, naming it; nothing reaches the source. The writer outlives
 // apply's retries by far: each pauses the sandbox's sessions and lists its
@@ -54,21 +57,10 @@ func TestCubeApplyMergeStaysMerged(t *testing.T) {
 func TestCubeApplyRefusesFileOpenForWriting(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ce := newCubeEnv(t, cubetest.Options{})
-	ce.create("w", CreateOptions{})
-	meta, err := ce.e.Exec(ctx, "w", ExecOptions{Argv: []string{"sh", "-c", "exec 3>>held.txt; echo partial >&3; touch ready; exec sleep 600"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = ce.e.Kill(context.Background(), "w", meta.ID, syscall.SIGKILL) })
-	deadline := time.Now().Add(10 * time.Second)
-	for !fileExists(filepath.Join(ce.e.Paths.Upper("w"), "ready")) {
-		if time.Now().After(deadline) {
-			t.Fatal("the session never got ready")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	_, err = ce.e.Apply(ctx, "w", ApplyOptions{Picks: []Pick{{Path: "held.txt"}}})
+	ce := newCubeWorld(t, cubetest.Options{})
+	meta, _ := ce.startSh(ctx, "w", heldWriter)
+	ce.waitUpper("w", "ready")
+	_, err := ce.e.Apply(ctx, "w", ApplyOptions{Picks: []Pick{{Path: "held.txt"}}})
 	if !errors.Is(err, ErrWorldWriting) || !strings.Contains(err.Error(), "session "+meta.ID+" is still writing held.txt") {
 		ss, _ := ce.e.Sessions("w")
 		t.Fatalf("apply of a file a cube session holds open for writing: %v (sessions: %+v)", err, ss)
@@ -105,7 +97,7 @@ func TestCubeApplyRefusesWhileSessionPIDUnknown(t *testing.T) {
 	}
 	execDone := make(chan started, 1)
 	go func() {
-		meta, err := ce.e.Exec(ctx, "w", ExecOptions{Argv: []string{"sh", "-c", "exec 3>>held.txt; echo partial >&3; touch ready; exec sleep 600"}})
+		meta, err := ce.e.Exec(ctx, "w", ExecOptions{Argv: []string{"sh", "-c", heldWriter}})
 		execDone <- started{meta, err}
 	}()
 	var id string
@@ -115,13 +107,7 @@ func TestCubeApplyRefusesWhileSessionPIDUnknown(t *testing.T) {
 			_, _ = ce.e.Kill(context.Background(), "w", id, syscall.SIGKILL)
 		}
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for !fileExists(filepath.Join(ce.e.Paths.Upper("w"), "ready")) {
-		if time.Now().After(deadline) {
-			t.Fatal("the command never ran")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	ce.waitUpper("w", "ready")
 	ss, err := ce.e.Sessions("w")
 	if err != nil || len(ss) != 1 {
 		t.Fatalf("sessions: %v %+v", err, ss)
@@ -160,8 +146,7 @@ func TestCubeApplyRefusesWhileSessionPIDUnknown(t *testing.T) {
 // the local runtime; nothing reaches the source.
 func TestCubeApplyRefusesFileMappedForWriting(t *testing.T) {
 	ctx := context.Background()
-	ce := newCubeEnv(t, cubetest.Options{})
-	ce.create("w", CreateOptions{})
+	ce := newCubeWorld(t, cubetest.Options{})
 	// mmap(2) itself: Python's mmap module keeps a dup of the fd.
 	script := `import ctypes, os, time
 libc = ctypes.CDLL(None, use_errno=True)
@@ -177,20 +162,9 @@ ctypes.memmove(addr, b"half", 4)
 open("ready", "w").close()
 time.sleep(600)
 `
-	meta, err := ce.e.Exec(ctx, "w", ExecOptions{Argv: []string{"/usr/bin/python3", "-c", script}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = ce.e.Kill(context.Background(), "w", meta.ID, syscall.SIGKILL) })
-	deadline := time.Now().Add(20 * time.Second)
-	for !fileExists(filepath.Join(ce.e.Paths.Upper("w"), "ready")) {
-		if time.Now().After(deadline) {
-			logs, _ := ce.e.Sessions("w")
-			t.Fatalf("the session never got ready: %+v", logs)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	_, err = ce.e.Apply(ctx, "w", ApplyOptions{Picks: []Pick{{Path: "mapped.txt"}}})
+	meta, _ := ce.start(ctx, "w", ExecOptions{Argv: []string{"/usr/bin/python3", "-c", script}})
+	ce.waitUpper("w", "ready")
+	_, err := ce.e.Apply(ctx, "w", ApplyOptions{Picks: []Pick{{Path: "mapped.txt"}}})
 	if !errors.Is(err, ErrWorldWriting) || !strings.Contains(err.Error(), "session "+meta.ID+" is still writing mapped.txt") {
 		t.Fatalf("apply of a file a cube session maps shared and writable: %v", err)
 	}

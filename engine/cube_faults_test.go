@@ -115,8 +115,7 @@ func TestCubeTemplateFitFailsBeforeAnyCall(t *testing.T) {
 func TestCubeStoppedAndPlannedForkReviewAndApply(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ce := newCubeEnv(t, cubetest.Options{})
-	ce.create("w", CreateOptions{})
+	ce := newCubeWorld(t, cubetest.Options{})
 	ce.mustSh("w", "echo changed > a.txt && echo n > n.txt")
 	s1, err := ce.e.Snapshot(ctx, "w", SnapshotOptions{})
 	if err != nil {
@@ -250,8 +249,7 @@ func TestCubeCreateFaults(t *testing.T) {
 func TestCubeSnapshotFaults(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ce := newCubeEnv(t, cubetest.Options{})
-	ce.create("w", CreateOptions{})
+	ce := newCubeWorld(t, cubetest.Options{})
 	ce.mustSh("w", "echo 1 > a.txt")
 	// 409: another snapshot runs; retried.
 	ce.srv.Inject(cubetest.Fault{Route: "POST /sandboxes/*/snapshots", Status: 409})
@@ -290,8 +288,7 @@ func TestCubeSnapshotFaults(t *testing.T) {
 func TestCubeSessionDroppedStreamAndKill(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ce := newCubeEnv(t, cubetest.Options{})
-	ce.create("w", CreateOptions{})
+	ce := newCubeWorld(t, cubetest.Options{})
 	// The first start of the exec is the overlay check; cut the second.
 	// The command runs on in the sandbox (as under envd): the runner
 	// re-attaches through Process.Connect and the session ends with the
@@ -327,7 +324,7 @@ func TestCubeSessionDroppedStreamAndKill(t *testing.T) {
 		t.Errorf("the running session is not listed")
 	}
 	dir := ce.e.SessionDir("w", meta.ID)
-	cubeWaitFor(t, func() bool { recs, _, _ := ReadTranscript(filepath.Join(dir, TranscriptFile), 0); return len(recs) > 0 })
+	ce.waitRecords(dir, 0)
 	if _, err := ce.e.Kill(ctx, "w", meta.ID, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -476,8 +473,7 @@ func TestCubeDoctor(t *testing.T) {
 func TestCubeRollbackStoppedWorld(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ce := newCubeEnv(t, cubetest.Options{})
-	ce.create("w", CreateOptions{})
+	ce := newCubeWorld(t, cubetest.Options{})
 	ce.mustSh("w", "echo one > /tmp/vm && echo 1 > a.txt")
 	s1, err := ce.e.Snapshot(ctx, "w", SnapshotOptions{})
 	if err != nil {

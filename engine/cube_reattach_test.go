@@ -19,7 +19,7 @@ import (
 )
 
 // followAll reads a session's transcript to its end: stdout, stderr.
-func followAll(t *testing.T, ctx context.Context, dir string) (string, string) {
+func followAll(t testing.TB, ctx context.Context, dir string) (string, string) {
 	t.Helper()
 	var out, errb strings.Builder
 	if err := FollowTranscript(ctx, dir, 0, func(r Record) error {
@@ -62,19 +62,10 @@ func countRequests(ce *cubeEnv, path, bodyPart string) int {
 // command's own exit status instead of "lost".
 func TestCubeReattachAfterRunnerDied(t *testing.T) {
 	t.Parallel()
-	ce := newCubeEnv(t, cubetest.Options{})
-	ce.create("w", CreateOptions{})
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	m, err := ce.e.Exec(ctx, "w", ExecOptions{Argv: []string{"sh", "-c", "echo one; while [ ! -e go ]; do sleep 0.05; done; echo two; exit 5"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := ce.e.SessionDir("w", m.ID)
-	cubeWaitFor(t, func() bool {
-		recs, _, _ := ReadTranscript(filepath.Join(dir, TranscriptFile), 0)
-		return len(recs) > 0
-	})
+	ce := newCubeWorld(t, cubetest.Options{})
+	ctx := ce.timeout(90 * time.Second)
+	m, dir := ce.startSh(ctx, "w", "echo one; while [ ! -e go ]; do sleep 0.05; done; echo two; exit 5")
+	ce.waitRecords(dir, 0)
 	killRunner(t, dir, m)
 
 	// The next look re-attaches.
@@ -116,19 +107,10 @@ func TestCubeReattachAfterRunnerDied(t *testing.T) {
 // recorded once: later looks do not ask the sandbox again.
 func TestCubeLostOnlyWhenProcessGone(t *testing.T) {
 	t.Parallel()
-	ce := newCubeEnv(t, cubetest.Options{})
-	ce.create("w", CreateOptions{})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	m, err := ce.e.Exec(ctx, "w", ExecOptions{Argv: []string{"sh", "-c", "echo one; while [ ! -e go ]; do sleep 0.05; done"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := ce.e.SessionDir("w", m.ID)
-	cubeWaitFor(t, func() bool {
-		recs, _, _ := ReadTranscript(filepath.Join(dir, TranscriptFile), 0)
-		return len(recs) > 0
-	})
+	ce := newCubeWorld(t, cubetest.Options{})
+	ctx := ce.timeout(60 * time.Second)
+	m, dir := ce.startSh(ctx, "w", "echo one; while [ ! -e go ]; do sleep 0.05; done")
+	ce.waitRecords(dir, 0)
 	killRunner(t, dir, m)
 	// The command ends while no runner watches it.
 	if _, _, end := ce.sh("w", "touch go"); end.State != SessionExited {
@@ -178,19 +160,10 @@ func TestCubeKillTermThenKill(t *testing.T) {
 	old := cuberun.CubeKillGrace
 	cuberun.CubeKillGrace = time.Second
 	defer func() { cuberun.CubeKillGrace = old }()
-	ce := newCubeEnv(t, cubetest.Options{})
-	ce.create("w", CreateOptions{})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	m, err := ce.e.Exec(ctx, "w", ExecOptions{Argv: []string{"sh", "-c", "trap '' TERM; echo ready; sleep 30"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := ce.e.SessionDir("w", m.ID)
-	cubeWaitFor(t, func() bool {
-		recs, _, _ := ReadTranscript(filepath.Join(dir, TranscriptFile), 0)
-		return len(recs) > 0
-	})
+	ce := newCubeWorld(t, cubetest.Options{})
+	ctx := ce.timeout(60 * time.Second)
+	m, dir := ce.startSh(ctx, "w", "trap '' TERM; echo ready; sleep 30")
+	ce.waitRecords(dir, 0)
 	start := time.Now()
 	if _, err := ce.e.Kill(ctx, "w", m.ID, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -220,19 +193,10 @@ func TestCubeKillTermThenKill(t *testing.T) {
 // answer lands in the transcript.
 func TestCubeReattachTTYAfterRunnerDied(t *testing.T) {
 	t.Parallel()
-	ce := newCubeEnv(t, cubetest.Options{})
-	ce.create("w", CreateOptions{})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	m, err := ce.e.Exec(ctx, "w", ExecOptions{TTY: true, Env: []string{"LANG=C"}, Argv: []string{"sh", "-c", `printf 'name? '; read a; echo "got:$a"`}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := ce.e.SessionDir("w", m.ID)
-	cubeWaitFor(t, func() bool {
-		recs, _, _ := ReadTranscript(filepath.Join(dir, TranscriptFile), 0)
-		return len(recs) > 1
-	})
+	ce := newCubeWorld(t, cubetest.Options{})
+	ctx := ce.timeout(60 * time.Second)
+	m, dir := ce.start(ctx, "w", ExecOptions{TTY: true, Env: []string{"LANG=C"}, Argv: []string{"sh", "-c", `printf 'name? '; read a; echo "got:$a"`}})
+	ce.waitRecords(dir, 1)
 	killRunner(t, dir, m)
 	ss, err := ce.e.Sessions("w")
 	if err != nil || len(ss) != 1 || ss[0].State != SessionRunning {
@@ -261,16 +225,11 @@ func TestCubeReattachTTYAfterRunnerDied(t *testing.T) {
 // source.
 func TestCubeApplyRefusesWhileRunnerLost(t *testing.T) {
 	ctx := context.Background()
-	ce := newCubeEnv(t, cubetest.Options{})
-	ce.create("w", CreateOptions{})
-	m, err := ce.e.Exec(ctx, "w", ExecOptions{Argv: []string{"sh", "-c", "exec 3>>held.txt; echo partial >&3; touch ready; exec sleep 600"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cubeWaitFor(t, func() bool { return fileExists(filepath.Join(ce.e.Paths.Upper("w"), "ready")) })
-	dir := ce.e.SessionDir("w", m.ID)
+	ce := newCubeWorld(t, cubetest.Options{})
+	m, dir := ce.startSh(ctx, "w", heldWriter)
+	ce.waitUpper("w", "ready")
 	killRunner(t, dir, m)
-	_, err = ce.e.Apply(ctx, "w", ApplyOptions{Picks: []Pick{{Path: "held.txt"}}})
+	_, err := ce.e.Apply(ctx, "w", ApplyOptions{Picks: []Pick{{Path: "held.txt"}}})
 	if !errors.Is(err, ErrWorldWriting) || !strings.Contains(err.Error(), "session "+m.ID+" is still writing held.txt") {
 		cur, _ := ReadSessionMeta(dir)
 		t.Fatalf("apply while a lost cube session's command holds the file: %v (session %s)", err, cur.State)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path"
@@ -69,6 +70,21 @@ func newCubeEnv(t testing.TB, opts cubetest.Options, edit ...func(*CubeConfig)) 
 	return ce
 }
 
+// newCubeWorld is newCubeEnv with the cube World "w" made of its source.
+func newCubeWorld(t testing.TB, opts cubetest.Options, edit ...func(*CubeConfig)) *cubeEnv {
+	t.Helper()
+	ce := newCubeEnv(t, opts, edit...)
+	ce.create("w", CreateOptions{})
+	return ce
+}
+
+// timeout is a context that ends after d or with the test.
+func (ce *cubeEnv) timeout(d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(ce.t.Context(), d)
+	ce.t.Cleanup(cancel)
+	return ctx
+}
+
 func (ce *cubeEnv) cleanup() {
 	ws, _ := ce.e.Worlds()
 	for _, w := range ws {
@@ -111,22 +127,54 @@ func (ce *cubeEnv) runWith(name string, o ExecOptions) (string, string, SessionM
 		ce.t.Fatalf("exec %v in %s: %v", argv, name, err)
 	}
 	dir := ce.e.SessionDir(name, meta.ID)
-	var out, errb bytes.Buffer
-	if err := FollowTranscript(ctx, dir, 0, func(r Record) error {
-		if r.Stream == StreamStderr {
-			errb.Write(r.Data)
-		} else {
-			out.Write(r.Data)
-		}
-		return nil
-	}); err != nil {
-		ce.t.Fatalf("follow %v: %v", argv, err)
-	}
+	out, errs := followAll(ce.t, ctx, dir)
 	end, err := WaitSession(ctx, dir)
 	if err != nil {
 		ce.t.Fatal(err)
 	}
-	return out.String(), errb.String(), end
+	return out, errs, end
+}
+
+// start starts a session in World name and returns without waiting for it:
+// its meta as Exec returned it, and its dir. A session still running at the
+// end of the test is killed.
+func (ce *cubeEnv) start(ctx context.Context, name string, o ExecOptions) (SessionMeta, string) {
+	ce.t.Helper()
+	meta, err := ce.e.Exec(ctx, name, o)
+	if err != nil {
+		ce.t.Fatalf("exec %v in %s: %v", o.Argv, name, err)
+	}
+	ce.t.Cleanup(func() { _, _ = ce.e.Kill(context.Background(), name, meta.ID, syscall.SIGKILL) })
+	return meta, ce.e.SessionDir(name, meta.ID)
+}
+
+// startSh starts sh -c script in World name (start).
+func (ce *cubeEnv) startSh(ctx context.Context, name, script string) (SessionMeta, string) {
+	ce.t.Helper()
+	return ce.start(ctx, name, ExecOptions{Argv: []string{"sh", "-c", script}})
+}
+
+// waitRecords waits until the session in dir has more than n transcript
+// records (its command's output has begun to arrive).
+func (ce *cubeEnv) waitRecords(dir string, n int) {
+	ce.t.Helper()
+	waitFor(ce.t, fmt.Sprintf("more than %d transcript records in %s", n, dir), func() bool {
+		recs, _, _ := ReadTranscript(filepath.Join(dir, TranscriptFile), 0)
+		return len(recs) > n
+	})
+}
+
+// waitUpper waits until rel exists in World name's upper: a session wrote
+// it in the sandbox. It waits up to 30 s: a session's start on the fake
+// takes seconds on a loaded machine.
+func (ce *cubeEnv) waitUpper(name, rel string) {
+	ce.t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !fileExists(filepath.Join(ce.e.Paths.Upper(name), rel)); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			ss, _ := ce.e.Sessions(name)
+			ce.t.Fatalf("no %s in the upper of %s after 30 s (sessions: %+v)", rel, name, ss)
+		}
+	}
 }
 
 func (ce *cubeEnv) sh(name, script string) (string, string, SessionMeta) {
@@ -166,11 +214,7 @@ func (ce *cubeEnv) changes(name string) map[string]overlay.Kind {
 // of the test.
 func (ce *cubeEnv) ticking(ctx context.Context, name string) (SessionMeta, func() int64) {
 	ce.t.Helper()
-	meta, err := ce.e.Exec(ctx, name, ExecOptions{Argv: []string{"sh", "-c", "while :; do echo tick >> ticks; sleep 0.01; done"}})
-	if err != nil {
-		ce.t.Fatal(err)
-	}
-	ce.t.Cleanup(func() { _, _ = ce.e.Kill(context.Background(), name, meta.ID, syscall.SIGKILL) })
+	meta, _ := ce.startSh(ctx, name, "while :; do echo tick >> ticks; sleep 0.01; done")
 	ticks := filepath.Join(ce.e.Paths.Upper(name), "ticks")
 	size := func() int64 {
 		st, err := os.Stat(ticks)
@@ -455,8 +499,7 @@ func TestCubeGuestRemountAfterHostChange(t *testing.T) {
 // its own inside the sandbox, with only lo.
 func TestCubeNoNetwork(t *testing.T) {
 	t.Parallel()
-	ce := newCubeEnv(t, cubetest.Options{})
-	ce.create("w", CreateOptions{})
+	ce := newCubeWorld(t, cubetest.Options{})
 	out, _, end := ce.runWith("w", ExecOptions{Argv: []string{"sh", "-c", "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '"}, NoNetwork: true})
 	if end.ExitCode != 0 || !end.NoNetwork {
 		t.Fatalf("session end %+v", end)
@@ -474,10 +517,8 @@ func TestCubeNoNetwork(t *testing.T) {
 // sessions are stopped inside the sandbox while the upper is captured.
 func TestCubeSnapshotPausesSessions(t *testing.T) {
 	t.Parallel()
-	ce := newCubeEnv(t, cubetest.Options{})
-	ce.create("w", CreateOptions{})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ce := newCubeWorld(t, cubetest.Options{})
+	ctx := ce.timeout(60 * time.Second)
 	meta, size := ce.ticking(ctx, "w")
 	if m, _ := ReadSessionMeta(ce.e.SessionDir("w", meta.ID)); m.GuestPID <= 0 {
 		t.Fatalf("no guest pid recorded: %+v", m)
@@ -505,10 +546,8 @@ func TestCubeSnapshotPausesSessions(t *testing.T) {
 // running.
 func TestCubeKillSignals(t *testing.T) {
 	t.Parallel()
-	ce := newCubeEnv(t, cubetest.Options{})
-	ce.create("w", CreateOptions{})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ce := newCubeWorld(t, cubetest.Options{})
+	ctx := ce.timeout(60 * time.Second)
 	meta, size := ce.ticking(ctx, "w")
 	dir := ce.e.SessionDir("w", meta.ID)
 	grows := func() bool {
@@ -559,22 +598,16 @@ func TestCubeKillSignals(t *testing.T) {
 // terminal, and the whole screen in the transcript.
 func TestCubeTTYSession(t *testing.T) {
 	t.Parallel()
-	ce := newCubeEnv(t, cubetest.Options{})
-	ce.create("w", CreateOptions{})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	meta, err := ce.e.Exec(ctx, "w", ExecOptions{
+	ce := newCubeWorld(t, cubetest.Options{})
+	ctx := ce.timeout(60 * time.Second)
+	meta, dir := ce.start(ctx, "w", ExecOptions{
 		TTY:  true,
 		Env:  []string{"LANG=C"}, // no TERM: the session gets xterm-256color
 		Argv: []string{"sh", "-c", `printf 'name? '; read a; echo "got:$a"; read b; echo "got2:$b"; stty size; [ -t 0 ] && echo is-tty; echo "TERM=$TERM"`},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if !meta.TTY {
 		t.Fatalf("meta.TTY is false: %+v", meta)
 	}
-	dir := ce.e.SessionDir("w", meta.ID)
 
 	in1, feed1 := io.Pipe()
 	defer feed1.Close()
@@ -638,15 +671,9 @@ func TestCubeTTYSession(t *testing.T) {
 // A quiet command that is not reading its terminal is not waiting.
 func TestCubeTTYQuietIsNotWaiting(t *testing.T) {
 	t.Parallel()
-	ce := newCubeEnv(t, cubetest.Options{})
-	ce.create("w", CreateOptions{})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	meta, err := ce.e.Exec(ctx, "w", ExecOptions{TTY: true, Argv: []string{"sh", "-c", "echo start; sleep 4; echo end"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := ce.e.SessionDir("w", meta.ID)
+	ce := newCubeWorld(t, cubetest.Options{})
+	ctx := ce.timeout(60 * time.Second)
+	_, dir := ce.start(ctx, "w", ExecOptions{TTY: true, Argv: []string{"sh", "-c", "echo start; sleep 4; echo end"}})
 	for m, _ := ReadSessionMeta(dir); !m.State.Ended(); m, _ = ReadSessionMeta(dir) {
 		if m.Attention == AttentionWaiting {
 			t.Fatalf("a sleeping command was reported waiting for input")
@@ -705,28 +732,22 @@ func TestCubeLegacyLayout(t *testing.T) {
 // strata top on a cube World reports its sessions' processes in the
 // sandbox, not the runners on this host.
 func TestCubeResources(t *testing.T) {
-	ce := newCubeEnv(t, cubetest.Options{})
-	ce.create("w", CreateOptions{})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ce := newCubeWorld(t, cubetest.Options{})
+	ctx := ce.timeout(60 * time.Second)
 	// A busy child, and dd holding a 20 MB buffer it cannot write out.
-	meta, err := ce.e.Exec(ctx, "w", ExecOptions{Argv: []string{
-		"sh", "-c",
-		`(while :; do :; done) & dd if=/dev/zero bs=20M count=1 2>/dev/null | sleep 60 & wait`,
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = ce.e.Kill(context.Background(), "w", meta.ID, syscall.SIGKILL) })
+	meta, dir := ce.startSh(ctx, "w", `(while :; do :; done) & dd if=/dev/zero bs=20M count=1 2>/dev/null | sleep 60 & wait`)
+	// Until the busy child has run a CPU-second, which no idle runner on
+	// this host does: a share of the CPU, not a set percentage of it, since
+	// on a loaded machine the child may get well under a third of a core.
 	var r Resources
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(50 * time.Second)
 	for {
 		rs, err := ce.e.SampleResources(ctx, []string{"w"}, 300*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
 		}
 		r = rs[0]
-		if r.MemoryBytes > 20<<20 && r.CPUPercent > 30 {
+		if r.MemoryBytes > 20<<20 && r.CPUSeconds >= 1 && r.CPUPercent > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -739,7 +760,7 @@ func TestCubeResources(t *testing.T) {
 	if _, err := ce.e.Kill(ctx, "w", meta.ID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := WaitSession(ctx, ce.e.SessionDir("w", meta.ID)); err != nil {
+	if _, err := WaitSession(ctx, dir); err != nil {
 		t.Fatal(err)
 	}
 	idle, err := ce.e.Resources(ctx, "w")
@@ -751,8 +772,7 @@ func TestCubeResources(t *testing.T) {
 // A person's command line (the TUI's x) runs in the sandbox's own shell:
 // this machine's $SHELL may not be in the sandbox.
 func TestCubeShellArgv(t *testing.T) {
-	ce := newCubeEnv(t, cubetest.Options{})
-	ce.create("w", CreateOptions{})
+	ce := newCubeWorld(t, cubetest.Options{})
 	t.Setenv("SHELL", "/no/such/shell")
 	argv, err := ce.e.ShellArgv("w", `echo "in $0" | tr a-z A-Z; exit 3`)
 	if err != nil {

@@ -3,58 +3,14 @@ package engine
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/stratahq/strata/overlay/overlaytest"
+
 	"golang.org/x/sys/unix"
 )
-
-// cowFS makes and mounts a loop file system image (unmounted at cleanup);
-// it skips only without root, the mkfs tool or loop devices.
-func cowFS(t *testing.T, kind string, mkfsArgs ...string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("loop mounts need root")
-	}
-	tool := "mkfs." + kind
-	if _, err := exec.LookPath(tool); err != nil {
-		t.Skipf("%s is not installed (make deps installs xfsprogs and btrfs-progs): %v", tool, err)
-	}
-	if _, err := os.Stat("/dev/loop-control"); err != nil {
-		t.Skipf("no loop devices: %v", err)
-	}
-	dir := t.TempDir()
-	img, mnt := filepath.Join(dir, kind+".img"), filepath.Join(dir, "mnt")
-	if err := os.Mkdir(mnt, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Create(img)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = f.Truncate(400 << 20)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(tool, append(mkfsArgs, img)...).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v: %s", tool, err, out)
-	}
-	if out, err := exec.Command("mount", "-o", "loop", img, mnt).CombinedOutput(); err != nil {
-		if strings.Contains(string(out), "loop device") {
-			t.Skipf("cannot set up a loop device: %s", out)
-		}
-		t.Fatalf("mount: %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", mnt, err, out)
-		}
-	})
-	return mnt
-}
 
 func mkdirs(t *testing.T, dirs ...string) {
 	t.Helper()
@@ -67,16 +23,9 @@ func mkdirs(t *testing.T, dirs ...string) {
 
 func usedBytes(t *testing.T, dir string) int64 {
 	t.Helper()
-	f, err := os.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := unix.Syncfs(int(f.Fd())); err != nil {
-		t.Fatal(err)
-	}
+	overlaytest.SyncFS(t, dir)
 	var st unix.Statfs_t
-	if err := unix.Fstatfs(int(f.Fd()), &st); err != nil {
+	if err := unix.Statfs(dir, &st); err != nil {
 		t.Fatal(err)
 	}
 	return int64(st.Blocks-st.Bfree) * st.Bsize
@@ -118,7 +67,7 @@ func copyUpCost(t *testing.T, stateRoot, source string) int64 {
 func TestCheckCopyOnWrite(t *testing.T) {
 	const size = 64 << 20
 	t.Run("one xfs with reflink", func(t *testing.T) {
-		x := cowFS(t, "xfs", "-q", "-m", "reflink=1")
+		x := overlaytest.XFSReflink(t)
 		root, src := filepath.Join(x, "state"), filepath.Join(x, "src")
 		mkdirs(t, root, src)
 		c, err := CheckCopyOnWrite(root, src)
@@ -133,7 +82,7 @@ func TestCheckCopyOnWrite(t *testing.T) {
 		}
 	})
 	t.Run("one ext4", func(t *testing.T) {
-		e := cowFS(t, "ext4", "-q")
+		e := overlaytest.Ext4(t)
 		root, src := filepath.Join(e, "state"), filepath.Join(e, "src")
 		mkdirs(t, root, src)
 		c, err := CheckCopyOnWrite(root, src)
@@ -148,8 +97,8 @@ func TestCheckCopyOnWrite(t *testing.T) {
 		}
 	})
 	t.Run("source on another file system", func(t *testing.T) {
-		x := cowFS(t, "xfs", "-q", "-m", "reflink=1")
-		b := cowFS(t, "btrfs", "-q")
+		x := overlaytest.XFSReflink(t)
+		b := overlaytest.Btrfs(t)
 		root, src := filepath.Join(x, "state"), filepath.Join(b, "src")
 		mkdirs(t, root, src)
 		c, err := CheckCopyOnWrite(root, src)
@@ -167,7 +116,7 @@ func TestCheckCopyOnWrite(t *testing.T) {
 		}
 	})
 	t.Run("state root not made yet", func(t *testing.T) {
-		x := cowFS(t, "xfs", "-q", "-m", "reflink=1")
+		x := overlaytest.XFSReflink(t)
 		root := filepath.Join(x, "not", "yet")
 		c, err := CheckCopyOnWrite(root, "")
 		if err != nil {

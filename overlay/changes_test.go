@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -52,118 +51,88 @@ file "-dash-lower" 0644 "dash"
 file "sp ace/in side" 0644 "spaced"
 `
 
-type csStep struct {
-	what string
-	do   func(m func(string) string) error
-}
-
-func csWrite(path, content string) error { return os.WriteFile(path, []byte(content), 0o644) }
-
-func csAppend(path, content string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		return err
-	}
-	if _, err := f.WriteString(content); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-// csMove renames like mv(1): without redirect_dir a lower dir cannot be
-// renamed through an overlay (EXDEV), so it is copied and removed.
-func csMove(src, dst string) error {
-	err := os.Rename(src, dst)
-	if !errors.Is(err, syscall.EXDEV) {
-		return err
-	}
-	if out, err := exec.Command("cp", "-a", "--", src, dst).CombinedOutput(); err != nil {
-		return fmt.Errorf("cp -a %s %s: %w: %s", src, dst, err, out)
-	}
-	return os.RemoveAll(src)
-}
-
 // csSteps are the operations of issue 2's proof, each touching csLower in a
 // different way.
-var csSteps = []csStep{
-	{"rewrite", func(m func(string) string) error { return csWrite(m("mod.txt"), "rewritten\n") }},
-	{"append", func(m func(string) string) error { return csAppend(m("app.txt"), "line 2\n") }},
-	{"no-op copy-up", func(m func(string) string) error { return csWrite(m("same.txt"), "rewritten with the same bytes") }},
-	{"create", func(m func(string) string) error { return csWrite(m("new.txt"), "brand new") }},
-	{"delete file", func(m func(string) string) error { return os.Remove(m("del.txt")) }},
-	{"delete tree", func(m func(string) string) error { return os.RemoveAll(m("tree")) }},
-	{"delete and recreate dir", func(m func(string) string) error {
+var csSteps = []overlaytest.Step{
+	{What: "rewrite", Do: func(m func(string) string) error { return overlaytest.Write(m("mod.txt"), "rewritten\n") }},
+	{What: "append", Do: func(m func(string) string) error { return overlaytest.Append(m("app.txt"), "line 2\n") }},
+	{What: "no-op copy-up", Do: func(m func(string) string) error {
+		return overlaytest.Write(m("same.txt"), "rewritten with the same bytes")
+	}},
+	{What: "create", Do: func(m func(string) string) error { return overlaytest.Write(m("new.txt"), "brand new") }},
+	{What: "delete file", Do: func(m func(string) string) error { return os.Remove(m("del.txt")) }},
+	{What: "delete tree", Do: func(m func(string) string) error { return os.RemoveAll(m("tree")) }},
+	{What: "delete and recreate dir", Do: func(m func(string) string) error {
 		if err := os.RemoveAll(m("re")); err != nil {
 			return err
 		}
 		if err := os.Mkdir(m("re"), 0o755); err != nil {
 			return err
 		}
-		if err := csWrite(m("re/keep"), "keep, new version"); err != nil {
+		if err := overlaytest.Write(m("re/keep"), "keep, new version"); err != nil {
 			return err
 		}
-		return csWrite(m("re/fresh"), "fresh")
+		return overlaytest.Write(m("re/fresh"), "fresh")
 	}},
-	{"rename file", func(m func(string) string) error { return csMove(m("ren.txt"), m("renamed.txt")) }},
-	{"rename dir", func(m func(string) string) error { return csMove(m("rendir"), m("moveddir")) }},
-	{"chmod file", func(m func(string) string) error { return os.Chmod(m("chm.sh"), 0o755) }},
-	{"chmod dir", func(m func(string) string) error { return os.Chmod(m("chmdir"), 0o700) }},
-	{"symlink create", func(m func(string) string) error { return os.Symlink("new.txt", m("newlink")) }},
-	{"symlink retarget", func(m func(string) string) error {
+	{What: "rename file", Do: func(m func(string) string) error { return overlaytest.Move(m("ren.txt"), m("renamed.txt")) }},
+	{What: "rename dir", Do: func(m func(string) string) error { return overlaytest.Move(m("rendir"), m("moveddir")) }},
+	{What: "chmod file", Do: func(m func(string) string) error { return os.Chmod(m("chm.sh"), 0o755) }},
+	{What: "chmod dir", Do: func(m func(string) string) error { return os.Chmod(m("chmdir"), 0o700) }},
+	{What: "symlink create", Do: func(m func(string) string) error { return os.Symlink("new.txt", m("newlink")) }},
+	{What: "symlink retarget", Do: func(m func(string) string) error {
 		if err := os.Remove(m("link")); err != nil {
 			return err
 		}
 		return os.Symlink("app.txt", m("link"))
 	}},
-	{"file to dir", func(m func(string) string) error {
+	{What: "file to dir", Do: func(m func(string) string) error {
 		if err := os.Remove(m("f2d")); err != nil {
 			return err
 		}
 		if err := os.Mkdir(m("f2d"), 0o755); err != nil {
 			return err
 		}
-		return csWrite(m("f2d/inner"), "inner")
+		return overlaytest.Write(m("f2d/inner"), "inner")
 	}},
-	{"dir to file", func(m func(string) string) error {
+	{What: "dir to file", Do: func(m func(string) string) error {
 		if err := os.RemoveAll(m("d2f")); err != nil {
 			return err
 		}
-		return csWrite(m("d2f"), "now a file")
+		return overlaytest.Write(m("d2f"), "now a file")
 	}},
-	{"nested deletes", func(m func(string) string) error {
+	{What: "nested deletes", Do: func(m func(string) string) error {
 		if err := os.Remove(m("nest/a/b/deep")); err != nil {
 			return err
 		}
 		return os.RemoveAll(m("nest/a/b/c"))
 	}},
-	{"deep modify", func(m func(string) string) error { return csAppend(m("deep/x/y/z/touched"), "two") }},
-	{"odd names", func(m func(string) string) error {
+	{What: "deep modify", Do: func(m func(string) string) error { return overlaytest.Append(m("deep/x/y/z/touched"), "two") }},
+	{What: "odd names", Do: func(m func(string) string) error {
 		for _, name := range []string{"sp ace.txt", "new\nline", "bad\xffbyte", "-dash", "sp ace/new one"} {
-			if err := csWrite(m(name), "odd: "+name); err != nil {
+			if err := overlaytest.Write(m(name), "odd: "+name); err != nil {
 				return err
 			}
 		}
 		return os.Remove(m("lower odd\nname"))
 	}},
-	{"empty dir", func(m func(string) string) error { return os.Mkdir(m("emptydir"), 0o750) }},
-	{"new nested dir", func(m func(string) string) error {
+	{What: "empty dir", Do: func(m func(string) string) error { return os.Mkdir(m("emptydir"), 0o750) }},
+	{What: "new nested dir", Do: func(m func(string) string) error {
 		if err := os.MkdirAll(m("newdir/sub"), 0o755); err != nil {
 			return err
 		}
-		return csWrite(m("newdir/sub/f"), "nested new")
+		return overlaytest.Write(m("newdir/sub/f"), "nested new")
 	}},
 }
 
 // csRedirectSteps exercise kernel redirect_dir=on and metacopy=on.
-var csRedirectSteps = []csStep{
-	{"rename dir in place", func(m func(string) string) error { return os.Rename(m("rendir"), m("moveddir")) }},
-	{"move subdir elsewhere", func(m func(string) string) error { return os.Rename(m("moveddir/in"), m("nest/in-moved")) }},
-	{"modify inside moved dir", func(m func(string) string) error { return csAppend(m("moveddir/x"), " changed") }},
-	{"chmod metacopy", func(m func(string) string) error { return os.Chmod(m("chm.sh"), 0o700) }},
-	{"rename metacopy file", func(m func(string) string) error { return os.Rename(m("chm.sh"), m("moved.sh")) }},
-	{"chmod only", func(m func(string) string) error { return os.Chmod(m("mod.txt"), 0o600) }},
-	{"delete in moved dir", func(m func(string) string) error { return os.Remove(m("nest/in-moved/y")) }},
+var csRedirectSteps = []overlaytest.Step{
+	{What: "rename dir in place", Do: func(m func(string) string) error { return os.Rename(m("rendir"), m("moveddir")) }},
+	{What: "move subdir elsewhere", Do: func(m func(string) string) error { return os.Rename(m("moveddir/in"), m("nest/in-moved")) }},
+	{What: "modify inside moved dir", Do: func(m func(string) string) error { return overlaytest.Append(m("moveddir/x"), " changed") }},
+	{What: "chmod metacopy", Do: func(m func(string) string) error { return os.Chmod(m("chm.sh"), 0o700) }},
+	{What: "rename metacopy file", Do: func(m func(string) string) error { return os.Rename(m("chm.sh"), m("moved.sh")) }},
+	{What: "chmod only", Do: func(m func(string) string) error { return os.Chmod(m("mod.txt"), 0o600) }},
+	{What: "delete in moved dir", Do: func(m func(string) string) error { return os.Remove(m("nest/in-moved/y")) }},
 }
 
 // csBackend mounts one real overlay implementation.
@@ -171,7 +140,7 @@ type csBackend struct {
 	name    string // corpus case dir: testdata/overlay/<dialect>/<name>
 	dialect Dialect
 	bin     string
-	steps   []csStep
+	steps   []overlaytest.Step
 	mount   func(lower, upper, work, merged string) *exec.Cmd
 	umount  func(merged string) *exec.Cmd
 }
@@ -362,12 +331,7 @@ func TestRealBackends(t *testing.T) {
 			}
 			overlaytest.Build(t, lower, csLower)
 			unmount := csMount(t, b, lower, upper, work, merged)
-			m := func(p string) string { return filepath.Join(merged, p) }
-			for _, s := range b.steps {
-				if err := s.do(m); err != nil {
-					t.Fatalf("%s: %v", s.what, err)
-				}
-			}
+			overlaytest.RunSteps(t, merged, b.steps)
 			view := overlaytest.Record(t, merged)
 			unmount()
 

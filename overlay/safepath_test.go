@@ -6,9 +6,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"testing"
+
+	"github.com/stratahq/strata/overlay/overlaytest"
 )
 
 func TestValidateRelPath(t *testing.T) {
@@ -30,8 +30,8 @@ func TestBeneathHelpers(t *testing.T) {
 			Openat2Missing.Store(fallback)
 			t.Cleanup(func() { Openat2Missing.Store(false) })
 			root, outside := t.TempDir(), t.TempDir()
-			safeWriteTree(t, outside, map[string]string{"secret": "s"})
-			safeWriteTree(t, root, map[string]string{
+			overlaytest.WriteTree(t, outside, map[string]string{"secret": "s"})
+			overlaytest.WriteTree(t, root, map[string]string{
 				"dir/file":     "content",
 				"dir/rel-link": "-> file",
 				"abs-link":     "-> " + outside,
@@ -82,35 +82,5 @@ func TestBeneathHelpers(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
-	}
-}
-
-// safeWriteTree is publish_test.go's pubWriteTree: files ("content"),
-// symlinks ("-> target") and directories (trailing "/") under root.
-func safeWriteTree(t testing.TB, root string, entries map[string]string) {
-	t.Helper()
-	keys := make([]string, 0, len(entries))
-	for k := range entries {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		v := entries[k]
-		p := filepath.Join(root, k)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		var err error
-		switch {
-		case strings.HasSuffix(k, "/"):
-			err = os.MkdirAll(p, 0o755)
-		case strings.HasPrefix(v, "-> "):
-			err = os.Symlink(strings.TrimPrefix(v, "-> "), p)
-		default:
-			err = os.WriteFile(p, []byte(v), 0o644)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/charmbracelet/x/ansi"
 	tea "github.com/stratahq/strata/third_party/bubbletea"
@@ -82,17 +81,7 @@ func TestTeaDriftedSourceReviewAndApply(t *testing.T) {
 	if err := Forward(ctx, eng, tm.GetProgram()); err != nil {
 		t.Fatal(err)
 	}
-	waitScreen := func(what ...string) {
-		t.Helper()
-		teatest.WaitFor(t, tm.Output(), func(b []byte) bool {
-			for _, w := range what {
-				if !bytes.Contains(b, []byte(w)) {
-					return false
-				}
-			}
-			return true
-		}, teatest.WithDuration(10*time.Second), teatest.WithCheckInterval(20*time.Millisecond))
-	}
+	waitScreen := newTeaScreen(t, tm, 120, 40).wait
 	waitScreen("a.txt")
 	tm.Send(tea.KeyPressMsg{Code: '4', Text: "4"})
 	waitScreen("line fifteen", "source changed since the World's base: apply will merge")
@@ -107,7 +96,7 @@ func TestTeaDriftedSourceReviewAndApply(t *testing.T) {
 	tm.Send(tea.KeyPressMsg{Code: tea.KeyEnter})
 	waitScreen("applied 1 path from w1")
 	tm.Send(tea.KeyPressMsg{Code: 'q', Text: "q"})
-	final := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(Model)
+	final := tm.FinalModel(t, teatest.WithFinalTimeout(teaScreenWait)).(Model)
 
 	got, err := os.ReadFile(filepath.Join(src, "a.txt"))
 	if err != nil {

@@ -1,13 +1,11 @@
 package tui
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/charmbracelet/x/ansi"
 	tea "github.com/stratahq/strata/third_party/bubbletea"
@@ -33,12 +31,7 @@ func TestTeaPickOneHunkOfThree(t *testing.T) {
 	if err := Forward(ctx, eng, tm.GetProgram()); err != nil {
 		t.Fatal(err)
 	}
-	waitScreen := func(what string) {
-		t.Helper()
-		teatest.WaitFor(t, tm.Output(), func(b []byte) bool {
-			return bytes.Contains(b, []byte(what))
-		}, teatest.WithDuration(10*time.Second), teatest.WithCheckInterval(20*time.Millisecond))
-	}
+	waitScreen := newTeaScreen(t, tm, 120, 40).wait
 	waitScreen("a.txt")
 	tm.Send(tea.KeyPressMsg{Code: '4', Text: "4"})
 	waitScreen("line fifteen")
@@ -50,7 +43,7 @@ func TestTeaPickOneHunkOfThree(t *testing.T) {
 	tm.Send(tea.KeyPressMsg{Code: tea.KeyEnter})
 	waitScreen("applied 1 path")
 	tm.Send(tea.KeyPressMsg{Code: 'q', Text: "q"})
-	final := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(Model)
+	final := tm.FinalModel(t, teatest.WithFinalTimeout(teaScreenWait)).(Model)
 
 	got, err := os.ReadFile(filepath.Join(src, "a.txt"))
 	if err != nil {

@@ -192,9 +192,13 @@ func TestE2EAgentAiderFlow(t *testing.T) {
 		t.Fatalf("aider started with %q", argv)
 	}
 	e.ok("wait", "a1", "--for", "needs-input", "--timeout", "30s")
-	if ag = e.agentOf("a1"); !slices.Contains([]string{"waiting", "needs-permission"}, ag.Status.State) {
-		t.Fatalf("at the confirmation: %+v", ag.Status)
-	}
+	// wait returns at the notification; the question aider prints after it
+	// reads as work until its terminal is quiet again, which under load can
+	// be a while: the World settles as needing you.
+	e.eventually(30*time.Second, "a1 waiting at the confirmation", func() bool {
+		ag = e.agentOf("a1")
+		return slices.Contains([]string{"waiting", "needs-permission"}, ag.Status.State)
+	})
 	e.ok("send", "a1", "--now", "y")
 	e.eventually(30*time.Second, "a1.txt", func() bool { return e.readWorld("a1", "a1.txt") == "one\n" })
 	// Turn 1's snapshot is the state after the answer, with a1.txt.

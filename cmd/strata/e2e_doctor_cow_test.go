@@ -7,43 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// loopXFS mounts a fresh XFS image with reflinks by a loop device and
-// returns the mount point (unmounted at cleanup). It skips only when
-// mkfs.xfs or loop devices are missing.
-func loopXFS(t *testing.T) string {
-	t.Helper()
-	if _, err := exec.LookPath("mkfs.xfs"); err != nil {
-		t.Skipf("mkfs.xfs is not installed (make deps installs xfsprogs): %v", err)
-	}
-	if _, err := os.Stat("/dev/loop-control"); err != nil {
-		t.Skipf("no loop devices: %v", err)
-	}
-	dir := t.TempDir()
-	img, mnt := filepath.Join(dir, "xfs.img"), filepath.Join(dir, "mnt")
-	must(t, os.Mkdir(mnt, 0o755))
-	f, err := os.Create(img)
-	must(t, err)
-	must(t, f.Truncate(400<<20))
-	f.Close()
-	if out, err := exec.Command("mkfs.xfs", "-q", "-m", "reflink=1", img).CombinedOutput(); err != nil {
-		t.Fatalf("mkfs.xfs: %v: %s", err, out)
-	}
-	if out, err := exec.Command("mount", "-o", "loop", img, mnt).CombinedOutput(); err != nil {
-		if strings.Contains(string(out), "loop device") {
-			t.Skipf("cannot set up a loop device: %s", out)
-		}
-		t.Fatalf("mount: %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		// Lazily: a probe's fuse daemon may still be leaving.
-		if out, err := exec.Command("umount", "-l", mnt).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", mnt, err, out)
-		}
-	})
-	return mnt
-}
+	"github.com/stratahq/strata/overlay/overlaytest"
+)
 
 type cowJSON struct {
 	CopyOnWrite []struct {
@@ -79,7 +45,7 @@ func TestE2EDoctorCopyOnWrite(t *testing.T) {
 	}
 
 	// Both on one XFS with reflinks: O(1) both.
-	mnt := loopXFS(t)
+	mnt := overlaytest.XFSReflink(t)
 	x := &env{t: t, home: filepath.Join(mnt, "home"), source: filepath.Join(mnt, "src")}
 	x.vars = []string{"STRATA_HOME=" + x.home, "STRATA_CONFIG=" + filepath.Join(mnt, "config.toml"), "XDG_STATE_HOME=" + filepath.Join(mnt, "state")}
 	must(t, os.MkdirAll(x.source, 0o755))

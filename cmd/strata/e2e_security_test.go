@@ -342,13 +342,11 @@ func TestSecHostUnixSockets(t *testing.T) {
 
 // Row 16: the command cannot freeze or kill another World's session or a
 // host process through cgroupfs, cannot leave its cgroup, and a snapshot
-// taken while it tries still pauses it.
-// Serial: a World's first session sweeps the idle cgroups of other Worlds
-// (sweepIdleWorldCgroups), and a concurrent test's World created in the
-// moment between this session's cgroup mkdir and its start removed it ("the
-// victim session has no strata cgroup"): a race of the engine, reported,
-// that in-package parallelism made frequent.
+// taken while it tries still pauses it. (It was serial while a World's
+// first session's sweep of idle cgroups could remove another World's new
+// session cgroup; sweeps now leave cgroups younger than 5 s alone.)
 func TestSecCgroups(t *testing.T) {
+	t.Parallel()
 	root := cgroup2Root(t)
 	s := newSecEnv(t, "")
 	s.ok("new", "victim")
@@ -360,13 +358,12 @@ func TestSecCgroups(t *testing.T) {
 	}
 	// sessionPid waits for a detached session's command pid.
 	sessionPid := func(w, id string) int {
-		for i := 0; i < 300; i++ {
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 			if p, ok := s.meta(w, id)["pid"].(float64); ok && p > 0 {
 				return int(p)
 			}
-			time.Sleep(20 * time.Millisecond)
 		}
-		t.Fatalf("session %s of %s never recorded its pid", id, w)
+		t.Fatalf("session %s of %s recorded no pid in 30 s", id, w)
 		return 0
 	}
 	for _, l := range []level{lvDefault, lvSandbox, lvStrict, lvTree} {
@@ -423,14 +420,13 @@ true`, victimDir, hostCg, host.Process.Pid)
 			id := strings.TrimSpace(s.ok(args...))
 			defer s.run("kill", "w", id, "--signal", "KILL")
 			pid := sessionPid("w", id)
-			for i := 0; ; i++ {
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 				if _, _, code := s.run("exec", "w", "--isolation", "tree", "--", "test", "-e", "escaped-tried"); code == 0 {
 					break
 				}
-				if i == 300 {
-					t.Fatal("the escaping session never got past its escape attempt")
+				if time.Now().After(deadline) {
+					t.Fatal("the escaping session did not get past its escape attempt in 30 s")
 				}
-				time.Sleep(20 * time.Millisecond)
 			}
 			// The session's cgroup is strata/<world>@<id>/<session id>.
 			if cg := hostCgroup(pid); !strings.Contains(cg, "/strata/w@") || !strings.HasSuffix(cg, "/"+id) {

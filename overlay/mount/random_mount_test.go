@@ -69,7 +69,7 @@ func (o fsOp) apply(root string) {
 	case 0:
 		_ = os.WriteFile(p, []byte(o.content), 0o644)
 	case 1:
-		_ = scriptAppend(p, o.content)
+		_ = overlaytest.Append(p, o.content)
 	case 2:
 		_ = os.RemoveAll(p)
 	case 3:
@@ -84,7 +84,7 @@ func (o fsOp) apply(root string) {
 		if _, err := os.Lstat(q); err == nil {
 			return
 		}
-		_ = renameOrCopy(p, q)
+		_ = overlaytest.Move(p, q)
 	case 5:
 		_ = os.Chmod(p, o.mode)
 	case 6:

@@ -2,7 +2,6 @@ package mount
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/stratahq/strata/overlay"
 	"github.com/stratahq/strata/overlay/overlaytest"
-	"golang.org/x/sys/unix"
 )
 
 // scriptedLower is the lower tree the scripted operations start from.
@@ -42,114 +40,72 @@ file "lower odd\nname" 0644 "odd lower"
 file "-dash-lower" 0644 "dash"
 `
 
-// renameOrCopy renames like mv(1): a lower dir cannot be renamed through an
-// overlay without redirect_dir (EXDEV), so it is copied and removed instead.
-func renameOrCopy(src, dst string) error {
-	err := os.Rename(src, dst)
-	if !errors.Is(err, unix.EXDEV) {
-		return err
-	}
-	if out, err := exec.Command("cp", "-a", "--", src, dst).CombinedOutput(); err != nil {
-		return fmt.Errorf("cp -a %s %s: %w: %s", src, dst, err, out)
-	}
-	return os.RemoveAll(src)
-}
-
-type scriptStep struct {
-	what string
-	do   func(m func(string) string) error
-}
-
-func scriptWrite(path, content string) error { return os.WriteFile(path, []byte(content), 0o644) }
-
-func scriptAppend(path, content string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		return err
-	}
-	if _, err := f.WriteString(content); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
 // scriptedSteps are the operations a World typically performs, each touching
 // the lower tree of scriptedLower in a different way.
-var scriptedSteps = []scriptStep{
-	{"rewrite a file", func(m func(string) string) error { return scriptWrite(m("mod.txt"), "rewritten\n") }},
-	{"append to a file", func(m func(string) string) error { return scriptAppend(m("app.txt"), "line 2\n") }},
-	{"create a file", func(m func(string) string) error { return scriptWrite(m("new.txt"), "brand new") }},
-	{"delete a file", func(m func(string) string) error { return os.Remove(m("del.txt")) }},
-	{"delete a dir tree", func(m func(string) string) error { return os.RemoveAll(m("tree")) }},
-	{"delete a dir and recreate it", func(m func(string) string) error {
+var scriptedSteps = []overlaytest.Step{
+	{What: "rewrite a file", Do: func(m func(string) string) error { return overlaytest.Write(m("mod.txt"), "rewritten\n") }},
+	{What: "append to a file", Do: func(m func(string) string) error { return overlaytest.Append(m("app.txt"), "line 2\n") }},
+	{What: "create a file", Do: func(m func(string) string) error { return overlaytest.Write(m("new.txt"), "brand new") }},
+	{What: "delete a file", Do: func(m func(string) string) error { return os.Remove(m("del.txt")) }},
+	{What: "delete a dir tree", Do: func(m func(string) string) error { return os.RemoveAll(m("tree")) }},
+	{What: "delete a dir and recreate it", Do: func(m func(string) string) error {
 		if err := os.RemoveAll(m("re")); err != nil {
 			return err
 		}
 		if err := os.Mkdir(m("re"), 0o755); err != nil {
 			return err
 		}
-		if err := scriptWrite(m("re/keep"), "keep, new version"); err != nil {
+		if err := overlaytest.Write(m("re/keep"), "keep, new version"); err != nil {
 			return err
 		}
-		return scriptWrite(m("re/fresh"), "fresh")
+		return overlaytest.Write(m("re/fresh"), "fresh")
 	}},
-	{"rename a file", func(m func(string) string) error { return renameOrCopy(m("ren.txt"), m("renamed.txt")) }},
-	{"rename a dir", func(m func(string) string) error { return renameOrCopy(m("rendir"), m("moveddir")) }},
-	{"chmod a file", func(m func(string) string) error { return os.Chmod(m("chm.sh"), 0o755) }},
-	{"create a symlink", func(m func(string) string) error { return os.Symlink("new.txt", m("newlink")) }},
-	{"retarget a symlink", func(m func(string) string) error {
+	{What: "rename a file", Do: func(m func(string) string) error { return overlaytest.Move(m("ren.txt"), m("renamed.txt")) }},
+	{What: "rename a dir", Do: func(m func(string) string) error { return overlaytest.Move(m("rendir"), m("moveddir")) }},
+	{What: "chmod a file", Do: func(m func(string) string) error { return os.Chmod(m("chm.sh"), 0o755) }},
+	{What: "create a symlink", Do: func(m func(string) string) error { return os.Symlink("new.txt", m("newlink")) }},
+	{What: "retarget a symlink", Do: func(m func(string) string) error {
 		if err := os.Remove(m("link")); err != nil {
 			return err
 		}
 		return os.Symlink("app.txt", m("link"))
 	}},
-	{"turn a file into a dir", func(m func(string) string) error {
+	{What: "turn a file into a dir", Do: func(m func(string) string) error {
 		if err := os.Remove(m("f2d")); err != nil {
 			return err
 		}
 		if err := os.Mkdir(m("f2d"), 0o755); err != nil {
 			return err
 		}
-		return scriptWrite(m("f2d/inner"), "inner")
+		return overlaytest.Write(m("f2d/inner"), "inner")
 	}},
-	{"turn a dir into a file", func(m func(string) string) error {
+	{What: "turn a dir into a file", Do: func(m func(string) string) error {
 		if err := os.RemoveAll(m("d2f")); err != nil {
 			return err
 		}
-		return scriptWrite(m("d2f"), "now a file")
+		return overlaytest.Write(m("d2f"), "now a file")
 	}},
-	{"nested deletes", func(m func(string) string) error {
+	{What: "nested deletes", Do: func(m func(string) string) error {
 		if err := os.Remove(m("nest/a/b/deep")); err != nil {
 			return err
 		}
 		return os.RemoveAll(m("nest/a/b/c"))
 	}},
-	{"odd names", func(m func(string) string) error {
+	{What: "odd names", Do: func(m func(string) string) error {
 		for _, name := range []string{"sp ace.txt", "new\nline", "bad\xffbyte", "-dash"} {
-			if err := scriptWrite(m(name), "odd: "+name); err != nil {
+			if err := overlaytest.Write(m(name), "odd: "+name); err != nil {
 				return err
 			}
 		}
 		return os.Remove(m("lower odd\nname"))
 	}},
-	{"create an empty dir", func(m func(string) string) error { return os.Mkdir(m("emptydir"), 0o750) }},
-	{"create a dir with a file", func(m func(string) string) error {
+	{What: "create an empty dir", Do: func(m func(string) string) error { return os.Mkdir(m("emptydir"), 0o750) }},
+	{What: "create a dir with a file", Do: func(m func(string) string) error {
 		if err := os.MkdirAll(m("newdir/sub"), 0o755); err != nil {
 			return err
 		}
-		return scriptWrite(m("newdir/sub/f"), "nested new")
+		return overlaytest.Write(m("newdir/sub/f"), "nested new")
 	}},
-}
-
-func runScript(t *testing.T, mnt string) {
-	t.Helper()
-	m := func(p string) string { return filepath.Join(mnt, p) }
-	for _, s := range scriptedSteps {
-		if err := s.do(m); err != nil {
-			t.Fatalf("%s: %v", s.what, err)
-		}
-	}
 }
 
 // copyTreeCpA copies src to dst keeping modes, symlinks and xattrs.
@@ -240,11 +196,11 @@ func TestScriptedRoundTripEachBackend(t *testing.T) {
 
 			plain := filepath.Join(t.TempDir(), "plain")
 			copyTreeCpA(t, s.Lower, plain)
-			runScript(t, plain)
+			overlaytest.RunSteps(t, plain, scriptedSteps)
 			wantView := overlaytest.Record(t, plain)
 
 			mountForTest(t, s)
-			runScript(t, s.Target)
+			overlaytest.RunSteps(t, s.Target, scriptedSteps)
 			merged := overlaytest.Record(t, s.Target)
 			if err := Unmount(ctx, s.Target); err != nil {
 				t.Fatal(err)

@@ -1,7 +1,9 @@
 // Package overlaytest holds helpers for tests of layered trees: recording a
-// directory tree into a comparable value, diffing two recordings, and
-// building or dumping trees (with whiteout devices and xattrs) from a compact
-// text spec. It does not import overlay, so overlay's own tests can use it.
+// directory tree into a comparable value, diffing two recordings, building
+// or dumping trees (with whiteout devices and xattrs) from a compact text
+// spec or a map (WriteTree), scripted operations on a tree (Step), and loop
+// file system images (LoopFS: XFS with reflinks, btrfs, ext4). It does not
+// import overlay, so overlay's own tests can use it.
 package overlaytest
 
 import (

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratahq/strata/overlay/overlaytest"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -50,7 +52,7 @@ func BenchmarkPublish1000(b *testing.B) {
 				b.StopTimer()
 				dir := b.TempDir()
 				root := filepath.Join(dir, "root")
-				pubWriteTree(b, root, tree)
+				overlaytest.WriteTree(b, root, tree)
 				// The source tree is normally clean on disk; flush the fixture
 				// so its own writeback is not billed to the publication.
 				unix.Sync()

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/stratahq/strata/overlay/overlaytest"
 )
 
 // pubCrash is the panic value the in-process crash hook throws.
@@ -111,8 +113,8 @@ func crashSweep(t *testing.T, tree map[string]string, ops []PublishOp, recoverAl
 	ctx := context.Background()
 	base := t.TempDir()
 	oldRoot, newRoot := filepath.Join(base, "old"), filepath.Join(base, "new")
-	pubWriteTree(t, oldRoot, tree)
-	pubWriteTree(t, newRoot, tree)
+	overlaytest.WriteTree(t, oldRoot, tree)
+	overlaytest.WriteTree(t, newRoot, tree)
 	oldHash := pubTreeHash(t, oldRoot)
 	var maxStep atomic.Int64
 	publishHook = func(step int) { maxStep.Store(max(maxStep.Load(), int64(step))) }
@@ -127,7 +129,7 @@ func crashSweep(t *testing.T, tree map[string]string, ops []PublishOp, recoverAl
 	for k := 1; k <= total; k++ {
 		root, journal := filepath.Join(base, "r", "root"), filepath.Join(base, "r", "journal")
 		os.RemoveAll(filepath.Join(base, "r"))
-		pubWriteTree(t, root, tree)
+		overlaytest.WriteTree(t, root, tree)
 		if !publishCrashingAt(t, k, func() { _, _ = Publish(ctx, root, journal, ops, PublishOptions{}) }) {
 			t.Fatalf("step %d: no crash", k)
 		}
@@ -150,7 +152,7 @@ func TestRecoverCorruptJournalChangesNothing(t *testing.T) {
 	ctx := context.Background()
 	base := t.TempDir()
 	root, journal := filepath.Join(base, "root"), filepath.Join(base, "journal")
-	pubWriteTree(t, root, sweepTree)
+	overlaytest.WriteTree(t, root, sweepTree)
 	// Crash right after the commit, so a real journal with pending steps exists.
 	publishTestHook = func(stage string) {
 		if stage == "committed" {
@@ -209,7 +211,7 @@ func TestRecoverCorruptJournalChangesNothing(t *testing.T) {
 		t.Fatalf("recover: %+v, %v", reports, err)
 	}
 	want := filepath.Join(base, "want")
-	pubWriteTree(t, want, sweepTree)
+	overlaytest.WriteTree(t, want, sweepTree)
 	if _, err := Publish(ctx, want, filepath.Join(base, "j2"), sweepOps, PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +225,7 @@ func TestRecoverCorruptJournalChangesNothing(t *testing.T) {
 func TestRecoverRejectsTamperedIntent(t *testing.T) {
 	base := t.TempDir()
 	root, journal := filepath.Join(base, "root"), filepath.Join(base, "journal")
-	pubWriteTree(t, root, map[string]string{"precious": "p"})
+	overlaytest.WriteTree(t, root, map[string]string{"precious": "p"})
 	if err := os.MkdirAll(journal, 0o700); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratahq/strata/overlay/overlaytest"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -208,11 +210,11 @@ func TestPublishCrashSIGKILL(t *testing.T) {
 		t.Fatalf("only %d ops", len(ops))
 	}
 	oldRoot := filepath.Join(base, "old")
-	pubWriteTree(t, oldRoot, template)
+	overlaytest.WriteTree(t, oldRoot, template)
 	oldHash := pubTreeHash(t, oldRoot)
 
 	newRoot := filepath.Join(base, "new")
-	pubWriteTree(t, newRoot, template)
+	overlaytest.WriteTree(t, newRoot, template)
 	var maxStep atomic.Int64
 	publishHook = func(step int) { maxStep.Store(max(maxStep.Load(), int64(step))) }
 	start := time.Now()
@@ -264,7 +266,7 @@ func TestPublishCrashSIGKILL(t *testing.T) {
 				t.Parallel()
 				dir := crashScratchDir(t)
 				root, journal := filepath.Join(dir, "root"), filepath.Join(dir, "journal")
-				pubWriteTree(t, root, template)
+				overlaytest.WriteTree(t, root, template)
 				killed := crashChild(t, "publish", root, journal, pt.killAt, pt.killAfter)
 				if !killed && pt.killAfter == 0 {
 					t.Fatalf("child not killed at step %d", pt.killAt)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/stratahq/strata/fsx"
 	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/overlay/overlaytest"
 )
 
 // pubTreeState describes every entry under root (symlinks not followed) as
@@ -101,36 +102,6 @@ func sha256Hex(data []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// pubWriteTree creates files ("content"), symlinks ("-> target") and
-// directories (trailing "/") under root.
-func pubWriteTree(t testing.TB, root string, entries map[string]string) {
-	t.Helper()
-	keys := make([]string, 0, len(entries))
-	for k := range entries {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		v := entries[k]
-		p := filepath.Join(root, k)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		var err error
-		switch {
-		case strings.HasSuffix(k, "/"):
-			err = os.MkdirAll(p, 0o755)
-		case strings.HasPrefix(v, "-> "):
-			err = os.Symlink(strings.TrimPrefix(v, "-> "), p)
-		default:
-			err = os.WriteFile(p, []byte(v), 0o644)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // pubAssertClean checks a finished publication left no temp beside any
 // target and nothing but lock files in the journal dir.
 func pubAssertClean(t *testing.T, root, journalDir string) {
@@ -159,8 +130,8 @@ func pubAssertCleanState(t *testing.T, state map[string]string, journalDir strin
 
 func TestPublishAllKinds(t *testing.T) {
 	root, journal, outside := t.TempDir(), t.TempDir(), t.TempDir()
-	pubWriteTree(t, outside, map[string]string{"secret": "outside"})
-	pubWriteTree(t, root, map[string]string{
+	overlaytest.WriteTree(t, outside, map[string]string{"secret": "outside"})
+	overlaytest.WriteTree(t, root, map[string]string{
 		"keep.txt":       "keep",
 		"edit.txt":       "old",
 		"gone.txt":       "bye",
@@ -235,7 +206,7 @@ func TestPublishAllKinds(t *testing.T) {
 
 func TestPublishSourceFile(t *testing.T) {
 	root, journal, upper := t.TempDir(), t.TempDir(), t.TempDir()
-	pubWriteTree(t, upper, map[string]string{"big": strings.Repeat("x", 1<<20), "evil": "-> /etc/passwd"})
+	overlaytest.WriteTree(t, upper, map[string]string{"big": strings.Repeat("x", 1<<20), "evil": "-> /etc/passwd"})
 	_, err := Publish(context.Background(), root, journal, []PublishOp{{Path: "big", Kind: OpWrite, SourceFile: filepath.Join(upper, "big"), Mode: 0o640}}, PublishOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -261,7 +232,7 @@ func TestPublishSourceFile(t *testing.T) {
 
 func TestPublishStaleExpectationWritesNothing(t *testing.T) {
 	root, journal := t.TempDir(), t.TempDir()
-	pubWriteTree(t, root, map[string]string{"a": "theirs", "b": "b", "c": "c", "d/": ""})
+	overlaytest.WriteTree(t, root, map[string]string{"a": "theirs", "b": "b", "c": "c", "d/": ""})
 	before := pubTreeState(t, root)
 	ops := []PublishOp{
 		{Path: "new/x", Kind: OpWrite, Data: []byte("x")},
@@ -293,7 +264,7 @@ func TestPublishStaleExpectationWritesNothing(t *testing.T) {
 func TestPublishRejectsBadOps(t *testing.T) {
 	root, outside := t.TempDir(), t.TempDir()
 	journal := filepath.Join(root, ".strata", "journal")
-	pubWriteTree(t, root, map[string]string{"file": "f", "dir/x": "x", "dir/y": "y"})
+	overlaytest.WriteTree(t, root, map[string]string{"file": "f", "dir/x": "x", "dir/y": "y"})
 	// An empty publication creates the journal dir and lock file up front.
 	if _, err := Publish(context.Background(), root, journal, nil, PublishOptions{}); err != nil {
 		t.Fatal(err)
@@ -356,8 +327,8 @@ func TestPublishSymlinkedIntermediateDir(t *testing.T) {
 			overlay.Openat2Missing.Store(fallback)
 			t.Cleanup(func() { overlay.Openat2Missing.Store(false) })
 			root, journal, outside := t.TempDir(), t.TempDir(), t.TempDir()
-			pubWriteTree(t, outside, map[string]string{"passwd": "root:x:0:0", "sub/f": "f"})
-			pubWriteTree(t, root, map[string]string{"etc": "-> " + outside, "real/link": "-> " + outside, "ok": "ok"})
+			overlaytest.WriteTree(t, outside, map[string]string{"passwd": "root:x:0:0", "sub/f": "f"})
+			overlaytest.WriteTree(t, root, map[string]string{"etc": "-> " + outside, "real/link": "-> " + outside, "ok": "ok"})
 			outsideBefore, rootBefore := pubTreeHash(t, outside), pubTreeHash(t, root)
 			for _, ops := range [][]PublishOp{
 				{{Path: "etc/passwd", Kind: OpWrite, Data: []byte("pwned")}},
@@ -415,8 +386,8 @@ func TestPublishDirSwappedDuringPublication(t *testing.T) {
 			base := t.TempDir()
 			root, journal := filepath.Join(base, "root"), filepath.Join(base, "journal")
 			outside, stash := filepath.Join(base, "outside"), filepath.Join(base, "stash")
-			pubWriteTree(t, root, map[string]string{"src/a.c": "old a", "src/b.c": "old b", "top": "top"})
-			pubWriteTree(t, outside, map[string]string{"a.c": "outside a"})
+			overlaytest.WriteTree(t, root, map[string]string{"src/a.c": "old a", "src/b.c": "old b", "top": "top"})
+			overlaytest.WriteTree(t, outside, map[string]string{"a.c": "outside a"})
 			outsideBefore := pubTreeState(t, outside)
 			ops := []PublishOp{
 				{Path: "src/a.c", Kind: OpWrite, Data: []byte("new a")},
@@ -553,7 +524,7 @@ func mustCanonical(t *testing.T, dir string) string {
 
 func TestPublishSyncFSMode(t *testing.T) {
 	root, journal := t.TempDir(), t.TempDir()
-	pubWriteTree(t, root, map[string]string{"a": "a", "d/x": "x"})
+	overlaytest.WriteTree(t, root, map[string]string{"a": "a", "d/x": "x"})
 	_, err := Publish(context.Background(), root, journal, []PublishOp{
 		{Path: "a", Kind: OpWrite, Data: []byte("A")},
 		{Path: "n/m/f", Kind: OpWrite, Data: []byte("f")},

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/overlay/overlaytest"
 	"github.com/stratahq/strata/overlay/store"
 )
 
@@ -18,9 +19,9 @@ import (
 // before the commit, and the whole publication writes nothing.
 func TestPublishContentHashChecksStagedFile(t *testing.T) {
 	root, journal, upper := t.TempDir(), t.TempDir(), t.TempDir()
-	pubWriteTree(t, root, map[string]string{"keep": "old"})
+	overlaytest.WriteTree(t, root, map[string]string{"keep": "old"})
 	checked := strings.Repeat("checked version\n", 1000)
-	pubWriteTree(t, upper, map[string]string{"big": checked[:len(checked)/2]}) // torn since the check
+	overlaytest.WriteTree(t, upper, map[string]string{"big": checked[:len(checked)/2]}) // torn since the check
 	before := pubTreeState(t, root)
 	_, err := Publish(context.Background(), root, journal, []PublishOp{
 		{Path: "keep", Kind: OpWrite, Data: []byte("new"), ContentHash: sha256Hex([]byte("new"))},
@@ -35,7 +36,7 @@ func TestPublishContentHashChecksStagedFile(t *testing.T) {
 	}
 	pubAssertClean(t, root, journal)
 	// The checked content is published, data or streamed.
-	pubWriteTree(t, upper, map[string]string{"big": checked})
+	overlaytest.WriteTree(t, upper, map[string]string{"big": checked})
 	if _, err := Publish(context.Background(), root, journal, []PublishOp{
 		{Path: "keep", Kind: OpWrite, Data: []byte("new"), ContentHash: sha256Hex([]byte("new"))},
 		{Path: "big", Kind: OpWrite, SourceFile: filepath.Join(upper, "big"), ContentHash: sha256Hex([]byte(checked))},

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stratahq/strata/overlay/overlaytest"
 )
 
 // crashAfterCommit leaves a real committed journal whose steps have not run:
@@ -53,7 +55,7 @@ func TestRepairDoesNotRollForwardTamperedTemp(t *testing.T) {
 	ctx := context.Background()
 	base := t.TempDir()
 	root, journal := filepath.Join(base, "root"), filepath.Join(base, "journal")
-	pubWriteTree(t, root, sweepTree)
+	overlaytest.WriteTree(t, root, sweepTree)
 	before := pubTreeState(t, root)
 	crashAfterCommit(t, root, journal)
 	var tampered string
@@ -107,7 +109,7 @@ func TestRepairRollsForwardVerifiedJournal(t *testing.T) {
 	ctx := context.Background()
 	base := t.TempDir()
 	root, journal := filepath.Join(base, "root"), filepath.Join(base, "journal")
-	pubWriteTree(t, root, sweepTree)
+	overlaytest.WriteTree(t, root, sweepTree)
 	crashAfterCommit(t, root, journal)
 	dry, err := InspectJournals(ctx, journal, []string{root})
 	if err != nil || len(dry) != 1 || dry[0].Action != "would_"+actionForward || dry[0].Root != root || len(dry[0].Paths) == 0 || len(dry[0].Temps) == 0 {
@@ -118,7 +120,7 @@ func TestRepairRollsForwardVerifiedJournal(t *testing.T) {
 		t.Fatalf("repair: %+v, %v", reps, err)
 	}
 	want := filepath.Join(base, "want")
-	pubWriteTree(t, want, sweepTree)
+	overlaytest.WriteTree(t, want, sweepTree)
 	if _, err := Publish(ctx, want, filepath.Join(base, "j2"), sweepOps, PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +136,7 @@ func TestRecoverRefusesForeignRoot(t *testing.T) {
 	ctx := context.Background()
 	base := t.TempDir()
 	root, journal := filepath.Join(base, "root"), filepath.Join(base, "journal")
-	pubWriteTree(t, root, sweepTree)
+	overlaytest.WriteTree(t, root, sweepTree)
 	crashAfterCommit(t, root, journal)
 	before := pubTreeState(t, root)
 	other := filepath.Join(base, "other")
@@ -165,7 +167,7 @@ func TestRepairDiscardSaysHowFarItGot(t *testing.T) {
 	ctx := context.Background()
 	base := t.TempDir()
 	root, journal := filepath.Join(base, "root"), filepath.Join(base, "journal")
-	pubWriteTree(t, root, sweepTree)
+	overlaytest.WriteTree(t, root, sweepTree)
 	info := crashAfterCommit(t, root, journal)
 	body, err := readJournal(info.Path)
 	if err != nil {

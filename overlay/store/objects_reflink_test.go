@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/overlay/overlaytest"
 )
 
 // sharedExtents says whether filefrag -v reports a shared extent in p
@@ -52,7 +53,7 @@ func TestSnapshotRestoreReflinkSharesExtents(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		dir  func(t *testing.T) string
-	}{{"xfs", xfsReflink}, {"btrfs", btrfsFS}} {
+	}{{"xfs", overlaytest.XFSReflink}, {"btrfs", overlaytest.Btrfs}} {
 		t.Run(c.name, func(t *testing.T) {
 			root := c.dir(t)
 			upper := filepath.Join(root, "upper")
@@ -81,13 +82,13 @@ func TestSnapshotRestoreReflinkSharesExtents(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			syncFS(t, root)
+			overlaytest.SyncFS(t, root)
 			free := freeBytes(t, root)
 			m, stats, err := CaptureUpper(context.Background(), st, upper, overlay.DialectKernel, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			syncFS(t, root)
+			overlaytest.SyncFS(t, root)
 			if used := free - freeBytes(t, root); used > 16<<20 {
 				t.Errorf("snapshot of a 256 MB file used %d MB of the state root: its bytes were copied, not reflinked", used>>20)
 			}
@@ -116,12 +117,12 @@ func TestSnapshotRestoreReflinkSharesExtents(t *testing.T) {
 			}
 
 			restored := filepath.Join(root, "upper2")
-			syncFS(t, root)
+			overlaytest.SyncFS(t, root)
 			free = freeBytes(t, root)
 			if err := RestoreUpperWith(context.Background(), st, m, restored, overlay.DialectKernel, RestoreOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			syncFS(t, root)
+			overlaytest.SyncFS(t, root)
 			if used := free - freeBytes(t, root); used > 16<<20 {
 				t.Errorf("restore of a 256 MB file used %d MB: its bytes were copied, not reflinked", used>>20)
 			}

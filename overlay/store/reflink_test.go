@@ -5,65 +5,15 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/stratahq/strata/overlay/overlaytest"
+
 	"golang.org/x/sys/unix"
 )
-
-// loopFS makes a file system image of the given kind in a temp dir, mounts
-// it by a loop device and returns the mount point (unmounted at cleanup).
-// It skips only when the mkfs tool or loop devices are missing, or when
-// not root.
-func loopFS(t *testing.T, kind string, mkfsArgs ...string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("loop mounts need root")
-	}
-	tool := "mkfs." + kind
-	if _, err := exec.LookPath(tool); err != nil {
-		t.Skipf("%s is not installed (make deps installs xfsprogs and btrfs-progs): %v", tool, err)
-	}
-	if _, err := os.Stat("/dev/loop-control"); err != nil {
-		t.Skipf("no loop devices: %v", err)
-	}
-	dir := t.TempDir()
-	img, mnt := filepath.Join(dir, kind+".img"), filepath.Join(dir, "mnt")
-	if err := os.Mkdir(mnt, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Create(img)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = f.Truncate(400 << 20)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := append(append([]string{}, mkfsArgs...), img)
-	if out, err := exec.Command(tool, args...).CombinedOutput(); err != nil {
-		t.Fatalf("%s %v: %v: %s", tool, args, err, out)
-	}
-	if out, err := exec.Command("mount", "-o", "loop", img, mnt).CombinedOutput(); err != nil {
-		if strings.Contains(string(out), "loop device") {
-			t.Skipf("cannot set up a loop device: %s", out)
-		}
-		t.Fatalf("mount %s: %v: %s", img, err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", mnt, err, out)
-		}
-	})
-	return mnt
-}
-
-func xfsReflink(t *testing.T) string { return loopFS(t, "xfs", "-q", "-m", "reflink=1") }
-func btrfsFS(t *testing.T) string    { return loopFS(t, "btrfs", "-q") }
 
 func TestReflinkSupported(t *testing.T) {
 	cases := []struct {
@@ -72,10 +22,10 @@ func TestReflinkSupported(t *testing.T) {
 		fs   string
 		want bool
 	}{
-		{"xfs reflink=1", xfsReflink, "xfs", true},
-		{"btrfs", btrfsFS, "btrfs", true},
-		{"xfs reflink=0", func(t *testing.T) string { return loopFS(t, "xfs", "-q", "-m", "reflink=0") }, "xfs", false},
-		{"ext4", func(t *testing.T) string { return loopFS(t, "ext4", "-q") }, "ext4", false},
+		{"xfs reflink=1", overlaytest.XFSReflink, "xfs", true},
+		{"btrfs", overlaytest.Btrfs, "btrfs", true},
+		{"xfs reflink=0", func(t *testing.T) string { return overlaytest.LoopFS(t, "xfs", "-q", "-m", "reflink=0") }, "xfs", false},
+		{"ext4", overlaytest.Ext4, "ext4", false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -117,7 +67,7 @@ func TestCloneFileReflinkSharesExtents(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		dir  func(t *testing.T) string
-	}{{"xfs", xfsReflink}, {"btrfs", btrfsFS}} {
+	}{{"xfs", overlaytest.XFSReflink}, {"btrfs", overlaytest.Btrfs}} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := c.dir(t)
 			src, dst := filepath.Join(dir, "big.bin"), filepath.Join(dir, "copy.bin")
@@ -125,7 +75,7 @@ func TestCloneFileReflinkSharesExtents(t *testing.T) {
 			if err := os.WriteFile(src, data, 0o751); err != nil {
 				t.Fatal(err)
 			}
-			syncFS(t, dir)
+			overlaytest.SyncFS(t, dir)
 			before := freeBytes(t, dir)
 			m, err := CloneFile(dst, src)
 			if err != nil {
@@ -134,7 +84,7 @@ func TestCloneFileReflinkSharesExtents(t *testing.T) {
 			if m != CloneReflink {
 				t.Fatalf("method = %s, want reflink on %s", m, c.name)
 			}
-			syncFS(t, dir)
+			overlaytest.SyncFS(t, dir)
 			if used := before - freeBytes(t, dir); used > 8<<20 {
 				t.Errorf("the clone used %d bytes of a %d-byte file: the data was copied", used, len(data))
 			}
@@ -160,23 +110,11 @@ func TestCloneFileReflinkSharesExtents(t *testing.T) {
 	}
 }
 
-func syncFS(t *testing.T, dir string) {
-	t.Helper()
-	f, err := os.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := unix.Syncfs(int(f.Fd())); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // Where FICLONE is refused (ext4, or across file systems) the bytes are
 // still copied, by copy_file_range or a plain copy, and the method says so.
 func TestCloneFileFallsBack(t *testing.T) {
-	ext4 := loopFS(t, "ext4", "-q")
-	xfs := xfsReflink(t)
+	ext4 := overlaytest.Ext4(t)
+	xfs := overlaytest.XFSReflink(t)
 	data := bytes.Repeat([]byte("strata\n"), 300_000)
 	src := filepath.Join(ext4, "src.bin")
 	if err := os.WriteFile(src, data, 0o600); err != nil {
@@ -211,7 +149,7 @@ func TestCloneFileReplacesAndFailsCleanly(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		dir  func(t *testing.T) string
-	}{{"tmp", func(t *testing.T) string { return t.TempDir() }}, {"xfs", xfsReflink}} {
+	}{{"tmp", func(t *testing.T) string { return t.TempDir() }}, {"xfs", overlaytest.XFSReflink}} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := c.dir(t)
 			src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")

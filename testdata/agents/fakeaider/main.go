@@ -17,16 +17,15 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/stratahq/strata/testdata/agents/fakekit"
 )
 
 type fake struct {
@@ -34,7 +33,7 @@ type fake struct {
 	notifyCmd     string
 	yes           bool
 	cwd           string
-	record        *os.File
+	rec           *fakekit.Recorder
 	in            *bufio.Reader
 	bell          bool // bell_on_next_input
 }
@@ -48,15 +47,13 @@ func fail(format string, a ...any) int {
 
 func run(args []string) int {
 	f := &fake{}
-	if p := os.Getenv("FAKEAIDER_RECORD"); p != "" {
-		rec, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-		if err != nil {
-			return fail("record: %v", err)
-		}
-		f.record = rec
-		defer rec.Close()
+	rec, err := fakekit.OpenRecord("FAKEAIDER_RECORD")
+	if err != nil {
+		return fail("record: %v", err)
 	}
-	f.log(map[string]any{"what": "argv", "argv": args})
+	defer rec.Close()
+	f.rec = rec
+	f.rec.Log(map[string]any{"what": "argv", "argv": args})
 	f.cwd, _ = os.Getwd()
 
 	// Lowest first: config files, then the environment, then the flags.
@@ -98,19 +95,8 @@ func run(args []string) int {
 	}
 	var message string
 	var files []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		name, val, hasVal := strings.Cut(a, "=")
-		value := func() (string, bool) {
-			if hasVal {
-				return val, true
-			}
-			if i+1 >= len(args) {
-				return "", false
-			}
-			i++
-			return args[i], true
-		}
+	for opts := fakekit.NewArgs(args); opts.Next(); {
+		a, name := opts.Arg, opts.Name
 		ok := true
 		switch name {
 		case "--notifications":
@@ -122,11 +108,11 @@ func run(args []string) int {
 		case "--no-git", "--no-auto-commits", "--no-pretty", "--no-stream", "--no-check-update", "--no-show-model-warnings",
 			"--no-gitignore", "--restore-chat-history", "--dark-mode", "--light-mode", "--subtree-only", "--no-fancy-input", "--vim", "--architect":
 		case "--notifications-command":
-			f.notifyCmd, ok = value()
+			f.notifyCmd, ok = opts.Value()
 		case "-m", "--message":
-			message, ok = value()
+			message, ok = opts.Value()
 		case "-c", "--config", "--model", "--weak-model", "--editor-model", "--edit-format", "--read", "--file", "--env-file", "--chat-history-file", "--input-history-file", "--api-key", "--set-env":
-			_, ok = value()
+			_, ok = opts.Value()
 		default:
 			if strings.HasPrefix(a, "-") {
 				return fail("unrecognized arguments: %s", a)
@@ -137,7 +123,7 @@ func run(args []string) int {
 			return fail("argument %s: expected one argument", name)
 		}
 	}
-	f.log(map[string]any{"what": "config", "sources": loaded, "notifications": f.notifications, "notifications_command": f.notifyCmd, "files": files})
+	f.rec.Log(map[string]any{"what": "config", "sources": loaded, "notifications": f.notifications, "notifications_command": f.notifyCmd, "files": files})
 
 	f.in = bufio.NewReader(os.Stdin)
 	fmt.Print("Aider v0.86.1 (fake)\r\nMain model: fake-sonnet with diff edit format\r\nGit repo: none\r\nRepo-map: disabled\r\n")
@@ -145,13 +131,7 @@ func run(args []string) int {
 		f.turn(message)
 		return 0
 	}
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM)
-	go func() {
-		sig := <-sigs
-		f.log(map[string]any{"what": "signal", "text": sig.String()})
-		os.Exit(128 + int(sig.(syscall.Signal)))
-	}()
+	fakekit.OnHangup(f.rec, nil)
 	for {
 		line, ok := f.getInput("> ")
 		if !ok {
@@ -183,12 +163,12 @@ func (f *fake) getInput(prompt string) (string, bool) {
 	fmt.Print("\r\n────────────────────────────────────────\r\n")
 	f.ringBell()
 	fmt.Print(prompt)
-	line, err := readInput(f.in)
+	line, err := fakekit.ReadInput(f.in)
 	if err != nil && line == "" {
 		return "", false
 	}
 	line = strings.TrimRight(line, "\r\n")
-	f.log(map[string]any{"what": "input", "text": line})
+	f.rec.Log(map[string]any{"what": "input", "text": line})
 	return line, true
 }
 
@@ -203,9 +183,9 @@ func (f *fake) confirmAsk(question, subject string) bool {
 	}
 	for {
 		fmt.Print(q)
-		line, err := readInput(f.in)
+		line, err := fakekit.ReadInput(f.in)
 		res := strings.ToLower(strings.TrimSpace(line))
-		f.log(map[string]any{"what": "confirm", "question": question, "subject": subject, "answer": res})
+		f.rec.Log(map[string]any{"what": "confirm", "question": question, "subject": subject, "answer": res})
 		if err != nil || res == "" {
 			return true
 		}
@@ -233,14 +213,7 @@ func (f *fake) ringBell() {
 	cmd := exec.Command("sh", "-c", f.notifyCmd)
 	cmd.Dir = f.cwd
 	out, err := cmd.CombinedOutput()
-	code := 0
-	if err != nil {
-		code = -1
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		}
-	}
-	f.log(map[string]any{"what": "notify", "command": f.notifyCmd, "exit": code, "output": string(out)})
+	f.rec.Log(map[string]any{"what": "notify", "command": f.notifyCmd, "exit": fakekit.ExitCode(err), "output": string(out)})
 }
 
 var (
@@ -249,7 +222,7 @@ var (
 )
 
 func (f *fake) turn(prompt string) {
-	f.log(map[string]any{"what": "prompt", "text": prompt})
+	f.rec.Log(map[string]any{"what": "prompt", "text": prompt})
 	f.bell = true // the LLM starts
 	time.Sleep(50 * time.Millisecond)
 	fmt.Printf("\r\nok: %s\r\nTokens: 1.2k sent, 80 received.\r\n", prompt)
@@ -269,26 +242,4 @@ func (f *fake) turn(prompt string) {
 			fmt.Printf("Running %s\r\n%s", m[1], strings.ReplaceAll(string(out), "\n", "\r\n"))
 		}
 	}
-}
-
-func (f *fake) log(m map[string]any) {
-	if f.record == nil {
-		return
-	}
-	m["time"] = time.Now().UTC().Format(time.RFC3339Nano)
-	line, _ := json.Marshal(m)
-	f.record.Write(append(line, '\n'))
-}
-
-// readInput reads one input from the terminal: a line, or a bracketed paste
-// however many lines it has (the Enter after it submits it), as a terminal
-// UI takes a pasted prompt.
-func readInput(r *bufio.Reader) (string, error) {
-	line, err := r.ReadString('\n')
-	for err == nil && strings.Contains(line, "\x1b[200~") && !strings.Contains(line, "\x1b[201~") {
-		var more string
-		more, err = r.ReadString('\n')
-		line += more
-	}
-	return strings.NewReplacer("\x1b[200~", "", "\x1b[201~", "").Replace(line), err
 }

@@ -11,38 +11,22 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"context"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
+
+	"github.com/stratahq/strata/testdata/agents/fakekit"
 )
 
-type hookCmd struct {
-	Type    string `json:"type"`
-	Command string `json:"command"`
-	Timeout int    `json:"timeout"`
-}
-
-type hookGroup struct {
-	Matcher string    `json:"matcher"`
-	Hooks   []hookCmd `json:"hooks"`
-}
-
 type settings struct {
-	Hooks map[string][]hookGroup `json:"hooks"`
+	Hooks map[string][]fakekit.HookGroup `json:"hooks"`
 }
 
 type fake struct {
@@ -52,11 +36,10 @@ type fake struct {
 	cwd            string
 	home           string
 	transcript     string
-	hooks          map[string][]hookGroup
-	record         *os.File
-	in             chan string
+	hooks          *fakekit.Hooks
+	rec            *fakekit.Recorder
+	in             <-chan string
 	idle           time.Duration
-	hookMu         sync.Mutex // hooks run one at a time, also from the signal handler
 }
 
 var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
@@ -71,36 +54,22 @@ func fail(format string, a ...any) int {
 }
 
 func run(args []string) int {
-	f := &fake{permissionMode: "default", hooks: map[string][]hookGroup{}, idle: 60 * time.Second}
+	f := &fake{permissionMode: "default", idle: 60 * time.Second}
 	if d, err := time.ParseDuration(os.Getenv("FAKECLAUDE_IDLE")); err == nil {
 		f.idle = d
 	}
-	if p := os.Getenv("FAKECLAUDE_RECORD"); p != "" {
-		rec, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-		if err != nil {
-			return fail("record: %v", err)
-		}
-		f.record = rec
-		defer rec.Close()
+	rec, err := fakekit.OpenRecord("FAKECLAUDE_RECORD")
+	if err != nil {
+		return fail("record: %v", err)
 	}
-	f.log(map[string]any{"what": "argv", "argv": args})
+	defer rec.Close()
+	f.rec = rec
+	f.rec.Log(map[string]any{"what": "argv", "argv": args})
 
 	var settingsArg, resume, sessionID, prompt string
 	var fork, cont bool
-	value := func(i *int, name string) (string, bool) {
-		a := args[*i]
-		if v, ok := strings.CutPrefix(a, name+"="); ok {
-			return v, true
-		}
-		if *i+1 >= len(args) {
-			return "", false
-		}
-		*i++
-		return args[*i], true
-	}
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		name, _, _ := strings.Cut(a, "=")
+	for opts := fakekit.NewArgs(args); opts.Next(); {
+		a, name := opts.Arg, opts.Name
 		var ok bool
 		switch name {
 		case "-p", "--print":
@@ -118,15 +87,15 @@ func run(args []string) int {
 		case "--verbose", "--debug":
 			continue
 		case "--settings":
-			settingsArg, ok = value(&i, name)
+			settingsArg, ok = opts.Value()
 		case "-r", "--resume":
-			resume, ok = value(&i, name)
+			resume, ok = opts.Value()
 		case "--session-id":
-			sessionID, ok = value(&i, name)
+			sessionID, ok = opts.Value()
 		case "--permission-mode":
-			f.permissionMode, ok = value(&i, name)
+			f.permissionMode, ok = opts.Value()
 		case "--model", "--output-format", "--input-format", "--append-system-prompt", "--allowedTools", "--disallowedTools", "--add-dir":
-			_, ok = value(&i, name)
+			_, ok = opts.Value()
 		default:
 			if strings.HasPrefix(a, "-") {
 				return fail("unknown option '%s'", a)
@@ -157,6 +126,14 @@ func run(args []string) int {
 
 	f.cwd, _ = os.Getwd()
 	f.home = os.Getenv("HOME")
+	f.hooks = &fakekit.Hooks{
+		Groups:      map[string][]fakekit.HookGroup{},
+		Match:       matches,
+		TimeoutUnit: time.Second,
+		Dir:         f.cwd,
+		Env:         []string{"CLAUDE_PROJECT_DIR=" + f.cwd},
+		Rec:         f.rec,
+	}
 	if err := f.loadSettings(settingsArg); err != nil {
 		return fail("%v", err)
 	}
@@ -175,7 +152,7 @@ func run(args []string) int {
 	if fork || f.sessionID == "" {
 		f.sessionID = sessionID
 		if f.sessionID == "" {
-			f.sessionID = newUUID()
+			f.sessionID = fakekit.UUID(4)
 		}
 	}
 	os.MkdirAll(projects, 0o755)
@@ -185,7 +162,7 @@ func run(args []string) int {
 			os.WriteFile(f.transcript, data, 0o644)
 		}
 	}
-	f.log(map[string]any{"what": "session", "session_id": f.sessionID, "source": source, "fork": fork})
+	f.rec.Log(map[string]any{"what": "session", "session_id": f.sessionID, "source": source, "fork": fork})
 
 	f.hook("SessionStart", source, map[string]any{"source": source, "model": "fake-opus"})
 
@@ -204,36 +181,10 @@ func run(args []string) int {
 	}
 
 	// A hang-up or TERM ends the session as Claude does: SessionEnd, then exit.
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM)
-	go func() {
-		sig := <-sigs
-		f.log(map[string]any{"what": "signal", "text": sig.String()})
-		f.hook("SessionEnd", "other", map[string]any{"reason": "other"})
-		os.Exit(128 + int(sig.(syscall.Signal)))
-	}()
-	f.in = make(chan string)
-	go func() {
-		r := bufio.NewReader(os.Stdin)
-		for {
-			line, err := r.ReadString('\n')
-			// A bracketed paste is one input however many lines it has, as
-			// in Claude's prompt box; the Enter after it submits it.
-			for err == nil && strings.Contains(line, "\x1b[200~") && !strings.Contains(line, "\x1b[201~") {
-				var more string
-				more, err = r.ReadString('\n')
-				line += more
-			}
-			line = strings.NewReplacer("\x1b[200~", "", "\x1b[201~", "").Replace(line)
-			if line != "" || err == nil {
-				f.in <- strings.TrimRight(line, "\r\n")
-			}
-			if err != nil {
-				close(f.in)
-				return
-			}
-		}
-	}()
+	fakekit.OnHangup(f.rec, func() { f.hook("SessionEnd", "other", map[string]any{"reason": "other"}) })
+	// A bracketed paste is one input however many lines it has, as in
+	// Claude's prompt box; the Enter after it submits it.
+	f.in = fakekit.Lines(os.Stdin)
 	f.draw("")
 	if prompt != "" {
 		f.draw(f.turn(prompt))
@@ -273,7 +224,7 @@ func (f *fake) readLine(idle bool) (string, bool) {
 		select {
 		case line, ok := <-f.in:
 			if ok {
-				f.log(map[string]any{"what": "input", "text": line})
+				f.rec.Log(map[string]any{"what": "input", "text": line})
 			}
 			return line, ok
 		case <-timer:
@@ -290,8 +241,8 @@ var (
 )
 
 func (f *fake) turn(prompt string) string {
-	f.log(map[string]any{"what": "prompt", "text": prompt})
-	f.hook("UserPromptSubmit", "", map[string]any{"prompt": prompt, "prompt_id": newUUID()})
+	f.rec.Log(map[string]any{"what": "prompt", "text": prompt})
+	f.hook("UserPromptSubmit", "", map[string]any{"prompt": prompt, "prompt_id": fakekit.UUID(4)})
 	f.transcriptLine("user", prompt, nil)
 	reply := "ok: " + prompt
 	for _, m := range askRE.FindAllStringSubmatch(prompt, -1) {
@@ -320,7 +271,7 @@ func (f *fake) turn(prompt string) string {
 }
 
 func (f *fake) bash(command string) string {
-	id := "toolu_" + newUUID()[:8]
+	id := "toolu_" + fakekit.UUID(4)[:8]
 	input := map[string]any{"command": command, "description": "fake"}
 	f.hook("PreToolUse", "Bash", map[string]any{"tool_name": "Bash", "tool_input": input, "tool_use_id": id})
 	allowed := f.permissionMode == "bypassPermissions"
@@ -330,7 +281,7 @@ func (f *fake) bash(command string) string {
 		fmt.Printf("\r\n╭ Bash command ──────────\r\n│ %s\r\n│ Do you want to proceed? (y/n)\r\n╰ ", command)
 		answer, _ := f.readLine(false)
 		allowed = strings.HasPrefix(strings.ToLower(strings.TrimSpace(answer)), "y")
-		f.log(map[string]any{"what": "permission", "tool": "Bash", "command": command, "answer": answer})
+		f.rec.Log(map[string]any{"what": "permission", "tool": "Bash", "command": command, "answer": answer})
 	}
 	if !allowed {
 		return "(denied: " + command + ")"
@@ -364,7 +315,7 @@ func (f *fake) loadSettings(flag string) error {
 			return fmt.Errorf("Invalid settings in %s: %v", name, err)
 		}
 		for ev, groups := range s.Hooks {
-			f.hooks[ev] = append(f.hooks[ev], groups...)
+			f.hooks.Groups[ev] = append(f.hooks.Groups[ev], groups...)
 		}
 		loaded = append(loaded, name)
 		return nil
@@ -390,7 +341,7 @@ func (f *fake) loadSettings(flag string) error {
 			return err
 		}
 	}
-	f.log(map[string]any{"what": "settings", "sources": loaded})
+	f.rec.Log(map[string]any{"what": "settings", "sources": loaded})
 	return nil
 }
 
@@ -407,45 +358,12 @@ func (f *fake) hook(event, target string, extra map[string]any) {
 	for k, v := range extra {
 		in[k] = v
 	}
-	data, _ := json.Marshal(in)
-	f.hookMu.Lock()
-	defer f.hookMu.Unlock()
-	for _, g := range f.hooks[event] {
-		if !matches(g.Matcher, target) {
-			continue
-		}
-		for _, h := range g.Hooks {
-			if h.Type != "command" {
-				continue
-			}
-			timeout := 60 * time.Second
-			if h.Timeout > 0 {
-				timeout = time.Duration(h.Timeout) * time.Second
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			cmd := exec.CommandContext(ctx, "sh", "-c", h.Command)
-			cmd.Dir = f.cwd
-			cmd.Stdin = bytes.NewReader(data)
-			cmd.Env = append(os.Environ(), "CLAUDE_PROJECT_DIR="+f.cwd)
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			err := cmd.Run()
-			cancel()
-			code := 0
-			if err != nil {
-				code = -1
-				if ee, ok := err.(*exec.ExitError); ok {
-					code = ee.ExitCode()
-				}
-			}
-			f.log(map[string]any{"what": "hook", "event": event, "matcher": g.Matcher, "command": h.Command, "input": in, "exit": code, "stdout": stdout.String(), "stderr": stderr.String()})
-		}
-	}
+	f.hooks.Run(event, target, in)
 }
 
 // matches is Claude's matcher rule: empty or "*" matches all; otherwise a
 // regular expression over the tool name (or notification type, or source).
-func matches(matcher, target string) bool {
+func matches(_, matcher, target string) bool {
 	if matcher == "" || matcher == "*" {
 		return true
 	}
@@ -474,21 +392,4 @@ func (f *fake) draw(reply string) {
 		fmt.Printf("● %s\r\n", reply)
 	}
 	fmt.Print("> ")
-}
-
-func (f *fake) log(m map[string]any) {
-	if f.record == nil {
-		return
-	}
-	m["time"] = time.Now().UTC().Format(time.RFC3339Nano)
-	line, _ := json.Marshal(m)
-	f.record.Write(append(line, '\n'))
-}
-
-func newUUID() string {
-	var b [16]byte
-	rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }

@@ -10,7 +10,6 @@ package main
 
 import (
 	"bufio"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -22,6 +21,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/stratahq/strata/testdata/agents/fakekit"
 )
 
 type fake struct {
@@ -30,7 +31,7 @@ type fake struct {
 	cwd      string
 	sessions string
 	notify   []string
-	record   *os.File
+	rec      *fakekit.Recorder
 	in       *bufio.Reader
 	turn     int
 }
@@ -44,15 +45,13 @@ func fail(format string, a ...any) int {
 
 func run(args []string) int {
 	f := &fake{approval: "on-request"}
-	if p := os.Getenv("FAKECODEX_RECORD"); p != "" {
-		rec, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-		if err != nil {
-			return fail("record: %v", err)
-		}
-		f.record = rec
-		defer rec.Close()
+	rec, err := fakekit.OpenRecord("FAKECODEX_RECORD")
+	if err != nil {
+		return fail("record: %v", err)
 	}
-	f.log(map[string]any{"what": "argv", "argv": args})
+	defer rec.Close()
+	f.rec = rec
+	f.rec.Log(map[string]any{"what": "argv", "argv": args})
 	sub := ""
 	if len(args) > 0 && (args[0] == "resume" || args[0] == "fork") {
 		sub, args = args[0], args[1:]
@@ -60,15 +59,8 @@ func run(args []string) int {
 	var positional []string
 	var last bool
 	f.cwd, _ = os.Getwd()
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		need := func() (string, bool) {
-			if i+1 >= len(args) {
-				return "", false
-			}
-			i++
-			return args[i], true
-		}
+	for opts := fakekit.NewArgs(args); opts.Next(); {
+		a := opts.Arg
 		var ok bool
 		switch a {
 		case "--last":
@@ -81,17 +73,17 @@ func run(args []string) int {
 			f.approval = "never"
 			continue
 		case "-a", "--ask-for-approval":
-			f.approval, ok = need()
+			f.approval, ok = opts.Following()
 			if ok && !slices.Contains([]string{"untrusted", "on-failure", "on-request", "never"}, f.approval) {
 				return fail("invalid value '%s' for '--ask-for-approval <APPROVAL_POLICY>'", f.approval)
 			}
 		case "-C", "--cd":
 			var dir string
-			if dir, ok = need(); ok {
+			if dir, ok = opts.Following(); ok {
 				f.cwd = dir
 			}
 		case "-m", "--model", "-s", "--sandbox", "-c", "--config", "-p", "--profile", "-i", "--image":
-			_, ok = need()
+			_, ok = opts.Following()
 		default:
 			if strings.HasPrefix(a, "-") {
 				return fail("unexpected argument '%s' found", a)
@@ -115,7 +107,7 @@ func run(args []string) int {
 	f.notify = cfg.Notify
 	f.sessions = filepath.Join(home, "sessions")
 	os.MkdirAll(f.sessions, 0o755)
-	f.log(map[string]any{"what": "config", "codex_home": home, "notify": f.notify})
+	f.rec.Log(map[string]any{"what": "config", "codex_home": home, "notify": f.notify})
 
 	prompt := ""
 	switch sub {
@@ -146,7 +138,7 @@ func run(args []string) int {
 	if len(positional) == 1 {
 		prompt = positional[0]
 	}
-	f.log(map[string]any{"what": "session", "session_id": f.threadID, "source": sub})
+	f.rec.Log(map[string]any{"what": "session", "session_id": f.threadID, "source": sub})
 
 	f.in = bufio.NewReader(os.Stdin)
 	f.draw("")
@@ -159,7 +151,7 @@ func run(args []string) int {
 		if err != nil && line == "" {
 			return 0
 		}
-		f.log(map[string]any{"what": "input", "text": line})
+		f.rec.Log(map[string]any{"what": "input", "text": line})
 		switch line {
 		case "":
 			continue
@@ -174,7 +166,7 @@ var bashRE = regexp.MustCompile(`\[bash: ([^\]]*)\]`)
 
 func (f *fake) doTurn(prompt string) string {
 	f.turn++
-	f.log(map[string]any{"what": "prompt", "text": prompt})
+	f.rec.Log(map[string]any{"what": "prompt", "text": prompt})
 	reply := "ok: " + prompt
 	for _, m := range bashRE.FindAllStringSubmatch(prompt, -1) {
 		allowed := f.approval == "never"
@@ -182,7 +174,7 @@ func (f *fake) doTurn(prompt string) string {
 			fmt.Printf("\r\nAllow command?\r\n  $ %s\r\n  y) Yes  n) No  ", m[1])
 			answer, _ := f.in.ReadString('\n')
 			allowed = strings.HasPrefix(strings.TrimSpace(answer), "y")
-			f.log(map[string]any{"what": "approval", "command": m[1], "answer": strings.TrimSpace(answer)})
+			f.rec.Log(map[string]any{"what": "approval", "command": m[1], "answer": strings.TrimSpace(answer)})
 		}
 		if allowed {
 			cmd := exec.Command("sh", "-c", m[1])
@@ -212,14 +204,7 @@ func (f *fake) notifyTurn(prompt, reply string) {
 	})
 	cmd := exec.Command(f.notify[0], append(slices.Clone(f.notify[1:]), string(payload))...)
 	out, err := cmd.CombinedOutput()
-	code := 0
-	if err != nil {
-		code = -1
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		}
-	}
-	f.log(map[string]any{"what": "hook", "event": "agent-turn-complete", "argv": f.notify, "exit": code, "stderr": string(out)})
+	f.rec.Log(map[string]any{"what": "hook", "event": "agent-turn-complete", "argv": f.notify, "exit": fakekit.ExitCode(err), "stderr": string(out)})
 }
 
 func (f *fake) draw(reply string) {
@@ -231,19 +216,5 @@ func (f *fake) draw(reply string) {
 	fmt.Print("› ")
 }
 
-func (f *fake) log(m map[string]any) {
-	if f.record == nil {
-		return
-	}
-	m["time"] = time.Now().UTC().Format(time.RFC3339Nano)
-	line, _ := json.Marshal(m)
-	f.record.Write(append(line, '\n'))
-}
-
-func newUUID() string {
-	var b [16]byte
-	rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x70 // v7-shaped, as Codex's thread ids
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-}
+// newUUID is a thread id: v7-shaped, as Codex's.
+func newUUID() string { return fakekit.UUID(7) }

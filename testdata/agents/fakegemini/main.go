@@ -20,38 +20,21 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
+
+	"github.com/stratahq/strata/testdata/agents/fakekit"
 )
-
-type hookCmd struct {
-	Type    string `json:"type"`
-	Command string `json:"command"`
-	Name    string `json:"name"`
-	Timeout int    `json:"timeout"` // milliseconds
-}
-
-type hookGroup struct {
-	Matcher string    `json:"matcher"`
-	Hooks   []hookCmd `json:"hooks"`
-}
 
 type settingsFile struct {
 	HooksConfig *struct {
@@ -82,10 +65,9 @@ type fake struct {
 	chatPath     string
 	chat         chat
 	hooksOn      bool
-	hooks        map[string][]hookGroup
-	record       *os.File
-	in           chan string
-	hookMu       sync.Mutex
+	hooks        *fakekit.Hooks
+	rec          *fakekit.Recorder
+	in           <-chan string
 }
 
 func main() { os.Exit(run(os.Args[1:])) }
@@ -96,50 +78,37 @@ func fail(format string, a ...any) int {
 }
 
 func run(args []string) int {
-	f := &fake{approvalMode: "default", hooks: map[string][]hookGroup{}}
-	if p := os.Getenv("FAKEGEMINI_RECORD"); p != "" {
-		rec, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-		if err != nil {
-			return fail("record: %v", err)
-		}
-		f.record = rec
-		defer rec.Close()
+	f := &fake{approvalMode: "default"}
+	rec, err := fakekit.OpenRecord("FAKEGEMINI_RECORD")
+	if err != nil {
+		return fail("record: %v", err)
 	}
-	f.log(map[string]any{"what": "argv", "argv": args})
+	defer rec.Close()
+	f.rec = rec
+	f.rec.Log(map[string]any{"what": "argv", "argv": args})
 
 	var interactive, nonInteractive, resume, query string
 	var yolo bool
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		name, val, hasVal := strings.Cut(a, "=")
-		value := func() (string, bool) {
-			if hasVal {
-				return val, true
-			}
-			if i+1 >= len(args) {
-				return "", false
-			}
-			i++
-			return args[i], true
-		}
+	for opts := fakekit.NewArgs(args); opts.Next(); {
+		a, name := opts.Arg, opts.Name
 		ok := true
 		switch name {
 		case "-y", "--yolo":
 			yolo = true
 		case "-d", "--debug", "-s", "--sandbox", "--screen-reader", "--list-sessions", "--list-extensions":
 		case "-i", "--prompt-interactive":
-			interactive, ok = value()
+			interactive, ok = opts.Value()
 		case "-p", "--prompt":
-			nonInteractive, ok = value()
+			nonInteractive, ok = opts.Value()
 		case "-r", "--resume":
-			resume, ok = value()
+			resume, ok = opts.Value()
 		case "--approval-mode":
-			f.approvalMode, ok = value()
+			f.approvalMode, ok = opts.Value()
 			if ok && !slices.Contains([]string{"default", "auto_edit", "yolo", "plan"}, f.approvalMode) {
 				return fail("Invalid values:\n  Argument: approval-mode, Given: %q, Choices: \"default\", \"auto_edit\", \"yolo\", \"plan\"", f.approvalMode)
 			}
 		case "-m", "--model", "-e", "--extensions", "--include-directories", "-o", "--output-format", "--allowed-tools", "--allowed-mcp-server-names":
-			_, ok = value()
+			_, ok = opts.Value()
 		default:
 			if strings.HasPrefix(a, "-") {
 				return fail("Unknown argument: %s", strings.TrimLeft(name, "-"))
@@ -171,6 +140,14 @@ func run(args []string) int {
 	if f.home == "" {
 		f.home = os.Getenv("HOME")
 	}
+	f.hooks = &fakekit.Hooks{
+		Groups:      map[string][]fakekit.HookGroup{},
+		Match:       matches,
+		TimeoutUnit: time.Millisecond,
+		Dir:         f.cwd,
+		Env:         []string{"GEMINI_PROJECT_DIR=" + f.cwd, "CLAUDE_PROJECT_DIR=" + f.cwd},
+		Rec:         f.rec,
+	}
 	if err := f.loadSettings(); err != nil {
 		return fail("%v", err)
 	}
@@ -191,13 +168,13 @@ func run(args []string) int {
 		}
 		f.sessionID, f.chatPath, source = f.chat.SessionID, path, "resume"
 	} else {
-		f.sessionID = newUUID()
+		f.sessionID = fakekit.UUID(4)
 		now := time.Now().UTC()
 		f.chat = chat{SessionID: f.sessionID, ProjectHash: hex.EncodeToString(sum[:]), StartTime: now.Format(time.RFC3339Nano)}
 		f.chatPath = filepath.Join(chats, "session-"+now.Format("2006-01-02T15-04")+"-"+f.sessionID[:8]+".json")
 	}
 	os.MkdirAll(chats, 0o755)
-	f.log(map[string]any{"what": "session", "session_id": f.sessionID, "source": source, "chat": f.chatPath, "messages": len(f.chat.Messages)})
+	f.rec.Log(map[string]any{"what": "session", "session_id": f.sessionID, "source": source, "chat": f.chatPath, "messages": len(f.chat.Messages)})
 	f.hook("SessionStart", source, map[string]any{"source": source})
 
 	if nonInteractive != "" {
@@ -205,34 +182,8 @@ func run(args []string) int {
 		f.hook("SessionEnd", "exit", map[string]any{"reason": "exit"})
 		return 0
 	}
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM)
-	go func() {
-		sig := <-sigs
-		f.log(map[string]any{"what": "signal", "text": sig.String()})
-		f.hook("SessionEnd", "exit", map[string]any{"reason": "exit"})
-		os.Exit(128 + int(sig.(syscall.Signal)))
-	}()
-	f.in = make(chan string)
-	go func() {
-		r := bufio.NewReader(os.Stdin)
-		for {
-			line, err := r.ReadString('\n')
-			for err == nil && strings.Contains(line, "\x1b[200~") && !strings.Contains(line, "\x1b[201~") {
-				var more string
-				more, err = r.ReadString('\n')
-				line += more
-			}
-			line = strings.NewReplacer("\x1b[200~", "", "\x1b[201~", "").Replace(line)
-			if line != "" || err == nil {
-				f.in <- strings.TrimRight(line, "\r\n")
-			}
-			if err != nil {
-				close(f.in)
-				return
-			}
-		}
-	}()
+	fakekit.OnHangup(f.rec, func() { f.hook("SessionEnd", "exit", map[string]any{"reason": "exit"}) })
+	f.in = fakekit.Lines(os.Stdin)
 	f.draw("")
 	if interactive != "" {
 		f.draw(f.turn(interactive))
@@ -287,7 +238,7 @@ func findChat(dir, id string) (string, error) {
 func (f *fake) readLine() (string, bool) {
 	line, ok := <-f.in
 	if ok {
-		f.log(map[string]any{"what": "input", "text": line})
+		f.rec.Log(map[string]any{"what": "input", "text": line})
 	}
 	return line, ok
 }
@@ -295,7 +246,7 @@ func (f *fake) readLine() (string, bool) {
 var bashRE = regexp.MustCompile(`\[bash: ([^\]]*)\]`)
 
 func (f *fake) turn(prompt string) string {
-	f.log(map[string]any{"what": "prompt", "text": prompt})
+	f.rec.Log(map[string]any{"what": "prompt", "text": prompt})
 	f.hook("BeforeAgent", "", map[string]any{"prompt": prompt})
 	f.save("user", prompt)
 	reply := "ok: " + prompt
@@ -319,7 +270,7 @@ func (f *fake) shell(command string) string {
 		fmt.Printf("\r\n╭ Shell %s\r\n│ Allow execution of: '%s'?\r\n│ ● 1. Allow once (y)  2. Allow always  3. No, suggest changes (n)\r\n╰ ", command, root)
 		answer, _ := f.readLine()
 		answer = strings.ToLower(strings.TrimSpace(answer))
-		f.log(map[string]any{"what": "permission", "tool": tool, "command": command, "answer": answer})
+		f.rec.Log(map[string]any{"what": "permission", "tool": tool, "command": command, "answer": answer})
 		if !slices.Contains([]string{"y", "yes", "1", "2"}, answer) {
 			return "(cancelled: " + command + ")"
 		}
@@ -366,18 +317,18 @@ func (f *fake) loadSettings() error {
 			f.hooksOn = *s.HooksConfig.Enabled
 		}
 		for ev, raw := range s.Hooks {
-			var groups []hookGroup
+			var groups []fakekit.HookGroup
 			if json.Unmarshal(raw, &groups) != nil {
 				continue // e.g. the old "enabled": true inside hooks
 			}
-			f.hooks[ev] = append(f.hooks[ev], groups...)
+			f.hooks.Groups[ev] = append(f.hooks.Groups[ev], groups...)
 		}
 		loaded = append(loaded, p)
 	}
 	if !trusted {
 		f.hooksOn = false
 	}
-	f.log(map[string]any{"what": "settings", "sources": loaded, "trusted": trusted, "hooks_enabled": f.hooksOn})
+	f.rec.Log(map[string]any{"what": "settings", "sources": loaded, "trusted": trusted, "hooks_enabled": f.hooksOn})
 	return nil
 }
 
@@ -421,40 +372,7 @@ func (f *fake) hook(event, target string, extra map[string]any) {
 	for k, v := range extra {
 		in[k] = v
 	}
-	data, _ := json.Marshal(in)
-	f.hookMu.Lock()
-	defer f.hookMu.Unlock()
-	for _, g := range f.hooks[event] {
-		if !matches(event, g.Matcher, target) {
-			continue
-		}
-		for _, h := range g.Hooks {
-			if h.Type != "command" {
-				continue
-			}
-			timeout := 60 * time.Second
-			if h.Timeout > 0 {
-				timeout = time.Duration(h.Timeout) * time.Millisecond
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			cmd := exec.CommandContext(ctx, "sh", "-c", h.Command)
-			cmd.Dir = f.cwd
-			cmd.Stdin = bytes.NewReader(data)
-			cmd.Env = append(os.Environ(), "GEMINI_PROJECT_DIR="+f.cwd, "CLAUDE_PROJECT_DIR="+f.cwd)
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			err := cmd.Run()
-			cancel()
-			code := 0
-			if err != nil {
-				code = -1
-				if ee, ok := err.(*exec.ExitError); ok {
-					code = ee.ExitCode()
-				}
-			}
-			f.log(map[string]any{"what": "hook", "event": event, "matcher": g.Matcher, "command": h.Command, "input": in, "exit": code, "stdout": stdout.String(), "stderr": stderr.String()})
-		}
-	}
+	f.hooks.Run(event, target, in)
 }
 
 // matches is Gemini's rule: empty or "*" matches all; a regular expression
@@ -472,7 +390,7 @@ func matches(event, matcher, target string) bool {
 
 func (f *fake) save(typ, content string) {
 	now := time.Now().UTC().Format(time.RFC3339Nano)
-	f.chat.Messages = append(f.chat.Messages, message{ID: newUUID(), Timestamp: now, Type: typ, Content: content})
+	f.chat.Messages = append(f.chat.Messages, message{ID: fakekit.UUID(4), Timestamp: now, Type: typ, Content: content})
 	f.chat.LastUpdated = now
 	data, _ := json.MarshalIndent(f.chat, "", "  ")
 	tmp := f.chatPath + ".tmp"
@@ -488,21 +406,4 @@ func (f *fake) draw(reply string) {
 		fmt.Printf("✦ %s\r\n", reply)
 	}
 	fmt.Print("> Type your message or @path/to/file\r\n> ")
-}
-
-func (f *fake) log(m map[string]any) {
-	if f.record == nil {
-		return
-	}
-	m["time"] = time.Now().UTC().Format(time.RFC3339Nano)
-	line, _ := json.Marshal(m)
-	f.record.Write(append(line, '\n'))
-}
-
-func newUUID() string {
-	var b [16]byte
-	rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }

@@ -15,19 +15,20 @@ import (
 	"bufio"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/stratahq/strata/testdata/agents/fakekit"
 )
 
 type fake struct {
 	session string
 	store   string
-	record  *os.File
+	rec     *fakekit.Recorder
 }
 
 func main() { os.Exit(run(os.Args[1:])) }
@@ -39,30 +40,17 @@ func fail(format string, a ...any) int {
 
 func run(args []string) int {
 	f := &fake{}
-	if p := os.Getenv("FAKEOPENCODE_RECORD"); p != "" {
-		rec, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-		if err != nil {
-			return fail("record: %v", err)
-		}
-		f.record = rec
-		defer rec.Close()
+	rec, err := fakekit.OpenRecord("FAKEOPENCODE_RECORD")
+	if err != nil {
+		return fail("record: %v", err)
 	}
-	f.log(map[string]any{"what": "argv", "argv": args})
+	defer rec.Close()
+	f.rec = rec
+	f.rec.Log(map[string]any{"what": "argv", "argv": args})
 	var prompt, session, project string
 	var cont, fork bool
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		name, val, hasVal := strings.Cut(a, "=")
-		value := func() (string, bool) {
-			if hasVal {
-				return val, true
-			}
-			if i+1 >= len(args) {
-				return "", false
-			}
-			i++
-			return args[i], true
-		}
+	for opts := fakekit.NewArgs(args); opts.Next(); {
+		a, name := opts.Arg, opts.Name
 		ok := true
 		switch name {
 		case "-c", "--continue":
@@ -71,11 +59,11 @@ func run(args []string) int {
 			fork = true
 		case "--auto", "--print-logs", "--mdns":
 		case "--prompt":
-			prompt, ok = value()
+			prompt, ok = opts.Value()
 		case "-s", "--session":
-			session, ok = value()
+			session, ok = opts.Value()
 		case "-m", "--model", "--agent", "--port", "--hostname", "--log-level":
-			_, ok = value()
+			_, ok = opts.Value()
 		default:
 			if strings.HasPrefix(a, "-") {
 				return fail("Unknown argument: %s", strings.TrimLeft(name, "-"))
@@ -121,7 +109,7 @@ func run(args []string) int {
 		f.session = "ses_" + hex.EncodeToString(b[:])
 	}
 	os.WriteFile(filepath.Join(f.store, f.session+".json"), []byte(`{"id":"`+f.session+`"}`), 0o644)
-	f.log(map[string]any{"what": "session", "session_id": f.session})
+	f.rec.Log(map[string]any{"what": "session", "session_id": f.session})
 
 	fmt.Print("\x1b[?1049h\x1b[2J\x1b[H")
 	defer fmt.Print("\x1b[?1049l")
@@ -131,12 +119,12 @@ func run(args []string) int {
 	}
 	in := bufio.NewReader(os.Stdin)
 	for {
-		line, err := readInput(in)
+		line, err := fakekit.ReadInput(in)
 		line = strings.TrimSpace(line)
 		if err != nil && line == "" {
 			return 0
 		}
-		f.log(map[string]any{"what": "input", "text": line})
+		f.rec.Log(map[string]any{"what": "input", "text": line})
 		switch line {
 		case "":
 			continue
@@ -151,7 +139,7 @@ var slowRE = regexp.MustCompile(`\[slow: ([^\]]*)\]`)
 
 // turn streams the answer for a while, a piece every 100ms.
 func (f *fake) turn(prompt string) {
-	f.log(map[string]any{"what": "prompt", "text": prompt})
+	f.rec.Log(map[string]any{"what": "prompt", "text": prompt})
 	d := 500 * time.Millisecond
 	if m := slowRE.FindStringSubmatch(prompt); m != nil {
 		if v, err := time.ParseDuration(m[1]); err == nil {
@@ -164,7 +152,7 @@ func (f *fake) turn(prompt string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	f.draw("ok: " + prompt)
-	f.log(map[string]any{"what": "answered", "text": prompt})
+	f.rec.Log(map[string]any{"what": "answered", "text": prompt})
 }
 
 func (f *fake) draw(reply string) {
@@ -174,26 +162,4 @@ func (f *fake) draw(reply string) {
 		fmt.Printf("\x1b[5;1H%s\r\n", reply)
 	}
 	fmt.Print("\x1b[20;1H┃ > ")
-}
-
-func (f *fake) log(m map[string]any) {
-	if f.record == nil {
-		return
-	}
-	m["time"] = time.Now().UTC().Format(time.RFC3339Nano)
-	line, _ := json.Marshal(m)
-	f.record.Write(append(line, '\n'))
-}
-
-// readInput reads one input from the terminal: a line, or a bracketed paste
-// however many lines it has (the Enter after it submits it), as a terminal
-// UI takes a pasted prompt.
-func readInput(r *bufio.Reader) (string, error) {
-	line, err := r.ReadString('\n')
-	for err == nil && strings.Contains(line, "\x1b[200~") && !strings.Contains(line, "\x1b[201~") {
-		var more string
-		more, err = r.ReadString('\n')
-		line += more
-	}
-	return strings.NewReplacer("\x1b[200~", "", "\x1b[201~", "").Replace(line), err
 }
