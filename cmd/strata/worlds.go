@@ -136,7 +136,7 @@ func cmdLs(a *app, in *input) error {
 			ch = "?"
 		}
 		if wi.State == engine.StateBroken {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", wi.Name, wi.Status, "?", sess, "?", "error: "+wi.Error)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", wi.Name, wi.Status, "?", sess, "?", "error: "+oneLine(wi.Error))
 			continue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", wi.Name, wi.Status, ch, sess, be, wi.Source)
