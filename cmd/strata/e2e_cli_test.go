@@ -190,6 +190,12 @@ func TestE2EJSONErrors(t *testing.T) {
 	check(exists, 1, "new", "w", "--json")
 	check(unsaved, 1, "rm", "w", "--json")
 	check(notFound, 1, "rollback", "w", "nosuchsnap", "--json")
+	// A session looked up in a World that does not exist, or that lacks it.
+	check(notFound, 1, "logs", "nope", "--json")
+	check(notFound, 1, "logs", "w", "nosuch", "--json")
+	if _, errs, _ := e.run("logs", "nope"); !strings.HasPrefix(errs, "strata: world not found") {
+		t.Errorf("logs of a World that does not exist: %q", errs)
+	}
 	// Without --json the error stays text.
 	if _, errs, _ := e.run("show", "nope"); !strings.HasPrefix(errs, "strata: world not found") {
 		t.Errorf("text error: %q", errs)
