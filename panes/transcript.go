@@ -488,10 +488,10 @@ func (p Transcript) View(width, height int, focused bool) string {
 		attach := p.env.Keys.Binding(keymap.TranscriptAttach).Help().Key
 		state = stStyle.Render(" · waiting for input — " + attach + " to attach")
 	}
-	head = stStyle.Render(glyph) + st.Muted.Render(fmt.Sprintf(" %d/%d ", p.cur+1, len(p.sessions))) +
-		st.Bold.Render(s.Command) + state + st.Muted.Render(" · "+shortID(s.ID))
+	lead := stStyle.Render(glyph) + st.Muted.Render(fmt.Sprintf(" %d/%d ", p.cur+1, len(p.sessions)))
+	tail := state + st.Muted.Render(" · "+shortID(s.ID))
 	if p.term != nil {
-		head += st.Muted.Render(fmt.Sprintf(" · %dx%d", p.term.cols, p.term.rows))
+		tail += st.Muted.Render(fmt.Sprintf(" · %dx%d", p.term.cols, p.term.rows))
 	}
 	last := p.Lines() - 1
 	bottom := last
@@ -500,8 +500,16 @@ func (p Transcript) View(width, height int, focused bool) string {
 	}
 	more := last - bottom
 	if more > 0 {
-		head += st.Warning.Render(fmt.Sprintf(" · ↓%d more (%s)", more, p.env.Keys.Binding(keymap.TranscriptFollow).Help().Key))
+		tail += st.Warning.Render(fmt.Sprintf(" · ↓%d more (%s)", more, p.env.Keys.Binding(keymap.TranscriptFollow).Help().Key))
 	}
+	// The command gives way to the session's state (waiting for input, its
+	// exit) and to the scroll note: a long command line must not hide them.
+	// A script's newlines are shown as ⏎ so the header stays one line.
+	cmdText := strings.NewReplacer("\r\n", " ⏎ ", "\n", " ⏎ ", "\r", " ", "\t", " ").Replace(s.Command)
+	if room := width - Width(lead) - Width(tail); Width(cmdText) > room {
+		cmdText = ansi.Truncate(cmdText, max(room, 12), "…")
+	}
+	head = lead + st.Bold.Render(cmdText) + tail
 	body := height - 1
 	footer := ""
 	switch {

@@ -74,3 +74,28 @@ func TestTranscriptPosition(t *testing.T) {
 		t.Errorf("no position:\n%s", out)
 	}
 }
+
+// A long or multi-line command gives way in the header: the session's
+// state (waiting for input, its exit) and its id stay on the one header
+// line at 80 columns, and the pane keeps its height.
+func TestTranscriptHeaderCommandGivesWay(t *testing.T) {
+	long := "claude --model opus --permission-mode acceptEdits --append-system-prompt 'be brief and careful'\necho second line"
+	for _, c := range []struct {
+		row  SessionRow
+		want string
+	}{
+		{SessionRow{ID: "s-0001aaaaaaaa", Command: long, State: "running", Waiting: true}, "waiting for input — enter to attach · s-0001aa"},
+		{SessionRow{ID: "s-0002bbbbbbbb", Command: long, State: "exited", ExitCode: 3}, "exit 3 · s-0002bb"},
+	} {
+		p := transcriptWith(t, []SessionRow{c.row}, "out\n")
+		view := p.View(80, 10, true)
+		lines := strings.Split(view, "\n")
+		head := ansi.Strip(lines[0])
+		if len(lines) != 10 || !strings.Contains(head, c.want) || !strings.Contains(head, "claude --model") || ansi.StringWidth(lines[0]) != 80 {
+			t.Errorf("%d lines; header %q: want %q after the cut command", len(lines), head, c.want)
+		}
+		if strings.Contains(head, "echo second") && !strings.Contains(head, "⏎") {
+			t.Errorf("header shows a newline of the command raw: %q", head)
+		}
+	}
+}

@@ -169,7 +169,7 @@ func loadSessions(eng *engine.Engine, world string) tea.Cmd {
 		}
 		rows := make([]panes.SessionRow, 0, len(ss))
 		for _, s := range ss {
-			cmd := engine.ShellQuote(s.Argv)
+			cmd := sessionCommand(s.Argv)
 			if s.State == engine.SessionBroken {
 				cmd = "(meta.json unreadable; transcript below)"
 			}
@@ -339,6 +339,19 @@ func removeWorld(ctx context.Context, eng *engine.Engine, r removeWorldReq) tea.
 		_, err := eng.Remove(ctx, r.name, engine.RemoveOptions{Force: r.force, Kill: r.force})
 		return removeDoneMsg{name: r.name, force: r.force, err: err}
 	}
+}
+
+// sessionCommand is a session's command as the person typed it: the x key
+// runs what was typed under the World's shell (SHELL -c TEXT), and showing
+// that wrapper, quoted twice, hides the command behind it.
+func sessionCommand(argv []string) string {
+	if len(argv) == 3 && argv[1] == "-c" {
+		switch filepath.Base(argv[0]) {
+		case "sh", "bash", "zsh", "dash", "ash", "ksh", "fish":
+			return argv[2]
+		}
+	}
+	return engine.ShellQuote(argv)
 }
 
 func runCommand(ctx context.Context, eng *engine.Engine, r runReq) tea.Cmd {
