@@ -127,9 +127,9 @@ func cmdDiff(a *app, in *input) error {
 	}
 	// A deleted file whose content reappears under another name is one
 	// rename entry, as git shows it.
-	renamedTo, renamedFrom := map[int]rename{}, map[int]bool{}
-	for _, r := range findRenames(fcs) {
-		renamedTo[r.to], renamedFrom[r.from] = r, true
+	renamedTo, renamedFrom := map[int]engine.RenamePair{}, map[int]bool{}
+	for _, r := range engine.FindRenames(fcs) {
+		renamedTo[r.To], renamedFrom[r.From] = r, true
 	}
 	var b strings.Builder
 	for i := range fcs {
