@@ -110,6 +110,9 @@ func TestE2EConfigCheckedByEveryCommand(t *testing.T) {
 		{"[agents.y]\nextends = \"nosuch\"\n", `agents.y.extends: `},
 		{"[agents.claude]\ncommnd = [\"x\"]\n", `config.toml:2: agents.claude.commnd: unknown key`},
 		{"kill_grace = \"soon\"\n", `config.toml:1: kill_grace: "soon": want a positive duration`},
+		// One key may be written as a string; it is checked like a list.
+		{"[keys]\n\"global.help\" = \"ctrl+shift+banana\"\n", `config.toml:2: keys: action "global.help": key "ctrl+shift+banana": "banana" is not a key`},
+		{"[keys]\n\"global.help\" = 3\n", `config.toml:2: after key "keys.\"global.help\"": keys are a string ("p") or a list of strings`},
 	}
 	for _, tc := range cases {
 		base := t.TempDir()
