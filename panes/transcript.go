@@ -53,6 +53,7 @@ type Transcript struct {
 
 	searching bool
 	search    Input
+	searches  []string // earlier queries, oldest first (↑ in the prompt)
 	query     string
 	matches   []int
 	matchIdx  int
@@ -291,9 +292,20 @@ func (p Transcript) Update(msg tea.Msg) (Transcript, tea.Cmd) {
 		switch k.String() {
 		case "enter":
 			p.searching = false
-			p = p.runSearch(p.search.String())
+			q := p.search.String()
+			if q == "" {
+				q = p.query // as in less and vim: enter alone repeats the last search
+			}
+			if q != "" && (len(p.searches) == 0 || p.searches[len(p.searches)-1] != q) {
+				p.searches = append(p.searches, q)
+			}
+			p = p.runSearch(q)
 		case "esc":
 			p.searching = false
+		case "up", "ctrl+p":
+			p.search.Older()
+		case "down", "ctrl+n":
+			p.search.Newer()
 		default:
 			p.search.Update(k)
 		}
@@ -330,8 +342,10 @@ func (p Transcript) Do(a string) (Transcript, tea.Cmd) {
 	case keymap.TranscriptFollow:
 		p.follow, p.atTop = true, false
 	case keymap.TranscriptSearch:
+		// A new search starts empty (typing must not extend the last
+		// query); ↑ brings back earlier ones.
 		p.searching = true
-		p.search = NewInput(p.query, nil)
+		p.search = NewInput("", p.searches)
 	case keymap.TranscriptNextMatch:
 		p = p.jumpMatch(1)
 	case keymap.TranscriptPrevMatch:

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/charmbracelet/x/ansi"
+
+	"github.com/stratahq/strata/keymap"
 )
 
 func transcriptWith(t *testing.T, rows []SessionRow, data string) Transcript {
@@ -97,5 +99,42 @@ func TestTranscriptHeaderCommandGivesWay(t *testing.T) {
 		if strings.Contains(head, "echo second") && !strings.Contains(head, "⏎") {
 			t.Errorf("header shows a newline of the command raw: %q", head)
 		}
+	}
+}
+
+// A second / starts an empty query (typing must not extend the last one,
+// "fail" then "zebra" searching "failzebra"); enter alone repeats the last
+// search and ↑ brings back earlier ones, as in less and vim.
+func TestTranscriptSearchStartsEmpty(t *testing.T) {
+	p := transcriptWith(t, fixtureSessions(), string(fixtureTranscript()))
+	search := func(keys ...string) {
+		p, _ = p.Do(keymap.TranscriptSearch)
+		for _, k := range keys {
+			if k == "up" {
+				p, _ = p.Update(keyPress(k))
+				continue
+			}
+			for _, c := range typeText(k) {
+				p, _ = p.Update(c)
+			}
+		}
+		p, _ = p.Update(keyPress("enter"))
+	}
+	footer := func() string {
+		lines := strings.Split(ansi.Strip(p.View(80, 10, true)), "\n")
+		return strings.TrimSpace(lines[len(lines)-1])
+	}
+	search("fail")
+	search("zebra")
+	if p.query != "zebra" || !strings.Contains(footer(), "no match for zebra") {
+		t.Fatalf("second search: query %q, footer %q", p.query, footer())
+	}
+	search()
+	if p.query != "zebra" {
+		t.Errorf("enter alone: query %q, want the last search again", p.query)
+	}
+	search("up", "up")
+	if p.query != "fail" || !strings.Contains(footer(), "/fail") {
+		t.Errorf("↑↑: query %q, footer %q; want fail", p.query, footer())
 	}
 }
