@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	tea "github.com/stratahq/strata/third_party/bubbletea"
@@ -216,8 +217,10 @@ func loadSessions(eng *engine.Engine, world string) tea.Cmd {
 			return sessionsLoadedMsg{world: world, err: fmt.Errorf("sessions of %s: %w", world, err)}
 		}
 		rows := make([]panes.SessionRow, 0, len(ss))
+		const typed = "\x00typed" // no command holds a NUL byte
+		shell, _ := eng.ShellArgv(world, typed)
 		for _, s := range ss {
-			cmd := sessionCommand(s.Argv)
+			cmd := sessionCommand(s.Argv, shell, typed)
 			if s.State == engine.SessionBroken {
 				cmd = "(meta.json unreadable; transcript below)"
 			}
@@ -390,14 +393,14 @@ func removeWorld(ctx context.Context, eng *engine.Engine, r removeWorldReq) tea.
 }
 
 // sessionCommand is a session's command as the person typed it: the x key
-// runs what was typed under the World's shell (SHELL -c TEXT), and showing
-// that wrapper, quoted twice, hides the command behind it.
-func sessionCommand(argv []string) string {
-	if len(argv) == 3 && argv[1] == "-c" {
-		switch filepath.Base(argv[0]) {
-		case "sh", "bash", "zsh", "dash", "ash", "ksh", "fish":
-			return argv[2]
-		}
+// runs what was typed under the World's shell (shell is the World's
+// ShellArgv of a command, with typed standing for the text), and showing
+// that wrapper, quoted twice, hides the command behind it. Any other argv
+// is shown quoted, as strata sessions prints it.
+func sessionCommand(argv, shell []string, typed string) string {
+	at := slices.Index(shell, typed)
+	if at >= 0 && len(argv) == len(shell) && slices.Equal(argv[:at], shell[:at]) && slices.Equal(argv[at+1:], shell[at+1:]) {
+		return argv[at]
 	}
 	return engine.ShellQuote(argv)
 }
