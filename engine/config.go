@@ -41,7 +41,7 @@ type Config struct {
 	// Theme is dark, light, high-contrast, auto or a path to a TOML theme.
 	Theme string `toml:"theme"`
 	// Keys maps action names to key lists, overriding the defaults.
-	Keys map[string][]string `toml:"keys"`
+	Keys map[string]KeyList `toml:"keys"`
 	// Colors maps colour roles to colours, overriding the theme.
 	Colors map[string]string `toml:"colors"`
 	// Cube configures the CubeSandbox runtime.
@@ -157,6 +157,43 @@ func (c *Config) Path() string { return c.path }
 
 // LoadConfig reads config.toml; a missing file is the defaults. Unknown keys
 // are an error naming them, so a typo is not silently ignored.
+// KeyList is one action's keys in config.toml's [keys]: a list
+// ("diff.pick" = ["p", "space"]) or, for one key, a string ("diff.pick" = "p").
+type KeyList []string
+
+// UnmarshalTOML takes a string or a list of strings.
+func (k *KeyList) UnmarshalTOML(v any) error {
+	switch v := v.(type) {
+	case string:
+		*k = KeyList{v}
+		return nil
+	case []any:
+		out := make(KeyList, 0, len(v))
+		for _, e := range v {
+			s, ok := e.(string)
+			if !ok {
+				return fmt.Errorf("a key is a string such as \"p\" or \"ctrl+s\", not %v", e)
+			}
+			out = append(out, s)
+		}
+		*k = out
+		return nil
+	}
+	return fmt.Errorf("keys are a string (\"p\") or a list of strings ([\"p\", \"space\"]), not %v", v)
+}
+
+// KeyMap is [keys] as the keymap package takes it.
+func (c *Config) KeyMap() map[string][]string {
+	if c.Keys == nil {
+		return nil
+	}
+	out := make(map[string][]string, len(c.Keys))
+	for a, ks := range c.Keys {
+		out[a] = ks
+	}
+	return out
+}
+
 func LoadConfig(path string) (*Config, error) {
 	c := &Config{}
 	data, err := os.ReadFile(path)

@@ -175,7 +175,10 @@ func (e *Engine) Session(name, ref string) (SessionMeta, error) {
 		return SessionMeta{}, err
 	}
 	if len(ss) == 0 {
-		return SessionMeta{}, fmt.Errorf("world %q has no sessions (strata exec %s -- CMD starts one)", name, name)
+		if _, err := os.Lstat(e.Paths.World(name)); errors.Is(err, fs.ErrNotExist) {
+			return SessionMeta{}, fmt.Errorf("%w: %q (strata ls --all lists every World)", ErrWorldNotFound, name)
+		}
+		return SessionMeta{}, noSessionError(fmt.Sprintf("world %q has no sessions (strata exec %s -- CMD starts one)", name, name))
 	}
 	if ref == "" {
 		return ss[len(ss)-1], nil
@@ -193,10 +196,17 @@ func (e *Engine) Session(name, ref string) (SessionMeta, error) {
 	case 1:
 		return found[0], nil
 	case 0:
-		return SessionMeta{}, fmt.Errorf("world %q has no session %q (strata sessions %s lists them)", name, ref, name)
+		return SessionMeta{}, noSessionError(fmt.Sprintf("world %q has no session %q (strata sessions %s lists them)", name, ref, name))
 	}
 	return SessionMeta{}, fmt.Errorf("session %q of world %q is ambiguous: %d sessions start with it", ref, name, len(found))
 }
+
+// noSessionError says which session is missing in its own words and is
+// ErrNoSession to errors.Is (strata's --json reports it as not_found).
+type noSessionError string
+
+func (e noSessionError) Error() string { return string(e) }
+func (e noSessionError) Unwrap() error { return ErrNoSession }
 
 func (e *Engine) runningSessions(w *World) []string {
 	ss, err := ListSessions(e.Paths.World(w.Name))

@@ -1151,31 +1151,30 @@ func TimelineTree(tl *Timeline) []TreeLine {
 		}
 	}
 	var out []TreeLine
-	var walk func(i, depth int, last bool)
-	walk = func(i, depth int, last bool) {
+	// line is the prefix of the snapshot's own row; cont the prefix its
+	// line of descent continues under: an only child stays on its parent's
+	// line (drawn with cont, no connector, so it never reads as a sibling
+	// of its parent), and branches (a rollback's later children) hang from
+	// cont with ├─ / └─, their own lines continuing under "│ " or "  ".
+	var walk func(i, depth int, line, cont string)
+	walk = func(i, depth int, line, cont string) {
 		s := tl.Snapshots[i]
-		prefix := strings.Repeat("│ ", max(depth-1, 0))
-		if depth > 0 {
-			if last {
-				prefix += "└─"
-			} else {
-				prefix += "├─"
-			}
-		}
-		out = append(out, TreeLine{Prefix: prefix, Depth: depth, Snapshot: s})
+		out = append(out, TreeLine{Prefix: line, Depth: depth, Snapshot: s})
 		ch := kids[s.ID]
-		// The first child continues the line at the same depth; later
-		// children (branches after a rollback) are indented.
+		if len(ch) == 1 {
+			walk(ch[0], depth, cont, cont)
+			return
+		}
 		for j, c := range ch {
-			if j == 0 && len(ch) == 1 {
-				walk(c, depth, last)
-				continue
+			if j == len(ch)-1 {
+				walk(c, depth+1, cont+"└─", cont+"  ")
+			} else {
+				walk(c, depth+1, cont+"├─", cont+"│ ")
 			}
-			walk(c, depth+1, j == len(ch)-1)
 		}
 	}
 	for _, r := range roots {
-		walk(r, 0, true)
+		walk(r, 0, "", "")
 	}
 	return out
 }

@@ -236,7 +236,7 @@ func defaults() []def {
 		{ChangesOpen, k("enter"), "open the diff", true},
 		{ChangesPick, k("space"), "pick / unpick path", true},
 		{ChangesPickAll, k("ctrl+a"), "pick / unpick every path shown", false},
-		{ChangesFold, k("z"), "collapse / expand the directory (tree)", false},
+		{ChangesFold, k("z"), "collapse / expand the directory", false},
 		{ChangesTree, k("t"), "tree / flat list", true},
 		{ChangesFilter, k("/"), "filter by text", true},
 		{ChangesKind, k("f"), "filter by kind", false},

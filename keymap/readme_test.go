@@ -29,7 +29,8 @@ func keysSection(t *testing.T, readme string) (before, body, after string) {
 const keysIntro = "\nEvery binding, generated from the keymap (`go test ./keymap -run TestREADMEKeys -update-readme`\n" +
 	"rewrites this table; the test fails when it is out of date). Global keys work in every pane;\n" +
 	"conflicts, compare and dialog keys only while that view is open. `config.toml` overrides any\n" +
-	"action by its name: `[keys]` then `\"diff.pick\" = [\"p\", \"space\"]` (an empty list unbinds it).\n\n"
+	"action by its name: `[keys]` then `\"diff.pick\" = [\"p\", \"space\"]` (one key may be a string,\n" +
+	"`\"diff.pick\" = \"p\"`; an empty list unbinds it).\n\n"
 
 // TestREADMEKeys: README.md's key table is exactly the keymap's, so every
 // binding is documented and none that is gone lingers.

@@ -2,6 +2,7 @@ package panes
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	tea "github.com/stratahq/strata/third_party/bubbletea"
@@ -199,7 +200,8 @@ func (p Changes) matches(c overlay.Change) bool {
 func (p Changes) rebuild(path string) Changes {
 	rows := make([]changeRow, 0, len(p.all))
 	var stack []string // open directory headings, each with a trailing slash
-	for i, c := range p.all {
+	for _, i := range p.order() {
+		c := p.all[i]
 		if !p.matches(c) {
 			continue
 		}
@@ -225,20 +227,22 @@ func (p Changes) rebuild(path string) Changes {
 			stack = append(stack, c.Path+"/")
 		}
 	}
-	if p.tree && len(p.folded) > 0 {
-		// Rows are depth first: everything under a folded directory's row
-		// follows it, and is hidden until the next row outside it.
+	if len(p.folded) > 0 {
+		// A folded directory's row stays and counts the rows under it,
+		// in the tree and in the flat list alike. Its row comes before
+		// theirs ("a" and "a/" sort before "a/x"), though not always right
+		// before ("a-b" sorts between "a" and "a/x"), so each row looks
+		// for a folded ancestor rather than for a run.
 		kept := make([]changeRow, 0, len(rows))
-		fold, at := "", 0
+		at := map[string]int{} // folded directory -> its row in kept
 		for _, r := range rows {
-			if fold != "" && strings.HasPrefix(p.rowPath(r), fold) {
-				kept[at].hidden++
+			if i, ok := p.foldedUnder(p.rowPath(r), at); ok {
+				kept[i].hidden++
 				continue
 			}
-			fold = ""
 			kept = append(kept, r)
 			if d := p.dirOf(r); d != "" && p.folded[d] {
-				fold, at = d, len(kept)-1
+				at[d] = len(kept) - 1
 			}
 		}
 		rows = kept
@@ -255,6 +259,59 @@ func (p Changes) rebuild(path string) Changes {
 	}
 	p.list.window(p.body(), len(rows))
 	return p
+}
+
+// order is the order rows are built in: the changes' own (sorted by path)
+// in the flat list; in the tree, each directory's paths right after it,
+// which byte order breaks when a name sorts between a directory and its
+// paths ("vendor", "vendor-notes.txt", "vendor/a.go": '-' < '/'), and
+// gave the directory a second heading.
+func (p Changes) order() []int {
+	idx := make([]int, len(p.all))
+	for i := range idx {
+		idx[i] = i
+	}
+	if !p.tree {
+		return idx
+	}
+	less := func(a, b int) bool { return treeLess(p.all[idx[a]].Path, p.all[idx[b]].Path) }
+	if !sort.SliceIsSorted(idx, less) {
+		sort.SliceStable(idx, less)
+	}
+	return idx
+}
+
+// treeLess orders paths component by component: "a/x" before "a-b".
+func treeLess(a, b string) bool {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		ca, cb := a[i], b[i]
+		if ca == cb {
+			continue
+		}
+		if ca == '/' {
+			return true
+		}
+		if cb == '/' {
+			return false
+		}
+		return ca < cb
+	}
+	return len(a) < len(b)
+}
+
+// foldedUnder finds the outermost folded directory listed above path (in
+// at) that holds it; path itself is not its own ancestor.
+func (p Changes) foldedUnder(path string, at map[string]int) (int, bool) {
+	path = strings.TrimSuffix(path, "/")
+	for i := 0; i < len(path); i++ {
+		if path[i] != '/' {
+			continue
+		}
+		if row, ok := at[path[:i+1]]; ok {
+			return row, true
+		}
+	}
+	return 0, false
 }
 
 // Update handles keys while focused.
@@ -323,7 +380,7 @@ func (p Changes) Do(a string) (Changes, tea.Cmd) {
 		p.filter, p.kind = "", ""
 		p = p.rebuild(before)
 	case keymap.ChangesFold:
-		if !p.tree || p.list.Cursor < 0 || p.list.Cursor >= len(p.rows) {
+		if p.list.Cursor < 0 || p.list.Cursor >= len(p.rows) {
 			return p, nil
 		}
 		d := p.dirOf(p.rows[p.list.Cursor])

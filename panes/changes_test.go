@@ -51,3 +51,30 @@ func TestChangesDeletedDirectory(t *testing.T) {
 		t.Errorf("folded: %d rows, cursor on %q", len(p.rows), p.Selected())
 	}
 }
+
+// z folds a deleted directory in the flat list too (the view the pane
+// opens in), and a path that sorts between the directory and its files
+// ("vendor-notes.txt" between "vendor" and "vendor/…") neither splits the
+// fold nor gives the directory a second row in the tree.
+func TestChangesFoldFlatAndInterleaved(t *testing.T) {
+	cs := bigDeletion()
+	cs = append(cs[:2], append([]overlay.Change{{Path: "vendor-notes.txt", Kind: overlay.Added, Type: overlay.TypeFile}}, cs[2:]...)...)
+	p := NewChanges(testEnv(t, "dark")).SetSize(0, 20)
+	p, _ = p.SetChanges("w", cs, nil)
+	for p.Selected() != "vendor" {
+		p, _ = p.Do(keymap.ChangesDown)
+	}
+	p, _ = p.Do(keymap.ChangesFold)
+	out := ansiStrip(p.View(80, 20, true))
+	if len(p.rows) != 3 || !strings.Contains(out, "D vendor/  ⊘ whiteout  ▸ 1,000 rows folded (z)") || !strings.Contains(out, "A vendor-notes.txt") || p.Selected() != "vendor" {
+		t.Fatalf("flat fold: %d rows, cursor on %q:\n%s", len(p.rows), p.Selected(), out)
+	}
+	p, _ = p.Do(keymap.ChangesFold)
+	if len(p.rows) != len(cs) {
+		t.Fatalf("flat unfold: %d rows, want %d", len(p.rows), len(cs))
+	}
+	p, _ = p.Do(keymap.ChangesTree)
+	if n := strings.Count(ansiStrip(p.View(80, 20, true)), "vendor/"); n != 1 {
+		t.Errorf("tree: vendor/ shows %d times:\n%s", n, ansiStrip(p.View(80, 20, true)))
+	}
+}

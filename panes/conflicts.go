@@ -529,7 +529,7 @@ func (c Conflicts) regionRows(k, width, sideMax int) []string {
 		}
 		for i, l := range col.text {
 			if i == sideMax && len(col.text) > sideMax+1 {
-				out = append(out, st.Muted.Render(fmt.Sprintf("    … %d more lines (%s shows all)", len(col.text)-sideMax, c.env.Keys.Binding(keymap.ConflictsEdit).Help().Key)))
+				out = append(out, st.Muted.Render(fmt.Sprintf("    … %s (%s shows all)", Count(len(col.text)-sideMax, "more line", "more lines"), c.env.Keys.Binding(keymap.ConflictsEdit).Help().Key)))
 				break
 			}
 			out = append(out, col.style.Render("    │ ")+st.Text.Render(fit(expandTabs(strings.TrimRight(l, "\r\n")), max(w-6, 1))))

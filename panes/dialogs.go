@@ -357,9 +357,19 @@ func (p Palette) filter(q string) []*keymap.Action {
 // score orders each tier.
 func paletteScore(q string, a *keymap.Action) (int, bool) {
 	text := a.Desc() + " " + a.Name
-	s, ok := FuzzyScore(q, text)
-	if !ok {
+	// A fuzzy match stays inside the description or inside the name: one
+	// threaded through both ("scroll down transcript.down" for "snap") is
+	// noise, not a match.
+	sd, okd := FuzzyScore(q, a.Desc())
+	sn, okn := FuzzyScore(q, a.Name)
+	if !okd && !okn {
 		return 0, false
+	}
+	s := max(sd, sn)
+	if !okd {
+		s = sn
+	} else if !okn {
+		s = sd
 	}
 	ql := strings.ToLower(strings.TrimSpace(q))
 	if ql == "" {

@@ -21,6 +21,7 @@ var sizes = []struct{ w, h int }{{80, 24}, {120, 40}, {200, 60}}
 var paneSizes = map[string][]struct{ w, h int }{
 	"worlds-resources": {{46, 9}},
 	"worlds-forks":     {{46, 9}},
+	"worlds-empty":     {{46, 9}},
 }
 
 func renderPane(t *testing.T, env *Env, pane string, w, h int) string {
@@ -35,7 +36,7 @@ func renderPane(t *testing.T, env *Env, pane string, w, h int) string {
 		return p.View(w, h, true)
 	case "worlds-empty":
 		p := NewWorlds(env)
-		p.Scope = "/src/app"
+		p.Scope = "/tmp/ncwalk-120/strata-playground"
 		p, _ = p.SetRows(nil)
 		return p.View(w, h, true)
 	case "worlds-empty-elsewhere":

@@ -19,6 +19,16 @@ func TestPaletteRanksRealMatchesFirst(t *testing.T) {
 	if len(ms) == 0 || ms[0].Name != keymap.TimelineSnapshot {
 		t.Fatalf("first match for snap: %v", names(ms))
 	}
+	// Every match holds the query within its description or its name,
+	// not threaded through both.
+	for _, a := range ms {
+		_, okd := FuzzyScore("snap", a.Desc())
+		_, okn := FuzzyScore("snap", a.Name)
+		if !okd && !okn {
+			t.Errorf("snap lists %s (%q): its letters are only spread over description and name", a.Name, a.Desc())
+		}
+	}
+	t.Logf("snap: %v", names(ms))
 	for _, c := range []struct{ q, want string }{{"roll", keymap.TimelineRollback}, {"pick all", keymap.ChangesPickAll}, {"quit", keymap.Quit}} {
 		p := NewPalette(testEnv(t, "dark"))
 		for _, k := range typeText(c.q) {

@@ -3,6 +3,7 @@ package panes
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -193,6 +194,12 @@ func (p Timeline) View(width, height int, focused bool) string {
 		if msg == "" && r.Auto {
 			msg = "(auto)"
 		}
+		if r.Auto {
+			// strata's own messages name snapshots by their full id
+			// ("before rollback to s-fc4df66e7c12"): shown as short as the
+			// id column, they fit the 46-column pane of a 120x40 screen.
+			msg = fullSnapID.ReplaceAllStringFunc(msg, shortID)
+		}
 		var b strings.Builder
 		b.WriteString(st.Muted.Render(r.Prefix))
 		if r.Auto {
@@ -214,6 +221,9 @@ func (p Timeline) View(width, height int, focused bool) string {
 	}
 	return block(lines, width, height)
 }
+
+// fullSnapID is a snapshot id as the engine makes it (world.NewID("s-")).
+var fullSnapID = regexp.MustCompile(`\bs-[0-9a-f]{12}\b`)
 
 func age(d time.Duration) string {
 	switch {

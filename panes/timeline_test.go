@@ -82,3 +82,21 @@ func TestInfoBoxOnlyTells(t *testing.T) {
 		}
 	}
 }
+
+// strata's own snapshot messages name snapshots by their full id; the
+// Timeline shows those ids as short as its id column, so "before rollback
+// to …" keeps its target in the 46-column pane of a 120x40 screen.
+func TestTimelineAutoMessageShortIDs(t *testing.T) {
+	rows := []SnapshotRow{
+		{ID: "s-fc4df66e7c12", Time: fixedNow, Message: "first try", Files: 3},
+		{ID: "s-c81407aa90be", Parent: "s-fc4df66e7c12", Time: fixedNow, Message: "before rollback to s-fc4df66e7c12", Auto: true, Files: 3},
+	}
+	p := NewTimeline(testEnv(t, "dark")).SetRows("w", rows, nil).SetSize(0, 5)
+	p.Now = fixedNow
+	if view := ansi.Strip(p.View(46, 5, true)); !strings.Contains(view, "○ s-c81407 0s before rollback to s-fc4df6 ·") {
+		t.Errorf("automatic snapshot at 46 columns:\n%s", view)
+	}
+	if view := ansi.Strip(p.View(80, 5, true)); !strings.Contains(view, "○ s-c81407 0s before rollback to s-fc4df6 · 3 files") {
+		t.Errorf("automatic snapshot at 80 columns:\n%s", view)
+	}
+}

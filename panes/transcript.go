@@ -53,6 +53,7 @@ type Transcript struct {
 
 	searching bool
 	search    Input
+	searches  []string // earlier queries, oldest first (↑ in the prompt)
 	query     string
 	matches   []int
 	matchIdx  int
@@ -291,9 +292,20 @@ func (p Transcript) Update(msg tea.Msg) (Transcript, tea.Cmd) {
 		switch k.String() {
 		case "enter":
 			p.searching = false
-			p = p.runSearch(p.search.String())
+			q := p.search.String()
+			if q == "" {
+				q = p.query // as in less and vim: enter alone repeats the last search
+			}
+			if q != "" && (len(p.searches) == 0 || p.searches[len(p.searches)-1] != q) {
+				p.searches = append(p.searches, q)
+			}
+			p = p.runSearch(q)
 		case "esc":
 			p.searching = false
+		case "up", "ctrl+p":
+			p.search.Older()
+		case "down", "ctrl+n":
+			p.search.Newer()
 		default:
 			p.search.Update(k)
 		}
@@ -330,8 +342,10 @@ func (p Transcript) Do(a string) (Transcript, tea.Cmd) {
 	case keymap.TranscriptFollow:
 		p.follow, p.atTop = true, false
 	case keymap.TranscriptSearch:
+		// A new search starts empty (typing must not extend the last
+		// query); ↑ brings back earlier ones.
 		p.searching = true
-		p.search = NewInput(p.query, nil)
+		p.search = NewInput("", p.searches)
 	case keymap.TranscriptNextMatch:
 		p = p.jumpMatch(1)
 	case keymap.TranscriptPrevMatch:
@@ -488,10 +502,10 @@ func (p Transcript) View(width, height int, focused bool) string {
 		attach := p.env.Keys.Binding(keymap.TranscriptAttach).Help().Key
 		state = stStyle.Render(" · waiting for input — " + attach + " to attach")
 	}
-	head = stStyle.Render(glyph) + st.Muted.Render(fmt.Sprintf(" %d/%d ", p.cur+1, len(p.sessions))) +
-		st.Bold.Render(s.Command) + state + st.Muted.Render(" · "+shortID(s.ID))
+	lead := stStyle.Render(glyph) + st.Muted.Render(fmt.Sprintf(" %d/%d ", p.cur+1, len(p.sessions)))
+	tail := state + st.Muted.Render(" · "+shortID(s.ID))
 	if p.term != nil {
-		head += st.Muted.Render(fmt.Sprintf(" · %dx%d", p.term.cols, p.term.rows))
+		tail += st.Muted.Render(fmt.Sprintf(" · %dx%d", p.term.cols, p.term.rows))
 	}
 	last := p.Lines() - 1
 	bottom := last
@@ -500,8 +514,16 @@ func (p Transcript) View(width, height int, focused bool) string {
 	}
 	more := last - bottom
 	if more > 0 {
-		head += st.Warning.Render(fmt.Sprintf(" · ↓%d more (%s)", more, p.env.Keys.Binding(keymap.TranscriptFollow).Help().Key))
+		tail += st.Warning.Render(fmt.Sprintf(" · ↓%d more (%s)", more, p.env.Keys.Binding(keymap.TranscriptFollow).Help().Key))
 	}
+	// The command gives way to the session's state (waiting for input, its
+	// exit) and to the scroll note: a long command line must not hide them.
+	// A script's newlines are shown as ⏎ so the header stays one line.
+	cmdText := strings.NewReplacer("\r\n", " ⏎ ", "\n", " ⏎ ", "\r", " ", "\t", " ").Replace(s.Command)
+	if room := width - Width(lead) - Width(tail); Width(cmdText) > room {
+		cmdText = ansi.Truncate(cmdText, max(room, 12), "…")
+	}
+	head = lead + st.Bold.Render(cmdText) + tail
 	body := height - 1
 	footer := ""
 	switch {

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/charmbracelet/x/ansi"
+
+	"github.com/stratahq/strata/keymap"
 )
 
 func transcriptWith(t *testing.T, rows []SessionRow, data string) Transcript {
@@ -72,5 +74,67 @@ func TestTranscriptPosition(t *testing.T) {
 	p, _ = p.Scroll(-3000)
 	if out := ansi.Strip(p.View(80, 10, true)); !strings.Contains(out, "line 2,000/5,000 (40%)") {
 		t.Errorf("no position:\n%s", out)
+	}
+}
+
+// A long or multi-line command gives way in the header: the session's
+// state (waiting for input, its exit) and its id stay on the one header
+// line at 80 columns, and the pane keeps its height.
+func TestTranscriptHeaderCommandGivesWay(t *testing.T) {
+	long := "claude --model opus --permission-mode acceptEdits --append-system-prompt 'be brief and careful'\necho second line"
+	for _, c := range []struct {
+		row  SessionRow
+		want string
+	}{
+		{SessionRow{ID: "s-0001aaaaaaaa", Command: long, State: "running", Waiting: true}, "waiting for input — enter to attach · s-0001aa"},
+		{SessionRow{ID: "s-0002bbbbbbbb", Command: long, State: "exited", ExitCode: 3}, "exit 3 · s-0002bb"},
+	} {
+		p := transcriptWith(t, []SessionRow{c.row}, "out\n")
+		view := p.View(80, 10, true)
+		lines := strings.Split(view, "\n")
+		head := ansi.Strip(lines[0])
+		if len(lines) != 10 || !strings.Contains(head, c.want) || !strings.Contains(head, "claude --model") || ansi.StringWidth(lines[0]) != 80 {
+			t.Errorf("%d lines; header %q: want %q after the cut command", len(lines), head, c.want)
+		}
+		if strings.Contains(head, "echo second") && !strings.Contains(head, "⏎") {
+			t.Errorf("header shows a newline of the command raw: %q", head)
+		}
+	}
+}
+
+// A second / starts an empty query (typing must not extend the last one,
+// "fail" then "zebra" searching "failzebra"); enter alone repeats the last
+// search and ↑ brings back earlier ones, as in less and vim.
+func TestTranscriptSearchStartsEmpty(t *testing.T) {
+	p := transcriptWith(t, fixtureSessions(), string(fixtureTranscript()))
+	search := func(keys ...string) {
+		p, _ = p.Do(keymap.TranscriptSearch)
+		for _, k := range keys {
+			if k == "up" {
+				p, _ = p.Update(keyPress(k))
+				continue
+			}
+			for _, c := range typeText(k) {
+				p, _ = p.Update(c)
+			}
+		}
+		p, _ = p.Update(keyPress("enter"))
+	}
+	footer := func() string {
+		lines := strings.Split(ansi.Strip(p.View(80, 10, true)), "\n")
+		return strings.TrimSpace(lines[len(lines)-1])
+	}
+	search("fail")
+	search("zebra")
+	if p.query != "zebra" || !strings.Contains(footer(), "no match for zebra") {
+		t.Fatalf("second search: query %q, footer %q", p.query, footer())
+	}
+	search()
+	if p.query != "zebra" {
+		t.Errorf("enter alone: query %q, want the last search again", p.query)
+	}
+	search("up", "up")
+	if p.query != "fail" || !strings.Contains(footer(), "/fail") {
+		t.Errorf("↑↑: query %q, footer %q; want fail", p.query, footer())
 	}
 }

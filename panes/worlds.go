@@ -332,13 +332,16 @@ func (p Worlds) View(width, height int, focused bool) string {
 		return block(lines, width, height)
 	}
 	if len(p.rows) == 0 {
-		where := p.Scope
-		if where == "" {
-			where = "any source"
+		// The heading above names the source: two short lines say how to
+		// make a World even in the 46-column pane of a 120x40 screen (a
+		// long path repeated here wrapped them into three or four).
+		empty := "No Worlds over this source yet."
+		if p.Scope == "" {
+			empty = "No Worlds yet."
 		}
 		lines = append(lines, "")
 		// What a World is for is in the README; here, how to make one.
-		lines = append(lines, wrapText("No Worlds over "+where+" yet.", width)...)
+		lines = append(lines, wrapText(empty, width)...)
 		lines = append(lines, wrapText("press "+p.env.Keys.Binding(keymap.WorldsNew).Help().Key+" to create one, or run: strata new NAME", width)...)
 		if p.Scope != "" && p.Elsewhere > 0 {
 			msg := Count(p.Elsewhere, "World", "Worlds") + " over other sources"

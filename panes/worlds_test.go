@@ -31,3 +31,21 @@ func TestWorldsNamesWinOverFigures(t *testing.T) {
 		t.Errorf("short names lost the sparkline %q:\n%s", spark, out)
 	}
 }
+
+// The first screen's explanation is two lines, whole, even in the Worlds
+// pane of a 120x40 screen (46 columns) over a long source path.
+func TestWorldsEmptyExplainsInTwoLines(t *testing.T) {
+	p := NewWorlds(testEnv(t, "dark"))
+	p.Scope = "/home/someone/src/github.com/example/a-rather-long-repository"
+	p, _ = p.SetRows(nil)
+	lines := strings.Split(ansi.Strip(p.View(46, 9, true)), "\n")
+	var text []string
+	for _, l := range lines[1:] {
+		if l = strings.TrimSpace(l); l != "" {
+			text = append(text, l)
+		}
+	}
+	if len(text) != 2 || !strings.HasPrefix(text[0], "No Worlds") || text[1] != "press n to create one, or run: strata new NAME" {
+		t.Errorf("explanation at 46 columns: %q", text)
+	}
+}

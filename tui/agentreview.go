@@ -52,7 +52,7 @@ func (m Model) reviewUpdate(msg tea.Msg) (tea.Model, tea.Cmd, bool) {
 		var body []string
 		for i, l := range msg.Quote {
 			if i == 6 {
-				body = append(body, fmt.Sprintf("  … %d more lines", len(msg.Quote)-i))
+				body = append(body, "  … "+panes.Count(len(msg.Quote)-i, "more line", "more lines"))
 				break
 			}
 			body = append(body, "> "+engine.EscapeControls(l))

@@ -41,3 +41,22 @@ func TestPickDeletedDirectoryApplies(t *testing.T) {
 		t.Errorf("keep.txt: %v", err)
 	}
 }
+
+// A file renamed in a World reads as a rename in the Changes pane, on both
+// its rows, as strata status shows it: the deleted row says where the
+// content went, so picking it alone is not a silent delete.
+func TestChangesShowRenames(t *testing.T) {
+	eng, src := testEngine(t, map[string]string{"README.md": "# title\n\nsome text\nmore text\n", "other.txt": "o\n"})
+	newWorld(t, eng, src, "w1", "mv README.md READ.md && rm other.txt && echo new > new.txt")
+	d := newDriver(t, eng, Options{Source: src, Exe: "/bin/false"}, 120, 40)
+	d.keys("3")
+	scr := d.screen()
+	for _, want := range []string{"D README.md  ⊘ whiteout · renamed to READ.md", "A READ.md  renamed from README.md"} {
+		if !strings.Contains(scr, want) {
+			t.Errorf("Changes pane lacks %q:\n%s", want, scr)
+		}
+	}
+	if strings.Contains(scr, "other.txt  ⊘ whiteout · renamed") || strings.Contains(scr, "new.txt  renamed") {
+		t.Errorf("an unrelated delete and add read as a rename:\n%s", scr)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	tea "github.com/stratahq/strata/third_party/bubbletea"
@@ -157,8 +158,56 @@ func loadChanges(ctx context.Context, eng *engine.Engine, world string) tea.Cmd 
 		if err != nil {
 			return changesLoadedMsg{world: world, err: fmt.Errorf("changes of %s: %w", world, err)}
 		}
-		return changesLoadedMsg{world: world, changes: cs.Changes}
+		return changesLoadedMsg{world: world, changes: noteRenames(ctx, eng, world, cs.Changes)}
 	}
+}
+
+// noteRenames marks both sides of each rename in the Changes pane, as
+// strata status shows it (R old -> new): picking only the deleted side
+// deletes the file from the source without publishing where it went. The
+// paths stay two rows, picked one by one as apply takes them. Rename
+// detection failing leaves the rows as they are (the changes still load).
+func noteRenames(ctx context.Context, eng *engine.Engine, world string, changes []overlay.Change) []overlay.Change {
+	// The pane reloads on every write in the World: past renameLimit
+	// candidate pairs (git stops detecting renames too, past its
+	// diff.renameLimit) the rows stay plain instead of reading every
+	// deleted and added file on each reload.
+	const renameLimit = 100 * 100
+	dels, adds := 0, 0
+	for _, c := range changes {
+		if c.Type == overlay.TypeFile && c.Kind == overlay.Deleted {
+			dels++
+		} else if c.Type == overlay.TypeFile && c.Kind == overlay.Added {
+			adds++
+		}
+	}
+	if dels == 0 || adds == 0 || dels*adds > renameLimit {
+		return changes
+	}
+	rs, err := eng.Renames(ctx, world, changes)
+	if err != nil || len(rs) == 0 {
+		return changes
+	}
+	out := make([]overlay.Change, len(changes))
+	copy(out, changes)
+	for i, c := range out {
+		r, ok := rs[c.Path]
+		if !ok {
+			continue
+		}
+		note := "renamed to " + overlay.QuotePath(r.To)
+		if r.To == c.Path {
+			note = "renamed from " + overlay.QuotePath(r.From)
+		}
+		if r.Similarity < 100 {
+			note += fmt.Sprintf(" (%d%%)", r.Similarity)
+		}
+		if c.Note != "" {
+			note = c.Note + " · " + note
+		}
+		out[i].Note = note
+	}
+	return out
 }
 
 func loadSessions(eng *engine.Engine, world string) tea.Cmd {
@@ -168,8 +217,10 @@ func loadSessions(eng *engine.Engine, world string) tea.Cmd {
 			return sessionsLoadedMsg{world: world, err: fmt.Errorf("sessions of %s: %w", world, err)}
 		}
 		rows := make([]panes.SessionRow, 0, len(ss))
+		const typed = "\x00typed" // no command holds a NUL byte
+		shell, _ := eng.ShellArgv(world, typed)
 		for _, s := range ss {
-			cmd := engine.ShellQuote(s.Argv)
+			cmd := sessionCommand(s.Argv, shell, typed)
 			if s.State == engine.SessionBroken {
 				cmd = "(meta.json unreadable; transcript below)"
 			}
@@ -339,6 +390,19 @@ func removeWorld(ctx context.Context, eng *engine.Engine, r removeWorldReq) tea.
 		_, err := eng.Remove(ctx, r.name, engine.RemoveOptions{Force: r.force, Kill: r.force})
 		return removeDoneMsg{name: r.name, force: r.force, err: err}
 	}
+}
+
+// sessionCommand is a session's command as the person typed it: the x key
+// runs what was typed under the World's shell (shell is the World's
+// ShellArgv of a command, with typed standing for the text), and showing
+// that wrapper, quoted twice, hides the command behind it. Any other argv
+// is shown quoted, as strata sessions prints it.
+func sessionCommand(argv, shell []string, typed string) string {
+	at := slices.Index(shell, typed)
+	if at >= 0 && len(argv) == len(shell) && slices.Equal(argv[:at], shell[:at]) && slices.Equal(argv[at+1:], shell[at+1:]) {
+		return argv[at]
+	}
+	return engine.ShellQuote(argv)
 }
 
 func runCommand(ctx context.Context, eng *engine.Engine, r runReq) tea.Cmd {

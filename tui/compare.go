@@ -318,7 +318,7 @@ func (m Model) compareResult(msg tea.Msg) (Model, tea.Cmd, bool) {
 		cmds = append(cmds, c)
 		return m, tea.Batch(cmds...), true
 	case panes.CompareRemoveMsg:
-		d := panes.NewConfirm(m.env, fmt.Sprintf("Remove %d Worlds not chosen?", len(msg.Worlds)),
+		d := panes.NewConfirm(m.env, "Remove "+panes.Count(len(msg.Worlds), "World", "Worlds")+" not chosen?",
 			[]string{strings.Join(msg.Worlds, ", "), "Each goes to the trash (restorable for 7 days with `strata restore-world`) and its sessions stop."},
 			true, removeWorldsReq{names: msg.Worlds})
 		m.push(dialogModal{d})
@@ -327,8 +327,8 @@ func (m Model) compareResult(msg tea.Msg) (Model, tea.Cmd, bool) {
 		return m, removeWorlds(m.ctx, m.eng, msg), true
 	case removeWorldsDoneMsg:
 		if len(msg.unsaved) > 0 {
-			d := panes.NewTypedConfirm(m.env, fmt.Sprintf("Remove %d Worlds with unapplied work?", len(msg.unsaved)),
-				[]string{strings.Join(msg.unsaved, ", ") + " hold changes that were never applied or snapshotted. They go to the trash, restorable for 7 days."},
+			d := panes.NewTypedConfirm(m.env, "Remove "+panes.Count(len(msg.unsaved), "World", "Worlds")+" with unapplied work?",
+				[]string{"Never applied or snapshotted: " + strings.Join(msg.unsaved, ", ") + ". Each goes to the trash, restorable for 7 days."},
 				"remove", removeWorldsReq{names: msg.unsaved, force: true})
 			m.push(dialogModal{d})
 		}

@@ -158,7 +158,7 @@ func New(ctx context.Context, eng *engine.Engine, o Options) (*Model, error) {
 	theme := ""
 	var colors map[string]string
 	if eng != nil && eng.Config != nil {
-		keys, theme, colors = eng.Config.Keys, eng.Config.Theme, eng.Config.Colors
+		keys, theme, colors = eng.Config.KeyMap(), eng.Config.Theme, eng.Config.Colors
 	}
 	km, err := keymap.Load(keys)
 	if err != nil {

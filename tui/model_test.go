@@ -207,7 +207,7 @@ func TestFlow(t *testing.T) {
 	base := threeHunks()
 	eng, src := testEngine(t, map[string]string{"a.txt": base})
 	d := newDriver(t, eng, Options{Source: src, Exe: "/bin/false"}, 160, 48)
-	if !strings.Contains(d.screen(), "No Worlds over "+src) || !strings.Contains(d.screen(), "press n to create") {
+	if !strings.Contains(d.screen(), "0 over "+src) || !strings.Contains(d.screen(), "No Worlds over this source yet.") || !strings.Contains(d.screen(), "press n to create") {
 		t.Fatalf("no empty state:\n%s", d.screen())
 	}
 

@@ -299,7 +299,7 @@ func checkForkAgents(a *app, in *input, from, snap string, n int) error {
 		return usagef("fork --prompt needs --agent PRESET, or --snap of a turn snapshot")
 	}
 	if len(prompts) > 1 && len(prompts) != n {
-		return usagef("fork: %d prompts for %d Worlds: give one, or one per World", len(prompts), n)
+		return usagef("fork: %s for %s: give one, or one per World", count(len(prompts), "prompt", "prompts"), count(n, "World", "Worlds"))
 	}
 	return nil
 }
@@ -321,7 +321,7 @@ func agentsAfterFork(a *app, in *input, from, snap string, ws []*engine.World) e
 		return nil
 	}
 	if len(prompts) > 1 && len(prompts) != len(ws) {
-		return usagef("fork: %d prompts for %d Worlds: give one, or one per World", len(prompts), len(ws))
+		return usagef("fork: %s for %s: give one, or one per World", count(len(prompts), "prompt", "prompts"), count(len(ws), "World", "Worlds"))
 	}
 	var errs []error
 	for i, w := range ws {

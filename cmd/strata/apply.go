@@ -92,7 +92,7 @@ func cmdDiff(a *app, in *input) error {
 		tw := tabwriter.NewWriter(out, 0, 4, 1, ' ', 0)
 		var add, del int
 		for _, fc := range fcs {
-			what := fmt.Sprintf("+%d -%d (%d hunks)", fc.Added, fc.Removed, fc.Hunks)
+			what := fmt.Sprintf("+%d -%d (%s)", fc.Added, fc.Removed, count(fc.Hunks, "hunk", "hunks"))
 			if fc.Binary {
 				what = "binary"
 			} else if fc.TooLarge {
@@ -103,7 +103,7 @@ func cmdDiff(a *app, in *input) error {
 			del += fc.Removed
 		}
 		_ = tw.Flush()
-		fmt.Fprintf(out, " %d files changed, %d insertions(+), %d deletions(-)\n", len(fcs), add, del)
+		fmt.Fprintf(out, " %s changed, %s, %s\n", count(len(fcs), "file", "files"), count(add, "insertion(+)", "insertions(+)"), count(del, "deletion(-)", "deletions(-)"))
 		return out.Flush()
 	}
 	for _, fc := range fcs {
@@ -127,9 +127,9 @@ func cmdDiff(a *app, in *input) error {
 	}
 	// A deleted file whose content reappears under another name is one
 	// rename entry, as git shows it.
-	renamedTo, renamedFrom := map[int]rename{}, map[int]bool{}
-	for _, r := range findRenames(fcs) {
-		renamedTo[r.to], renamedFrom[r.from] = r, true
+	renamedTo, renamedFrom := map[int]engine.RenamePair{}, map[int]bool{}
+	for _, r := range engine.FindRenames(fcs) {
+		renamedTo[r.To], renamedFrom[r.From] = r, true
 	}
 	var b strings.Builder
 	for i := range fcs {

@@ -194,7 +194,7 @@ func checkUIConfig(cfg *engine.Config) error {
 			return problem("keys."+n, err)
 		}
 	}
-	if _, err := keymap.Load(cfg.Keys); err != nil { // one key bound twice
+	if _, err := keymap.Load(cfg.KeyMap()); err != nil { // one key bound twice
 		return problem("keys", err)
 	}
 	if _, err := themes.Resolve(themes.Options{Theme: cfg.Theme}); err != nil {

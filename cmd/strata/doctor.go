@@ -140,7 +140,7 @@ func printJournal(a *app, j publish.JournalRepair) {
 	fmt.Fprintf(a.stdout, "  publication %s (%s) to %s\n", j.ID, j.State, root)
 	fmt.Fprintf(a.stdout, "    journal: %s\n", j.File)
 	if j.Steps > 0 || len(j.Paths) > 0 {
-		fmt.Fprintf(a.stdout, "    %d steps, %d of its renames already landed\n", j.Steps, j.Landed)
+		fmt.Fprintf(a.stdout, "    %s, %d of its renames already landed\n", count(j.Steps, "step", "steps"), j.Landed)
 	}
 	const maxList = 10
 	list := func(label string, items []string) {
@@ -235,7 +235,7 @@ func writeCubeCluster(w io.Writer, c engine.CubeCluster) {
 	}
 	_ = tw.Flush()
 	if o := c.Overview; o != nil {
-		fmt.Fprintf(w, "  %d of %d nodes healthy; %d/%d cores and %s/%s free\n", o.HealthyNodes, o.NodeCount,
+		fmt.Fprintf(w, "  %d of %s healthy; %d/%d cores and %s/%s free\n", o.HealthyNodes, count(o.NodeCount, "node", "nodes"),
 			o.AllocatableCPUCores, o.TotalCPUCores, humanBytes(o.AllocatableMemoryMB<<20), humanBytes(o.TotalMemoryMB<<20))
 	}
 }

@@ -110,6 +110,9 @@ func TestE2EConfigCheckedByEveryCommand(t *testing.T) {
 		{"[agents.y]\nextends = \"nosuch\"\n", `agents.y.extends: `},
 		{"[agents.claude]\ncommnd = [\"x\"]\n", `config.toml:2: agents.claude.commnd: unknown key`},
 		{"kill_grace = \"soon\"\n", `config.toml:1: kill_grace: "soon": want a positive duration`},
+		// One key may be written as a string; it is checked like a list.
+		{"[keys]\n\"global.help\" = \"ctrl+shift+banana\"\n", `config.toml:2: keys: action "global.help": key "ctrl+shift+banana": "banana" is not a key`},
+		{"[keys]\n\"global.help\" = 3\n", `config.toml:2: after key "keys.\"global.help\"": keys are a string ("p") or a list of strings`},
 	}
 	for _, tc := range cases {
 		base := t.TempDir()
@@ -190,6 +193,12 @@ func TestE2EJSONErrors(t *testing.T) {
 	check(exists, 1, "new", "w", "--json")
 	check(unsaved, 1, "rm", "w", "--json")
 	check(notFound, 1, "rollback", "w", "nosuchsnap", "--json")
+	// A session looked up in a World that does not exist, or that lacks it.
+	check(notFound, 1, "logs", "nope", "--json")
+	check(notFound, 1, "logs", "w", "nosuch", "--json")
+	if _, errs, _ := e.run("logs", "nope"); !strings.HasPrefix(errs, "strata: world not found") {
+		t.Errorf("logs of a World that does not exist: %q", errs)
+	}
 	// Without --json the error stays text.
 	if _, errs, _ := e.run("show", "nope"); !strings.HasPrefix(errs, "strata: world not found") {
 		t.Errorf("text error: %q", errs)

@@ -255,7 +255,7 @@ func cmdSessions(a *app, in *input) error {
 	for _, s := range ss {
 		if s.State == engine.SessionBroken {
 			broken++
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.State, "?", s.StartedAt.Local().Format(time.TimeOnly), "?", "error: "+s.Error)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.State, "?", s.StartedAt.Local().Format(time.TimeOnly), "?", "error: "+oneLine(s.Error))
 			continue
 		}
 		exit := ""
@@ -279,7 +279,7 @@ func cmdSessions(a *app, in *input) error {
 		if s.Attention == engine.AttentionWaiting {
 			state = "waiting"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, state, exit, s.StartedAt.Local().Format(time.TimeOnly), dur, shellQuote(s.Argv))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, state, exit, s.StartedAt.Local().Format(time.TimeOnly), dur, oneLine(shellQuote(s.Argv)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

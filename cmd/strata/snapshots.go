@@ -22,8 +22,9 @@ func cmdSnap(a *app, in *input) error {
 	if *asJSON {
 		return a.printJSON(s)
 	}
-	fmt.Fprintf(a.stdout, "snapshot %s of world %s: %d files, %d dirs, %d whiteouts; %d new objects (%s) in %s\n",
-		s.ID, s.World, s.Files, s.Dirs, s.Whiteouts, s.NewObjects, humanSize(s.NewBytes), s.Duration)
+	fmt.Fprintf(a.stdout, "snapshot %s of world %s: %s, %s, %s; %s (%s) in %s\n",
+		s.ID, s.World, count(s.Files, "file", "files"), count(s.Dirs, "dir", "dirs"), count(s.Whiteouts, "whiteout", "whiteouts"),
+		count(s.NewObjects, "new object", "new objects"), humanSize(s.NewBytes), s.Duration)
 	return nil
 }
 
@@ -60,7 +61,7 @@ func cmdTimeline(a *app, in *input) error {
 		if s.Auto {
 			msg = "(auto) " + msg
 		}
-		fmt.Fprintf(a.stdout, "%s%s%s  %s  %d files  %s\n", head, line.Prefix, s.ID, s.Time.Local().Format(time.DateTime), s.Files, msg)
+		fmt.Fprintf(a.stdout, "%s%s%s  %s  %s  %s\n", head, line.Prefix, s.ID, s.Time.Local().Format(time.DateTime), count(s.Files, "file", "files"), oneLine(msg))
 	}
 	return nil
 }
@@ -95,11 +96,11 @@ func cmdRollback(a *app, in *input) error {
 	case res.BuildState == engine.BuildDiscard:
 		fmt.Fprintf(a.stdout, "build state discarded (build_state = discard): the next build starts from what the source tree holds\n")
 	case res.BuildKept > 0 || res.Touched > 0:
-		fmt.Fprintf(a.stdout, "build state kept (%d entries", res.BuildKept)
+		fmt.Fprintf(a.stdout, "build state kept (%s", count(res.BuildKept, "entry", "entries"))
 		if res.BuildDropped > 0 {
 			fmt.Fprintf(a.stdout, "; %d dropped: their directories are gone", res.BuildDropped)
 		}
-		fmt.Fprintf(a.stdout, "); %d rolled-back source files given the current time so the next build rebuilds what depends on them\n", res.Touched)
+		fmt.Fprintf(a.stdout, "); %s given the current time so the next build rebuilds what depends on them\n", count(res.Touched, "rolled-back source file", "rolled-back source files"))
 	}
 	if *in.Bool("no-resume") {
 		return nil
@@ -219,10 +220,10 @@ func cmdGC(a *app, in *input) error {
 		for _, d := range damaged {
 			fmt.Fprintf(a.stdout, "damaged: object %s for %s in snapshot %s: %s\n", d.Object, quotePath(d.Path), d.Snapshot, d.Reason)
 		}
-		fmt.Fprintf(a.stdout, "removed %d objects (%s) and %d manifests of purged Worlds; %d manifests kept\n", res.Removed, humanSize(res.Freed), res.RemovedManifests, res.Manifests)
+		fmt.Fprintf(a.stdout, "removed %s (%s) and %s of purged Worlds; %s kept\n", count(res.Removed, "object", "objects"), humanSize(res.Freed), count(res.RemovedManifests, "manifest", "manifests"), count(res.Manifests, "manifest", "manifests"))
 	}
 	if len(damaged) > 0 {
-		return fmt.Errorf("gc --verify: %d damaged objects (listed above); snapshots that need them cannot be restored, rolled back to or forked", len(damaged))
+		return fmt.Errorf("gc --verify: %s (listed above); snapshots that need them cannot be restored, rolled back to or forked", count(len(damaged), "damaged object", "damaged objects"))
 	}
 	return nil
 }

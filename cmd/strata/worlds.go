@@ -136,7 +136,7 @@ func cmdLs(a *app, in *input) error {
 			ch = "?"
 		}
 		if wi.State == engine.StateBroken {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", wi.Name, wi.Status, "?", sess, "?", "error: "+wi.Error)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", wi.Name, wi.Status, "?", sess, "?", "error: "+oneLine(wi.Error))
 			continue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", wi.Name, wi.Status, ch, sess, be, wi.Source)
@@ -325,7 +325,7 @@ func cmdStatus(a *app, in *input) error {
 	if err != nil {
 		return err
 	}
-	renames, err := a.statusRenames(w.Name, cs.Changes)
+	renames, err := a.eng.Renames(a.ctx, w.Name, cs.Changes)
 	if err != nil {
 		return err
 	}
@@ -351,11 +351,11 @@ func cmdStatus(a *app, in *input) error {
 			}
 			cj := toChangeJSON(c, writes)
 			if r, ok := renames[c.Path]; ok {
-				if r.to == c.Path {
-					cj.RenamedFrom, _ = overlay.JSONPath(r.from)
-					cj.Similarity = r.similarity
+				if r.To == c.Path {
+					cj.RenamedFrom, _ = overlay.JSONPath(r.From)
+					cj.Similarity = r.Similarity
 				} else {
-					cj.RenamedTo, _ = overlay.JSONPath(r.to)
+					cj.RenamedTo, _ = overlay.JSONPath(r.To)
 				}
 			}
 			out.Changes = append(out.Changes, cj)
@@ -370,8 +370,8 @@ func cmdStatus(a *app, in *input) error {
 	out := bufio.NewWriterSize(a.stdout, 64<<10)
 	for _, c := range cs.Changes {
 		if r, ok := renames[c.Path]; ok {
-			if r.to == c.Path {
-				fmt.Fprintf(out, "R  %s -> %s (%d%%)\n", quotePath(r.from), quotePath(r.to), r.similarity)
+			if r.To == c.Path {
+				fmt.Fprintf(out, "R  %s -> %s (%d%%)\n", quotePath(r.From), quotePath(r.To), r.Similarity)
 			}
 			continue
 		}
@@ -398,40 +398,6 @@ func cmdStatus(a *app, in *input) error {
 		fmt.Fprintf(out, "%s  %s%s\n", c.Kind.Letter(), p, marks)
 	}
 	return out.Flush()
-}
-
-// statusRename is one rename as status shows it, under both its paths.
-type statusRename struct {
-	from, to   string
-	similarity int
-}
-
-// statusRenames finds the renames among a World's changes (findRenames),
-// diffing only its deleted and added files.
-func (a *app) statusRenames(world string, changes []overlay.Change) (map[string]statusRename, error) {
-	var dels, adds []overlay.Change
-	for _, c := range changes {
-		switch {
-		case c.Type != overlay.TypeFile:
-		case c.Kind == overlay.Deleted:
-			dels = append(dels, c)
-		case c.Kind == overlay.Added:
-			adds = append(adds, c)
-		}
-	}
-	if len(dels) == 0 || len(adds) == 0 {
-		return nil, nil
-	}
-	fcs, err := a.eng.Diff(a.ctx, world, engine.DiffOptions{Changes: append(dels, adds...)})
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]statusRename{}
-	for _, r := range findRenames(fcs) {
-		sr := statusRename{from: fcs[r.from].Path, to: fcs[r.to].Path, similarity: r.similarity}
-		out[sr.from], out[sr.to] = sr, sr
-	}
-	return out, nil
 }
 
 // quotePath quotes names a terminal would mangle (newlines, control bytes,
