@@ -662,7 +662,7 @@ func (e *Engine) Fork(ctx context.Context, name string, o ForkOptions) ([]*World
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			nw, sw, err := e.stageWorld(ctx, CreateOptions{Name: n, Source: w.Source, Backend: w.Backend, MountBackend: w.MountBackend, Isolation: w.Isolation, Labels: w.Labels, FromCubeSnapshot: snap.Cube, Template: cuberun.TemplateOf(w), BuildState: BuildStateMode(w.BuildState)})
+			nw, sw, err := e.stageWorld(ctx, CreateOptions{Name: n, Source: w.Source, Backend: w.Backend, MountBackend: w.MountBackend, Isolation: w.Isolation, Labels: w.Labels, FromCubeSnapshot: snap.Cube, Template: cuberun.TemplateOf(w), BuildState: BuildStateMode(w.BuildState), Trees: w.Trees})
 			if err != nil {
 				errs[i] = err
 				return

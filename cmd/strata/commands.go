@@ -180,6 +180,7 @@ func commandTable() []command {
 				isolation,
 				network,
 				listF("label", "K=V", "label the World (repeatable)"),
+				listF("mount", "[NAME=]DIR[:MODE]", "another tree the World sees at its own absolute path (repeatable): MODE overlay (default: changes kept in the World, reviewed and applied per tree), readonly, or shared (read-write straight to DIR, never in status or apply); NAME defaults to DIR's base name").completes(kindPath),
 				passEnv,
 				strF("template", "T", "", "cube: template id (or pick one with --cpu/--memory/--disk)"),
 				intF("cpu", "MILLI", 0, "cube: CPU in millicores; with --memory and --disk, picks the smallest configured template that fits"),
@@ -190,8 +191,8 @@ func commandTable() []command {
 				agentF, promptF, promptFileF,
 			},
 			dashArgs: "CMD ARGS...", dashOptional: true,
-			help:     "Names: [a-z0-9][a-z0-9._-]{0,62}. Refused: a taken name, a state root inside the source.\nWith --agent (or -- CMD), starts it in the new World on a terminal, detached; --agent a,b makes one World per preset (NAME-a, NAME-b).",
-			examples: []string{"new fix-login", "new try2 --source ~/src/app --isolation strict", "new big --backend cube --cpu 2000 --memory 4096 --disk 10240", "new fix --agent claude --prompt 'fix the login test'", "new race --agent claude,codex --prompt-file task.md"},
+			help:     "Names: [a-z0-9][a-z0-9._-]{0,62}. Refused: a taken name, a state root inside the source.\n--mount trees must be existing directories, none inside another (or the source), not /, the home, strata's state or a credential path; names are unique, like World names, and main is the source's.\nWith --agent (or -- CMD), starts it in the new World on a terminal, detached; --agent a,b makes one World per preset (NAME-a, NAME-b).",
+			examples: []string{"new fix-login", "new try2 --source ~/src/app --isolation strict", "new big --backend cube --cpu 2000 --memory 4096 --disk 10240", "new fix --agent claude --prompt 'fix the login test'", "new race --agent claude,codex --prompt-file task.md", "new ue --source /src/engine --mount game=/src/game --mount tools=/src/tools:readonly --mount ddc=/var/cache/ddc:shared"},
 			run:      cmdNew,
 		},
 		{

@@ -49,6 +49,13 @@ func cmdNew(a *app, in *input) error {
 		}
 	}
 	o.PassEnv = in.List("pass-env")
+	for _, m := range in.List("mount") {
+		t, err := engine.ParseMount(m)
+		if err != nil {
+			return usagef("--mount: %w", err)
+		}
+		o.Trees = append(o.Trees, t)
+	}
 	// A cube template built for the size asked for takes minutes: say how it goes.
 	o.Progress = func(line string) { fmt.Fprintln(a.stderr, line) }
 	if handled, err := newWithAgents(a, in, func(name string) error {
@@ -63,6 +70,9 @@ func cmdNew(a *app, in *input) error {
 		return err
 	}
 	w, err := a.eng.Create(a.ctx, o)
+	if errors.Is(err, engine.ErrInvalidMount) {
+		return &usageError{msg: err.Error(), err: err}
+	}
 	if err != nil {
 		return err
 	}
@@ -77,7 +87,11 @@ func cmdNew(a *app, in *input) error {
 	if w.State != engine.StateReady {
 		fmt.Fprintf(a.stdout, ", %s", w.State)
 	}
-	fmt.Fprintf(a.stdout, ")\nrun a command in it: strata exec %s -- CMD\n", w.Name)
+	fmt.Fprintf(a.stdout, ")\n")
+	for _, t := range w.Trees {
+		fmt.Fprintf(a.stdout, "  tree %s: %s (%s)\n", t.Name, t.Path, t.Mode)
+	}
+	fmt.Fprintf(a.stdout, "run a command in it: strata exec %s -- CMD\n", w.Name)
 	return nil
 }
 
