@@ -99,6 +99,7 @@ func (e *Engine) execLocal(ctx context.Context, w *World, o ExecOptions) (Sessio
 	// strict_binds are shared caches of the boundary now.
 	Trace("exec: boundary computed")
 	binds := slices.Clone(o.Binds)
+	binds = append(binds, e.treeBinds(w)...) // the World's extra trees (trees.go)
 	id := o.ID
 	if id == "" {
 		id = NewSessionID()

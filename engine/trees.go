@@ -86,3 +86,38 @@ func makeTreeDirs(worldDir string, w *World) error {
 	}
 	return nil
 }
+
+// treesMountRoots reports whether every extra overlay tree's merged view
+// is a mount (ensureMountedFast): an unmounted one must never be bound
+// into a session, whose writes would land beside the tree's upper.
+func (e *Engine) treesMountRoots(w *World) bool {
+	for _, v := range treeViews(w)[1:] {
+		if !isMountRoot(e.Paths.MergedOf(v)) {
+			return false
+		}
+	}
+	return true
+}
+
+// treeBinds are the session binds that show the World's extra trees at
+// their own paths: an overlay tree's merged view, a read-only tree
+// read-only, a shared tree read-write. Cloned before the sandbox's plan
+// and attached after it, like every bind of a session (engine/local).
+func (e *Engine) treeBinds(w *World) []Bind {
+	var out []Bind
+	for _, t := range w.Trees {
+		switch t.Mode {
+		case TreeOverlay:
+			v, err := w.TreeView(t.Name)
+			if err != nil {
+				continue
+			}
+			out = append(out, Bind{Source: e.Paths.MergedOf(v), Target: t.Path})
+		case TreeReadOnly:
+			out = append(out, Bind{Source: t.Path, Target: t.Path, ReadOnly: true})
+		case TreeShared:
+			out = append(out, Bind{Source: t.Path, Target: t.Path})
+		}
+	}
+	return out
+}

@@ -7,8 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/stratahq/strata/engine/boundary"
 	"github.com/stratahq/strata/overlay"
+	"github.com/stratahq/strata/overlay/mount"
 )
 
 // multiTreeEngine is testEngine with three more trees beside the source:
@@ -28,6 +31,14 @@ func multiTreeEngine(t *testing.T) (e *Engine, src string, trees map[string]stri
 		}
 		trees[n] = d
 	}
+	t.Cleanup(func() {
+		ws, _ := e.Worlds()
+		for _, w := range ws {
+			for _, v := range treeViews(w)[1:] {
+				_ = mount.ForceUnmount(e.Paths.MergedOf(v))
+			}
+		}
+	})
 	return e, src, trees
 }
 
@@ -110,5 +121,98 @@ func TestCreateCubeRefusesTrees(t *testing.T) {
 	}
 	if _, err := os.Lstat(e.Paths.World("c")); !os.IsNotExist(err) {
 		t.Fatal("a refused cube World left its dir")
+	}
+}
+
+// execIn runs script in World name at level iso (no network) and returns
+// its output and exit code.
+func execIn(t *testing.T, e *Engine, name string, iso Isolation, script string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	m, err := e.Exec(ctx, name, ExecOptions{Argv: []string{"/bin/sh", "-c", script}, Env: []string{defaultPath, "HOME=/root"}, Isolation: iso, Network: boundary.NetworkNone})
+	if err != nil {
+		t.Fatalf("exec %q: %v", script, err)
+	}
+	dir := e.SessionDir(name, m.ID)
+	if m, err = WaitSession(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	recs, _, err := ReadTranscript(filepath.Join(dir, TranscriptFile), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	for _, r := range recs {
+		out.Write(r.Data)
+	}
+	return out.String(), m.ExitCode
+}
+
+// A hostile command at every level: each tree is seen at its own path; a
+// write to an overlay tree lands in the World's upper of that tree, never
+// on the host, even after trying to unmount or remount it; a read-only tree
+// refuses writes (EROFS); a shared tree is written in place.
+func TestSessionTreesHostileWrites(t *testing.T) {
+	e, src, trees := multiTreeEngine(t)
+	for _, iso := range []Isolation{IsolationTree, IsolationSandbox, IsolationStrict} {
+		t.Run(string(iso), func(t *testing.T) {
+			name := "h-" + string(iso)
+			w := multiTreeWorld(t, e, src, trees, name)
+			game, tools, ddc := trees["game"], trees["tools"], trees["ddc"]
+			script := strings.NewReplacer("GAME", game, "TOOLS", tools, "DDC", ddc, "ISO", string(iso)).Replace(`
+cat GAME/sub/a.txt TOOLS/sub/a.txt DDC/sub/a.txt
+echo hostile > GAME/sub/a.txt
+echo new-ISO > GAME/new-ISO.txt
+rm GAME/sub/a.txt && echo again > GAME/sub/a.txt
+umount -l GAME 2>/dev/null && echo UMOUNTED
+mount -o remount,rw GAME 2>/dev/null && echo REMOUNTED
+echo escaped > GAME/escape-ISO.txt
+if echo x > TOOLS/sub/a.txt 2>/tmp/err; then echo TOOLS-WRITTEN; else cat /tmp/err; fi
+if mkdir TOOLS/newdir 2>/dev/null; then echo TOOLS-MKDIR; fi
+echo cached-ISO > DDC/cache-ISO.bin
+true`)
+			out, code := execIn(t, e, name, iso, script)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, out)
+			}
+			for _, want := range []string{"game a", "tools a", "ddc a", "Read-only file system"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("output lacks %q:\n%s", want, out)
+				}
+			}
+			for _, bad := range []string{"UMOUNTED", "REMOUNTED", "TOOLS-WRITTEN", "TOOLS-MKDIR"} {
+				if strings.Contains(out, bad) {
+					t.Errorf("the command could %s:\n%s", bad, out)
+				}
+			}
+			// The host's game tree is untouched through every route.
+			if got := readFile(t, filepath.Join(game, "sub", "a.txt")); got != "game a\n" {
+				t.Errorf("host game/sub/a.txt = %q", got)
+			}
+			for _, f := range []string{"new-" + string(iso) + ".txt", "escape-" + string(iso) + ".txt"} {
+				if _, err := os.Lstat(filepath.Join(game, f)); !os.IsNotExist(err) {
+					t.Errorf("host game tree got %s (%v)", f, err)
+				}
+			}
+			// ...and the writes are the World's, in the tree's own upper.
+			v, _ := w.TreeView("game")
+			up := e.Paths.UpperOf(v)
+			if got := readFile(t, filepath.Join(up, "sub", "a.txt")); got != "again\n" {
+				t.Errorf("tree upper sub/a.txt = %q", got)
+			}
+			if got := readFile(t, filepath.Join(up, "new-"+string(iso)+".txt")); got != "new-"+string(iso)+"\n" {
+				t.Errorf("tree upper new file = %q", got)
+			}
+			if _, err := os.Lstat(filepath.Join(e.Paths.Upper(name), "sub")); !os.IsNotExist(err) {
+				t.Errorf("the game tree's write landed in the source's upper")
+			}
+			if _, err := os.Lstat(filepath.Join(tools, "newdir")); !os.IsNotExist(err) {
+				t.Errorf("read-only tree got a dir")
+			}
+			if got := readFile(t, filepath.Join(ddc, "cache-"+string(iso)+".bin")); got != "cached-"+string(iso)+"\n" {
+				t.Errorf("shared tree not written in place: %q", got)
+			}
+		})
 	}
 }
