@@ -449,7 +449,7 @@ func (e *Engine) Apply(ctx context.Context, name string, o ApplyOptions) (*Apply
 	// own version (merges, resolutions), so a later apply cannot undo them.
 	keepBase := e.takeOnPublished(ctx, w, p, res)
 	// The published content is the new base of those paths.
-	idx := e.bases(name)
+	idx := e.basesOf(w)
 	st, err := e.store()
 	if err != nil {
 		return nil, err
@@ -570,14 +570,18 @@ func (e *Engine) captureAllBases(ctx context.Context, w *World, cs *overlay.Chan
 		return nil, err
 	}
 	var warnings []string
-	for _, other := range ws {
-		if other.Source != w.Source || other.Name == w.Name {
-			continue
+	for _, o := range ws {
+		// Every overlay tree of every World over the same directory: a
+		// World's extra tree may be another World's source (trees.go).
+		for _, other := range treeViews(o) {
+			if other.Source != w.Source || other.Name == w.Name {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return warnings, err
+			}
+			warnings = append(warnings, e.captureOtherBases(ctx, w.Name, other)...)
 		}
-		if err := ctx.Err(); err != nil {
-			return warnings, err
-		}
-		warnings = append(warnings, e.captureOtherBases(ctx, w.Name, other)...)
 	}
 	return warnings, nil
 }
@@ -585,7 +589,7 @@ func (e *Engine) captureAllBases(ctx context.Context, w *World, cs *overlay.Chan
 // captureOtherBases captures the bases of other before by's publication and
 // turns each failure into a warning and a mark in other's base index.
 func (e *Engine) captureOtherBases(ctx context.Context, by string, other *World) []string {
-	idx := e.bases(other.Name)
+	idx := e.basesOf(other)
 	var warnings, paths []string
 	fail := func(path string, cause error) {
 		e.Log.Warn("capture base of another world", "world", other.Name, "by", by, "path", path, "err", cause)
@@ -909,13 +913,13 @@ func (e *Engine) dropApplied(ctx context.Context, w *World, paths map[string]boo
 	}
 	sort.Sort(sort.Reverse(sort.StringSlice(keys))) // children before parents
 	for _, rel := range keys {
-		if err := dropUpperPath(e.Paths.Upper(w.Name), rel); err != nil {
+		if err := dropUpperPath(e.Paths.UpperOf(w), rel); err != nil {
 			return dropped, err
 		}
 		dropped = append(dropped, rel)
 	}
 	_ = os.Remove(e.statCachePath(w.Name))
-	if err := resetWorkDir(e.Paths.Work(w.Name)); err != nil {
+	if err := resetWorkDir(e.Paths.WorkOf(w)); err != nil {
 		return dropped, err
 	}
 	if wasMounted {

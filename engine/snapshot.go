@@ -1112,7 +1112,9 @@ func (e *Engine) baseObjects() []store.ObjectID {
 	ws, broken, _ := e.scanWorlds()
 	var out []store.ObjectID
 	for _, w := range ws {
-		out = append(out, e.bases(w.Name).Objects()...)
+		for _, v := range treeViews(w) { // each overlay tree's bases (trees.go)
+			out = append(out, e.basesOf(v).Objects()...)
+		}
 	}
 	for _, b := range broken {
 		out = append(out, e.bases(b.Name).Objects()...)
@@ -1121,6 +1123,10 @@ func (e *Engine) baseObjects() []store.ObjectID {
 	if ents, err := os.ReadDir(e.Paths.Trash()); err == nil {
 		for _, d := range ents {
 			out = append(out, BaseIndex{Dir: filepath.Join(e.Paths.Trash(), d.Name(), "bases")}.Objects()...)
+			trees, _ := filepath.Glob(filepath.Join(e.Paths.Trash(), d.Name(), "trees", "*", "bases"))
+			for _, t := range trees {
+				out = append(out, BaseIndex{Dir: t}.Objects()...)
+			}
 		}
 	}
 	return out

@@ -1,12 +1,16 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/stratahq/strata/engine/boundary"
 	"github.com/stratahq/strata/engine/world"
 	"github.com/stratahq/strata/fsx"
+	"github.com/stratahq/strata/overlay"
 )
 
 // Several trees in one World (`new --mount`): see engine/world/trees.go
@@ -120,4 +124,139 @@ func (e *Engine) treeBinds(w *World) []Bind {
 		}
 	}
 	return out
+}
+
+// TreeChanges is one tree's change set in a World with several.
+type TreeChanges struct {
+	Tree   string // MainTree for the source
+	Source string // the tree's directory
+	*overlay.ChangeSet
+}
+
+// ChangesByTree reads the change set of every overlay tree of w, the
+// source first; only names one tree ("" = all).
+func (e *Engine) ChangesByTree(ctx context.Context, w *World, includeIgnored bool, only string) ([]TreeChanges, error) {
+	var out []TreeChanges
+	for _, v := range treeViews(w) {
+		if only != "" && v.TreeName() != only {
+			continue
+		}
+		cs, err := e.Changes(ctx, v, includeIgnored)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, TreeChanges{Tree: v.TreeName(), Source: v.Source, ChangeSet: cs})
+	}
+	if only != "" && len(out) == 0 {
+		if _, err := w.TreeView(only); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// splitTreePaths groups path operands by tree (World.SplitTreePath);
+// with tree set, plain paths are in it and a NAME: of another tree is
+// refused. trees lists the trees to act on in the World's order: those
+// the paths name, or every overlay tree (only tree) when there are none.
+func splitTreePaths(w *World, tree string, paths []string) (byTree map[string][]string, trees []string, err error) {
+	if tree != "" {
+		if _, err := w.TreeView(tree); err != nil {
+			return nil, nil, err
+		}
+	}
+	byTree = map[string][]string{}
+	for _, p := range paths {
+		t, rel := w.SplitTreePath(p)
+		explicit := t != MainTree || strings.HasPrefix(p, MainTree+":")
+		if tree != "" {
+			if explicit && t != tree {
+				return nil, nil, fmt.Errorf("%s is in tree %s, not %s", p, t, tree)
+			}
+			t = tree
+		}
+		if tr, ok := w.FindTree(t); ok && tr.Mode != TreeOverlay {
+			return nil, nil, fmt.Errorf("%s: tree %s is %s: it has no changes of its own", p, t, tr.Mode)
+		}
+		byTree[t] = append(byTree[t], rel)
+	}
+	for _, n := range w.TreeNames() {
+		if tree != "" && n != tree {
+			continue
+		}
+		if len(paths) == 0 || len(byTree[n]) > 0 {
+			trees = append(trees, n)
+		}
+	}
+	return byTree, trees, nil
+}
+
+// diffTrees is Diff of a World with several trees: each tree's diff (of
+// the paths in it), in the World's tree order, every FileChange naming its
+// tree.
+func (e *Engine) diffTrees(ctx context.Context, w *World, o DiffOptions) ([]FileChange, error) {
+	if o.Changes != nil {
+		v, err := w.TreeView(o.Tree)
+		if err != nil {
+			return nil, fmt.Errorf("diff world %q: %w", w.Name, err)
+		}
+		fcs, err := e.diffTree(ctx, v, o)
+		for i := range fcs {
+			fcs[i].Tree = v.TreeName()
+		}
+		return fcs, err
+	}
+	byTree, trees, err := splitTreePaths(w, o.Tree, o.Paths)
+	if err != nil {
+		return nil, fmt.Errorf("diff world %q: %w", w.Name, err)
+	}
+	var out []FileChange
+	for _, t := range trees {
+		v, err := w.TreeView(t)
+		if err != nil {
+			return nil, err
+		}
+		oo := o
+		oo.Paths, oo.Tree = byTree[t], ""
+		fcs, err := e.diffTree(ctx, v, oo)
+		if err != nil {
+			return nil, err
+		}
+		for i := range fcs {
+			fcs[i].Tree = t
+		}
+		out = append(out, fcs...)
+	}
+	return out, nil
+}
+
+// ResolveTreePath is ResolvePath for a World with several trees: arg is
+// NAME:path (relative to that tree's root), an absolute path (in the tree
+// it lies in), or a relative one (in the tree the caller's directory cwd
+// is in, else the source). The result is TREE:rel, main: included, which
+// Diff and Apply read back unambiguously; a World with one tree gets
+// ResolvePath's plain rel.
+func ResolveTreePath(p Paths, w *World, cwd, arg string) (string, error) {
+	if !w.HasTrees() {
+		return ResolvePath(w, p.Merged(w.Name), cwd, arg)
+	}
+	tree, rel := w.SplitTreePath(arg)
+	if rel != arg {
+		cwd = "" // NAME:path is from the tree's root
+	} else if !filepath.IsAbs(arg) {
+		for _, v := range treeViews(w)[1:] {
+			if _, ok := CallerDir(v, p.MergedOf(v), cwd); ok {
+				tree = v.View
+			}
+		}
+	}
+	v, err := w.TreeView(tree)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", arg, err)
+	}
+	r, err := ResolvePath(v, p.MergedOf(v), cwd, rel)
+	if err != nil {
+		return "", err
+	}
+	return tree + ":" + r, nil
 }

@@ -216,3 +216,78 @@ true`)
 		})
 	}
 }
+
+// Status and diff per tree: each tree's changes are its own, read against
+// its own directory, and a path names its tree.
+func TestTreesStatusAndDiff(t *testing.T) {
+	e, src, trees := multiTreeEngine(t)
+	ctx := context.Background()
+	multiTreeWorld(t, e, src, trees, "ue")
+	// The same relative path in two trees: each diff is against its own tree.
+	if out, code := execIn(t, e, "ue", IsolationSandbox, "mkdir -p "+src+"/sub && echo main > "+src+"/sub/a.txt && echo edited >> "+trees["game"]+"/sub/a.txt && echo c > "+trees["ddc"]+"/c"); code != 0 {
+		t.Fatal(out)
+	}
+	w, _ := e.World("ue")
+	tcs, err := e.ChangesByTree(ctx, w, false, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tcs) != 2 || tcs[0].Tree != MainTree || tcs[1].Tree != "game" || tcs[1].Source != trees["game"] {
+		t.Fatalf("trees = %+v", tcs)
+	}
+	paths := func(cs []overlay.Change) (out []string) {
+		for _, c := range cs {
+			out = append(out, c.Kind.Letter()+" "+c.Path)
+		}
+		return out
+	}
+	if got := strings.Join(paths(tcs[0].Changes), ","); got != "A sub,A sub/a.txt" {
+		t.Errorf("main changes = %s", got)
+	}
+	if got := strings.Join(paths(tcs[1].Changes), ","); got != "M sub/a.txt" {
+		t.Errorf("game changes = %s", got)
+	}
+	fcs, err := e.Diff(ctx, "ue", DiffOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fcs) != 2 || fcs[0].Tree != MainTree || fcs[1].Tree != "game" {
+		t.Fatalf("diff = %+v", fcs)
+	}
+	if fcs[1].OldText() != "game a\n" || fcs[1].NewText() != "game a\nedited\n" || fcs[0].OldText() != "" {
+		t.Errorf("game diff %q -> %q, main old %q", fcs[1].OldText(), fcs[1].NewText(), fcs[0].OldText())
+	}
+	if p := Patch(fcs); !strings.Contains(p, "a/game:sub/a.txt") || !strings.Contains(p, "b/sub/a.txt") {
+		t.Errorf("patch headers:\n%s", p)
+	}
+	for _, tc := range []struct {
+		o    DiffOptions
+		want string
+	}{
+		{DiffOptions{Paths: []string{"game:sub/a.txt"}}, "game:sub/a.txt"},
+		{DiffOptions{Paths: []string{trees["game"] + "/sub"}}, "game:sub/a.txt"},
+		{DiffOptions{Paths: []string{"sub/a.txt"}}, "main:sub/a.txt"},
+		{DiffOptions{Tree: "game"}, "game:sub/a.txt"},
+		{DiffOptions{Tree: "game", Paths: []string{"sub"}}, "game:sub/a.txt"},
+	} {
+		fcs, err := e.Diff(ctx, "ue", tc.o)
+		if err != nil || len(fcs) != 1 || fcs[0].Tree+":"+fcs[0].Path != tc.want {
+			t.Errorf("Diff(%+v) = %+v, %v; want %s", tc.o, fcs, err, tc.want)
+		}
+	}
+	for _, o := range []DiffOptions{{Tree: "ddc"}, {Tree: "nope"}, {Paths: []string{"tools:sub"}}, {Tree: "game", Paths: []string{"main:sub"}}} {
+		if _, err := e.Diff(ctx, "ue", o); err == nil {
+			t.Errorf("Diff(%+v) is not refused", o)
+		}
+	}
+	// Absolute and NAME: operands resolve to their tree, relative ones
+	// to the tree the caller stands in.
+	for arg, want := range map[string]string{"game:sub/a.txt": "game:sub/a.txt", trees["game"] + "/sub/a.txt": "game:sub/a.txt", "sub/a.txt": "main:sub/a.txt", src + "/sub": "main:sub"} {
+		if got, err := ResolveTreePath(e.Paths, w, "/", arg); err != nil || got != want {
+			t.Errorf("ResolveTreePath(%s) = %s, %v", arg, got, err)
+		}
+	}
+	if got, err := ResolveTreePath(e.Paths, w, trees["game"]+"/sub", "a.txt"); err != nil || got != "game:sub/a.txt" {
+		t.Errorf("relative in the game tree = %s, %v", got, err)
+	}
+}

@@ -33,7 +33,7 @@ func cmdDiff(a *app, in *input) error {
 	if err != nil {
 		return err
 	}
-	fcs, err := a.eng.Diff(a.ctx, pos[0], engine.DiffOptions{Paths: paths, Against: *against, AgainstWorld: *againstWorld, Context: c, Force: *force})
+	fcs, err := a.eng.Diff(a.ctx, pos[0], engine.DiffOptions{Paths: paths, Against: *against, AgainstWorld: *againstWorld, Context: c, Force: *force, Tree: *in.String("tree")})
 	if err != nil {
 		return err
 	}
@@ -98,7 +98,7 @@ func cmdDiff(a *app, in *input) error {
 			} else if fc.TooLarge {
 				what = "too large to diff"
 			}
-			fmt.Fprintf(tw, " %s\t| %s\n", quotePath(fc.Path), what)
+			fmt.Fprintf(tw, " %s\t| %s\n", engine.TreePath(fc.Tree, quotePath(fc.Path)), what)
 			add += fc.Added
 			del += fc.Removed
 		}
@@ -359,7 +359,7 @@ func pathArg(p string) string {
 // when it lies in the source or the World's merged view, else to the source
 // root. A path outside the World is a usage error.
 func (a *app) worldPath(w *engine.World, p string) (string, error) {
-	rel, err := engine.ResolvePath(w, a.eng.Paths.Merged(w.Name), callerDir(), pathArg(p))
+	rel, err := engine.ResolveTreePath(a.eng.Paths, w, callerDir(), pathArg(p))
 	if err != nil {
 		return "", &usageError{msg: err.Error(), err: err}
 	}

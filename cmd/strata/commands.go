@@ -160,6 +160,7 @@ func commandTable() []command {
 	promptF := strF("prompt", "TEXT", "", "the agent's first prompt")
 	promptFileF := strF("prompt-file", "F", "", "read the first prompt from a file")
 	network := strF("network", "", "", "network: none (loopback only), proxy (the World's egress proxy allows the hosts on its allow-list) or host (the host's network); default: config, else the level's (tree host, strict none, sandbox proxy)").oneOf(engine.NetworkNames()...)
+	treeF := strF("tree", "NAME", "", "only this tree of a World with several (new --mount; main is the source)")
 	passEnv := listF("pass-env", "NAME", "pass the variable NAME although the boundary's environment scrub drops it (repeatable)")
 	return []command{
 		{
@@ -207,7 +208,8 @@ func commandTable() []command {
 		{
 			name: "status", group: "Worlds", summary: "list a World's changed paths",
 			args:  []argSpec{one("NAME", kindWorld)},
-			flags: []flagSpec{jsonF("print JSON"), boolF("ignored", "also list paths matched by ignore rules (.git/ and config ignore)")},
+			flags: []flagSpec{jsonF("print JSON"), boolF("ignored", "also list paths matched by ignore rules (.git/ and config ignore)"), treeF},
+			help:  "A World with several trees (new --mount) lists each overlay tree's changes, the source's first; a path of another tree is written NAME:path, and --json gives each change its \"tree\".",
 			run:   cmdStatus,
 		},
 		{
@@ -331,8 +333,10 @@ func commandTable() []command {
 				strF("against-world", "W", "", "diff against another World's version").completes(kindWorld),
 				intF("U", "N", 3, "context lines"),
 				boolF("binary", "diff binary and huge files as text anyway"),
+				treeF,
 			},
-			examples: []string{"diff w", "diff w --stat", "diff w --json src/x.go"},
+			help:     "PATH is relative to the source, or NAME:PATH in another tree of the World (new --mount); a tree's paths are written NAME:path in the patch headers.",
+			examples: []string{"diff w", "diff w --stat", "diff w --json src/x.go", "diff ue game:Source/Game.cpp"},
 			run:      cmdDiff,
 		},
 		{

@@ -45,7 +45,7 @@ func findRenames(fcs []engine.FileChange) []rename {
 			}
 			best, bestScore := -1, 0
 			for _, a := range adds {
-				if used[a] {
+				if used[a] || fcs[a].Tree != fcs[d].Tree { // a rename stays in its tree
 					continue
 				}
 				if s := score(d, a); s > bestScore {
@@ -100,7 +100,7 @@ func similarity(a, b string) int {
 func renamePatch(fcs []engine.FileChange, r rename, context int) string {
 	from, to := fcs[r.from], fcs[r.to]
 	fd := diffview.Diff(from.OldText(), to.NewText(), diffview.Options{Context: context})
-	p := diffview.UnifiedPatch(diffview.PatchFile{OldPath: from.Path, NewPath: to.Path, OldMode: from.Old.Mode, NewMode: to.New.Mode, Diff: fd})
+	p := diffview.UnifiedPatch(diffview.PatchFile{OldPath: engine.TreePath(from.Tree, from.Path), NewPath: engine.TreePath(to.Tree, to.Path), OldMode: from.Old.Mode, NewMode: to.New.Mode, Diff: fd})
 	head, rest, _ := strings.Cut(p, "\n")
 	return fmt.Sprintf("%s\nsimilarity index %d%%\n%s", head, r.similarity, rest)
 }

@@ -284,6 +284,8 @@ type sessionJSON struct {
 
 // changeJSON is one entry of `strata status --json` (docs/cli.md).
 type changeJSON struct {
+	// Tree is the tree Path is in, in a World with several trees.
+	Tree string `json:"tree,omitempty"`
 	Path string `json:"path"`
 	// PathBytes and TargetBytes hold the exact bytes of a name that is not
 	// valid UTF-8; Path and Target then hold its quoted form (docs/cli.md).
@@ -330,86 +332,110 @@ func toChangeJSON(c overlay.Change, writes []engine.PathWrite) changeJSON {
 func cmdStatus(a *app, in *input) error {
 	asJSON := in.Bool("json")
 	ignored := in.Bool("ignored")
+	only := in.String("tree")
 	pos := in.pos
 	w, err := a.eng.World(pos[0])
 	if err != nil {
 		return err
 	}
-	cs, err := a.eng.Changes(a.ctx, w, *ignored)
-	if err != nil {
-		return err
+	if *only != "" && !w.HasTrees() && *only != engine.MainTree {
+		return usagef("status: --tree %s: world %s has one tree, its source (main)", *only, w.Name)
 	}
-	renames, err := a.statusRenames(w.Name, cs.Changes)
+	// Every overlay tree's changes, the source's first (one for a World
+	// with one tree); a path of another tree is written NAME:path.
+	trees, err := a.eng.ChangesByTree(a.ctx, w, *ignored, *only)
 	if err != nil {
-		return err
+		return &usageError{msg: err.Error(), err: err}
+	}
+	renames := make([]map[string]statusRename, len(trees))
+	for i, tc := range trees {
+		if renames[i], err = a.statusRenames(w.Name, tc.Tree, tc.Changes); err != nil {
+			return err
+		}
 	}
 	if *asJSON {
 		out := struct {
-			World   string       `json:"world"`
-			Source  string       `json:"source"`
-			Dialect string       `json:"dialect"`
-			Changes []changeJSON `json:"changes"`
+			World   string        `json:"world"`
+			Source  string        `json:"source"`
+			Dialect string        `json:"dialect"`
+			Trees   []engine.Tree `json:"trees,omitempty"`
+			Changes []changeJSON  `json:"changes"`
 			// Sessions holds each writing session's command once: an agent's
 			// script can be long, and repeating it per change bloated the output.
 			Sessions map[string]sessionJSON `json:"sessions"`
-		}{World: w.Name, Source: w.Source, Dialect: string(cs.Dialect), Changes: make([]changeJSON, 0, len(cs.Changes)), Sessions: map[string]sessionJSON{}}
+		}{World: w.Name, Source: w.Source, Dialect: string(trees[0].Dialect), Trees: w.Trees, Changes: []changeJSON{}, Sessions: map[string]sessionJSON{}}
 		prov, err := a.eng.Provenance(w.Name)
 		if err != nil {
 			return err
 		}
-		for _, c := range cs.Changes {
-			writes := prov[c.Path]
-			for i := range writes {
-				out.Sessions[writes[i].Session] = sessionJSON{Command: writes[i].Command}
-				writes[i].Command = nil
-			}
-			cj := toChangeJSON(c, writes)
-			if r, ok := renames[c.Path]; ok {
-				if r.to == c.Path {
-					cj.RenamedFrom, _ = overlay.JSONPath(r.from)
-					cj.Similarity = r.similarity
-				} else {
-					cj.RenamedTo, _ = overlay.JSONPath(r.to)
+		for i, tc := range trees {
+			for _, c := range tc.Changes {
+				var writes []engine.PathWrite
+				if tc.Tree == engine.MainTree { // provenance is recorded for the source only
+					writes = prov[c.Path]
 				}
+				for i := range writes {
+					out.Sessions[writes[i].Session] = sessionJSON{Command: writes[i].Command}
+					writes[i].Command = nil
+				}
+				cj := toChangeJSON(c, writes)
+				if w.HasTrees() {
+					cj.Tree = tc.Tree
+				}
+				if r, ok := renames[i][c.Path]; ok {
+					if r.to == c.Path {
+						cj.RenamedFrom, _ = overlay.JSONPath(r.from)
+						cj.Similarity = r.similarity
+					} else {
+						cj.RenamedTo, _ = overlay.JSONPath(r.to)
+					}
+				}
+				out.Changes = append(out.Changes, cj)
 			}
-			out.Changes = append(out.Changes, cj)
 		}
 		return a.printJSON(out)
 	}
-	if len(cs.Changes) == 0 {
+	n := 0
+	for _, tc := range trees {
+		n += len(tc.Changes)
+	}
+	if n == 0 {
 		fmt.Fprintf(a.stdout, "world %s: no changes\n", w.Name)
 		return nil
 	}
 	// One write per 64 KiB, not per line: 100,000 changed paths.
 	out := bufio.NewWriterSize(a.stdout, 64<<10)
-	for _, c := range cs.Changes {
-		if r, ok := renames[c.Path]; ok {
-			if r.to == c.Path {
-				fmt.Fprintf(out, "R  %s -> %s (%d%%)\n", quotePath(r.from), quotePath(r.to), r.similarity)
+	for i, tc := range trees {
+		qp := func(p string) string { return engine.TreePath(tc.Tree, quotePath(p)) }
+		for _, c := range tc.Changes {
+			if r, ok := renames[i][c.Path]; ok {
+				if r.to == c.Path {
+					fmt.Fprintf(out, "R  %s -> %s (%d%%)\n", qp(r.from), qp(r.to), r.similarity)
+				}
+				continue
 			}
-			continue
+			marks := ""
+			if c.Whiteout {
+				marks += " (whiteout)"
+			}
+			if c.Opaque && c.Type == overlay.TypeDir && c.Kind != overlay.Deleted {
+				marks += " (replaced dir)"
+			}
+			if c.Ignored {
+				marks += " (ignored)"
+			}
+			p := qp(c.Path)
+			if c.Type == overlay.TypeDir {
+				p += "/"
+			}
+			if c.Type == overlay.TypeSymlink && c.Kind != overlay.Deleted {
+				p += " -> " + quotePath(c.Target)
+			}
+			if c.Note != "" {
+				marks += " [" + c.Note + "]"
+			}
+			fmt.Fprintf(out, "%s  %s%s\n", c.Kind.Letter(), p, marks)
 		}
-		marks := ""
-		if c.Whiteout {
-			marks += " (whiteout)"
-		}
-		if c.Opaque && c.Type == overlay.TypeDir && c.Kind != overlay.Deleted {
-			marks += " (replaced dir)"
-		}
-		if c.Ignored {
-			marks += " (ignored)"
-		}
-		p := quotePath(c.Path)
-		if c.Type == overlay.TypeDir {
-			p += "/"
-		}
-		if c.Type == overlay.TypeSymlink && c.Kind != overlay.Deleted {
-			p += " -> " + quotePath(c.Target)
-		}
-		if c.Note != "" {
-			marks += " [" + c.Note + "]"
-		}
-		fmt.Fprintf(out, "%s  %s%s\n", c.Kind.Letter(), p, marks)
 	}
 	return out.Flush()
 }
@@ -422,7 +448,7 @@ type statusRename struct {
 
 // statusRenames finds the renames among a World's changes (findRenames),
 // diffing only its deleted and added files.
-func (a *app) statusRenames(world string, changes []overlay.Change) (map[string]statusRename, error) {
+func (a *app) statusRenames(world, tree string, changes []overlay.Change) (map[string]statusRename, error) {
 	var dels, adds []overlay.Change
 	for _, c := range changes {
 		switch {
@@ -436,7 +462,7 @@ func (a *app) statusRenames(world string, changes []overlay.Change) (map[string]
 	if len(dels) == 0 || len(adds) == 0 {
 		return nil, nil
 	}
-	fcs, err := a.eng.Diff(a.ctx, world, engine.DiffOptions{Changes: append(dels, adds...)})
+	fcs, err := a.eng.Diff(a.ctx, world, engine.DiffOptions{Changes: append(dels, adds...), Tree: tree})
 	if err != nil {
 		return nil, err
 	}

@@ -188,10 +188,21 @@ func (w *World) TreeName() string {
 	return w.View
 }
 
-// SplitTreePath reads a path operand NAME:rel (a plain path is in the
-// primary tree). Only a known tree name counts as a prefix, so a file
+// SplitTreePath reads a path operand NAME:rel (a plain relative path is
+// in the primary tree, an absolute one in the tree it lies in). Only a known tree name counts as a prefix, so a file
 // named "a:b" in the source stays reachable.
 func (w *World) SplitTreePath(p string) (tree, rel string) {
+	if filepath.IsAbs(p) {
+		// An absolute path is in the tree it lies in (kept absolute: the
+		// caller makes it relative to that tree's path).
+		c := filepath.Clean(p)
+		for _, t := range w.Trees {
+			if Within(c, t.Path) {
+				return t.Name, p
+			}
+		}
+		return MainTree, p
+	}
 	if name, rest, ok := strings.Cut(p, ":"); ok && !strings.Contains(name, "/") {
 		if name == MainTree {
 			return MainTree, rest
