@@ -291,3 +291,127 @@ func TestTreesStatusAndDiff(t *testing.T) {
 		t.Errorf("relative in the game tree = %s, %v", got, err)
 	}
 }
+
+// A snapshot freezes every overlay tree; rollback restores them all and
+// fork copies the tree list and every tree's upper. Old snapshots (one
+// manifest) stay readable, and gc keeps a tree's manifest and objects.
+func TestTreesSnapshotRollbackFork(t *testing.T) {
+	e, src, trees := multiTreeEngine(t)
+	ctx := context.Background()
+	multiTreeWorld(t, e, src, trees, "ue")
+	run := func(script string) {
+		t.Helper()
+		if out, code := execIn(t, e, "ue", IsolationSandbox, script); code != 0 {
+			t.Fatal(out)
+		}
+	}
+	game := trees["game"]
+	run("echo v1 > " + src + "/main.txt && echo v1 > " + game + "/g.txt && rm " + game + "/sub/a.txt")
+	s1, err := e.Snapshot(ctx, "ue", SnapshotOptions{Message: "one"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(e.treeManifestPath(s1.ID, "game")); err != nil {
+		t.Fatalf("no manifest of the game tree: %v", err)
+	}
+	if s1.Files != 2 || s1.Whiteouts != 1 {
+		t.Errorf("snapshot counts files %d whiteouts %d, want both trees' (2, 1)", s1.Files, s1.Whiteouts)
+	}
+	run("echo v2 > " + src + "/main.txt && echo v2 > " + game + "/g.txt && echo back > " + game + "/sub/a.txt && echo new > " + game + "/new.txt")
+	w, _ := e.World("ue")
+	v, _ := w.TreeView("game")
+	if n, err := e.unsavedChanges(ctx, w, mustChanges(t, e, "ue")); err != nil || n < 4 {
+		t.Errorf("unsaved changes = %d, %v; want the game tree's counted", n, err)
+	}
+	deltas, err := e.SnapDiff(ctx, "ue", s1.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dp []string
+	for _, d := range deltas {
+		dp = append(dp, d.Path)
+	}
+	if got := strings.Join(dp, ","); !strings.Contains(got, "game:g.txt") || !strings.Contains(got, "game:new.txt") || !strings.Contains(got, "main.txt") {
+		t.Errorf("snap diff paths = %s", got)
+	}
+
+	if _, err := e.Rollback(ctx, "ue", s1.ID, RollbackOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	up := e.Paths.UpperOf(v)
+	if got := readFile(t, filepath.Join(up, "g.txt")); got != "v1\n" {
+		t.Errorf("game g.txt after rollback = %q", got)
+	}
+	if _, err := os.Lstat(filepath.Join(up, "new.txt")); !os.IsNotExist(err) {
+		t.Errorf("game new.txt survived the rollback")
+	}
+	if got := readFile(t, filepath.Join(e.Paths.Upper("ue"), "main.txt")); got != "v1\n" {
+		t.Errorf("main.txt after rollback = %q", got)
+	}
+	// The session sees the rolled-back trees (the tree was remounted).
+	out, _ := execIn(t, e, "ue", IsolationSandbox, "cat "+game+"/g.txt; ls "+game+"/sub; cat "+game+"/new.txt 2>&1")
+	if !strings.Contains(out, "v1") || strings.Contains(out, "a.txt") || !strings.Contains(out, "No such file") {
+		t.Errorf("after rollback the session sees:\n%s", out)
+	}
+	if readFile(t, filepath.Join(game, "sub", "a.txt")) != "game a\n" {
+		t.Fatal("the host's game tree changed")
+	}
+
+	forks, err := e.Fork(ctx, "ue", ForkOptions{N: 1, Snap: s1.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := forks[0]
+	if len(f.Trees) != 3 || f.Trees[0].Name != "game" || f.Trees[2].Mode != TreeShared {
+		t.Fatalf("fork trees = %+v", f.Trees)
+	}
+	fv, _ := f.TreeView("game")
+	if got := readFile(t, filepath.Join(e.Paths.UpperOf(fv), "g.txt")); got != "v1\n" {
+		t.Errorf("fork's game g.txt = %q", got)
+	}
+	out, _ = execIn(t, e, f.Name, IsolationStrict, "cat "+game+"/g.txt "+src+"/main.txt")
+	if out != "v1\nv1\n" {
+		t.Errorf("fork sees %q", out)
+	}
+
+	// gc keeps the tree manifests of live snapshots.
+	if _, err := e.GC(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(e.treeManifestPath(s1.ID, "game")); err != nil {
+		t.Fatalf("gc dropped a live tree manifest: %v", err)
+	}
+	if bad, err := e.VerifyObjects(ctx); err != nil || len(bad) > 0 {
+		t.Fatalf("verify after gc: %v %v", bad, err)
+	}
+	if err := e.RestorePaths(ctx, "ue", s1.ID, []string{"game:g.txt"}); err == nil || !strings.Contains(err.Error(), "rollback") {
+		t.Errorf("restore of a tree path = %v", err)
+	}
+}
+
+// A snapshot of a World made before trees existed (one manifest, no tree
+// list) still rolls back and forks.
+func TestTreesOldSnapshotsReadable(t *testing.T) {
+	e, src := testEngine(t)
+	ctx := context.Background()
+	mountedWorld(t, e, src, "old")
+	if err := os.WriteFile(filepath.Join(e.Paths.Merged("old"), "x.txt"), []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := e.Snapshot(ctx, "old", SnapshotOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(e.Paths.Snapshots())
+	for _, d := range ents {
+		if strings.Contains(d.Name(), "@") {
+			t.Fatalf("a World with one tree wrote %s", d.Name())
+		}
+	}
+	if _, err := e.Rollback(ctx, "old", s.ID, RollbackOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Fork(ctx, "old", ForkOptions{N: 1, Snap: s.ID}); err != nil {
+		t.Fatal(err)
+	}
+}
