@@ -100,6 +100,8 @@ type ApplyOptions struct {
 
 // AppliedPath is one path of a publication.
 type AppliedPath struct {
+	// Tree is the tree Path is in, in a World with several (trees_apply.go).
+	Tree string `json:"tree,omitempty"`
 	Path string `json:"path"`
 	// PathBytes is only set in JSON, for a path that is not valid UTF-8
 	// (overlay.JSONPath); in memory Path holds the exact bytes.
@@ -145,6 +147,9 @@ type ApplyResult struct {
 	// World's bases that could not be recorded).
 	Warnings []string `json:"warnings,omitempty"`
 	Duration string   `json:"duration"`
+	// Trees are the publications of a World with several trees, one per
+	// tree that had something to publish, in the World's tree order.
+	Trees []TreeApplied `json:"trees,omitempty"`
 	// others are the Warnings about other Worlds, gathered before planning
 	// (a retried plan starts again from them).
 	others []string
@@ -166,6 +171,8 @@ func (r ApplyResult) MarshalJSON() ([]byte, error) {
 
 // Conflict is one path that cannot be published as picked.
 type Conflict struct {
+	// Tree is the tree Path is in, in a World with several.
+	Tree string `json:"tree,omitempty"`
 	Path string `json:"path"`
 	// PathBytes: as in AppliedPath, only in JSON.
 	PathBytes []byte              `json:"path_bytes,omitempty"`
@@ -213,7 +220,7 @@ func (e *ConflictError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "apply world %q: %s, nothing was written:", e.World, countOf(len(e.Conflicts), "conflict", "conflicts"))
 	for _, c := range e.Conflicts {
-		fmt.Fprintf(&b, "\n  %s: %s", overlay.QuotePath(c.Path), c.Reason)
+		fmt.Fprintf(&b, "\n  %s: %s", TreePath(c.Tree, overlay.QuotePath(c.Path)), c.Reason)
 	}
 	return b.String()
 }
@@ -403,6 +410,16 @@ func (e *Engine) Apply(ctx context.Context, name string, o ApplyOptions) (*Apply
 	if err != nil {
 		return nil, err
 	}
+	if w.HasTrees() {
+		return e.applyTrees(ctx, w, o, start) // one publication per tree (trees_apply.go)
+	}
+	return e.applyTree(ctx, w, o, start)
+}
+
+// applyTree is Apply to one tree: the World's source, or the tree a view
+// (World.TreeView) stands for, as one atomic publication.
+func (e *Engine) applyTree(ctx context.Context, w *World, o ApplyOptions, start time.Time) (*ApplyResult, error) {
+	name := w.Name
 	cs, err := e.Changes(ctx, w, false)
 	if err != nil {
 		return nil, err

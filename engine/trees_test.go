@@ -415,3 +415,129 @@ func TestTreesOldSnapshotsReadable(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Apply publishes each tree to its own directory; picks name their tree.
+func TestTreesApply(t *testing.T) {
+	e, src, trees := multiTreeEngine(t)
+	ctx := context.Background()
+	multiTreeWorld(t, e, src, trees, "ue")
+	game := trees["game"]
+	if out, code := execIn(t, e, "ue", IsolationSandbox, "echo m > "+src+"/m.txt && echo g > "+game+"/g.txt && echo edited >> "+game+"/sub/a.txt && echo other > "+src+"/other.txt"); code != 0 {
+		t.Fatal(out)
+	}
+	// One pick per tree: only those land, each in its own tree.
+	res, err := e.Apply(ctx, "ue", ApplyOptions{Picks: []Pick{{Path: "main:m.txt"}, {Path: "game:sub/a.txt"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Trees) != 2 || res.Trees[0].Tree != MainTree || res.Trees[1].Tree != "game" || res.Trees[1].Source != game || res.Trees[1].ID == "" {
+		t.Fatalf("trees published = %+v", res.Trees)
+	}
+	if readFile(t, filepath.Join(src, "m.txt")) != "m\n" || readFile(t, filepath.Join(game, "sub", "a.txt")) != "game a\nedited\n" {
+		t.Fatal("picked paths not published")
+	}
+	for _, p := range []string{filepath.Join(src, "other.txt"), filepath.Join(game, "g.txt"), filepath.Join(src, "sub")} {
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Errorf("%s published without being picked", p)
+		}
+	}
+	// Everything else; a second apply of what landed does nothing new.
+	res, err = e.Apply(ctx, "ue", ApplyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if readFile(t, filepath.Join(game, "g.txt")) != "g\n" || readFile(t, filepath.Join(src, "other.txt")) != "other\n" {
+		t.Fatal("apply of every tree missed a path")
+	}
+	for _, p := range res.Paths {
+		if p.Tree == "" {
+			t.Errorf("applied path %s names no tree", p.Path)
+		}
+	}
+	// Picks in a tree that is not an overlay are refused.
+	if _, err := e.Apply(ctx, "ue", ApplyOptions{Picks: []Pick{{Path: "ddc:c"}}}); err == nil || !strings.Contains(err.Error(), "shared") {
+		t.Errorf("apply in the shared tree = %v", err)
+	}
+	if _, err := e.Apply(ctx, "ue", ApplyOptions{ToBranch: "x"}); err == nil {
+		t.Error("--to-branch over several trees is not refused")
+	}
+}
+
+// All or nothing across trees: a conflict in the second tree leaves the
+// first unpublished, and lists the conflict under its tree.
+func TestTreesApplyConflictInOneTreePublishesNone(t *testing.T) {
+	e, src, trees := multiTreeEngine(t)
+	ctx := context.Background()
+	multiTreeWorld(t, e, src, trees, "ue")
+	game := trees["game"]
+	if out, code := execIn(t, e, "ue", IsolationSandbox, "echo new > "+src+"/d0/f0.txt && echo world > "+game+"/sub/a.txt"); code != 0 {
+		t.Fatal(out)
+	}
+	// The bases are known (status captured them); then the host edits the
+	// game tree's file the other way: a conflict in tree 2 only.
+	if _, err := e.Diff(ctx, "ue", DiffOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before := readFile(t, filepath.Join(src, "d0", "f0.txt"))
+	if err := os.WriteFile(filepath.Join(game, "sub", "a.txt"), []byte("host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Apply(ctx, "ue", ApplyOptions{})
+	var ce *ConflictError
+	if !errors.As(err, &ce) || len(ce.Conflicts) != 1 || ce.Conflicts[0].Tree != "game" || ce.Conflicts[0].Path != "sub/a.txt" {
+		t.Fatalf("apply = %v (%+v)", err, ce)
+	}
+	if !strings.Contains(err.Error(), "game:sub/a.txt") {
+		t.Errorf("conflict message does not name the tree: %v", err)
+	}
+	if res == nil || len(res.Trees) != 0 {
+		t.Errorf("a refused apply reports publications: %+v", res)
+	}
+	if got := readFile(t, filepath.Join(src, "d0", "f0.txt")); got != before {
+		t.Fatalf("tree 1 was published despite the conflict in tree 2: %q", got)
+	}
+	if readFile(t, filepath.Join(game, "sub", "a.txt")) != "host\n" {
+		t.Fatal("the conflicting tree was written")
+	}
+	if h, _ := e.History(); len(h) != 0 {
+		t.Fatalf("history records %d publications", len(h))
+	}
+}
+
+// The source of tree 2 changes after every tree was checked and tree 1
+// was published: tree 2 is refused on its own, untouched, and the error
+// says which trees landed.
+func TestTreesApplyPartialWhenASourceMovesBetweenTrees(t *testing.T) {
+	e, src, trees := multiTreeEngine(t)
+	ctx := context.Background()
+	multiTreeWorld(t, e, src, trees, "ue")
+	game := trees["game"]
+	if out, code := execIn(t, e, "ue", IsolationSandbox, "echo new > "+src+"/d0/f0.txt && echo world > "+game+"/sub/a.txt"); code != 0 {
+		t.Fatal(out)
+	}
+	if _, err := e.Diff(ctx, "ue", DiffOptions{}); err != nil { // bases captured
+		t.Fatal(err)
+	}
+	crashHook = func(point string) {
+		if point == "apply.tree" {
+			_ = os.WriteFile(filepath.Join(game, "sub", "a.txt"), []byte("host\n"), 0o644)
+		}
+	}
+	defer func() { crashHook = nil }()
+	res, err := e.Apply(ctx, "ue", ApplyOptions{})
+	var pe *PartialApplyError
+	if !errors.As(err, &pe) || !errors.Is(err, ErrPartialApply) || !errors.Is(err, ErrConflict) || pe.Failed != "game" || len(pe.Published) != 1 || pe.Published[0].Tree != MainTree {
+		t.Fatalf("apply = %v", err)
+	}
+	if res == nil || len(res.Trees) != 1 {
+		t.Fatalf("result = %+v", res)
+	}
+	if readFile(t, filepath.Join(src, "d0", "f0.txt")) != "new\n" || readFile(t, filepath.Join(game, "sub", "a.txt")) != "host\n" {
+		t.Fatal("tree 1 should be published whole and tree 2 untouched")
+	}
+	for _, want := range []string{"tree main was published", "tree game could not be"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+}

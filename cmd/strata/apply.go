@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -190,6 +191,20 @@ func cmdApply(a *app, in *input) error {
 		return err
 	}
 	var picks []engine.Pick
+	operands := pos[1:]
+	if tree := *in.String("tree"); tree != "" && (w.HasTrees() || tree != engine.MainTree) {
+		// --tree NAME: plain paths are in that tree; none = all of it.
+		if _, ok := w.FindTree(tree); !ok && tree != engine.MainTree {
+			return usagef("apply: --tree %s: world %s has no such tree (strata show %s lists them)", tree, w.Name, w.Name)
+		}
+		operands = treeOperands(w, tree, operands)
+		for i := range hunkPicks {
+			hunkPicks[i].path = treeOperands(w, tree, []string{hunkPicks[i].path})[0]
+		}
+		if len(operands) == 0 && len(hunkPicks) == 0 {
+			picks = append(picks, engine.Pick{Path: tree + ":."})
+		}
+	}
 	hunkPaths := map[string]bool{}
 	for _, h := range hunkPicks {
 		rel, err := a.worldPath(w, h.path)
@@ -199,7 +214,7 @@ func cmdApply(a *app, in *input) error {
 		picks = append(picks, engine.Pick{Path: rel, Hunks: h.nums})
 		hunkPaths[rel] = true
 	}
-	for _, p := range pos[1:] {
+	for _, p := range operands {
 		rel, err := a.worldPath(w, p)
 		if err != nil {
 			return err
@@ -233,7 +248,7 @@ func cmdApply(a *app, in *input) error {
 		printWarnings(a, warnings)
 		fmt.Fprintf(a.stderr, "strata: apply %s: %s; nothing was written:\n", w.Name, count(len(ce.Conflicts), "conflict", "conflicts"))
 		for _, c := range ce.Conflicts {
-			fmt.Fprintf(a.stderr, "  %s: %s\n", quotePath(c.Path), c.Reason)
+			fmt.Fprintf(a.stderr, "  %s: %s\n", engine.TreePath(c.Tree, quotePath(c.Path)), c.Reason)
 			for _, r := range c.Regions {
 				fmt.Fprintf(a.stderr, "    base lines %d-%d: the World and the source both changed them\n", r.BaseStart+1, r.BaseEnd)
 			}
@@ -271,9 +286,15 @@ func cmdApply(a *app, in *input) error {
 		if len(p.Hunks) > 0 {
 			h = fmt.Sprintf(" (hunks %v)", p.Hunks)
 		}
-		fmt.Fprintf(a.stdout, "%-8s %s%s\n", p.Action, quotePath(p.Path), h)
+		fmt.Fprintf(a.stdout, "%-8s %s%s\n", p.Action, engine.TreePath(p.Tree, quotePath(p.Path)), h)
 	}
 	switch {
+	case len(res.Trees) > 0:
+		// A World with several trees: one publication per tree.
+		for _, t := range res.Trees {
+			fmt.Fprintf(a.stdout, "%s %s of tree %s to %s\n", verb, count(t.Paths, "path", "paths"), t.Tree, t.Source)
+		}
+		fmt.Fprintf(a.stdout, "%s %s from world %s in %s\n", verb, count(len(res.Paths), "path", "paths"), w.Name, res.Duration)
 	case res.Branch != "":
 		fmt.Fprintf(a.stdout, "%s %s from world %s as commit %s on branch %s\n", verb, count(len(res.Paths), "path", "paths"), w.Name, short(res.Commit), res.Branch)
 	default:
@@ -439,4 +460,17 @@ func cmdHistory(a *app, in *input) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d: %s\t%s\n", h.Time.Local().Format(time.DateTime), h.World, len(h.Paths), list, to)
 	}
 	return tw.Flush()
+}
+
+// treeOperands puts plain relative PATHs in tree (apply --tree): NAME:path
+// and absolute paths keep their own tree.
+func treeOperands(w *engine.World, tree string, args []string) []string {
+	out := make([]string, len(args))
+	for i, p := range args {
+		if t, rel := w.SplitTreePath(p); rel == p && t == engine.MainTree && !filepath.IsAbs(p) {
+			p = tree + ":" + p
+		}
+		out[i] = p
+	}
+	return out
 }

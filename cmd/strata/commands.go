@@ -352,8 +352,10 @@ func commandTable() []command {
 				strF("to-branch", "B", "", "commit the picks on a new git branch; the working tree and index are not touched"),
 				strF("m", "MSG", "", "commit message for --to-branch"),
 				boolF("allow-setuid", "publish setuid/setgid bits the World set (stripped by default, with a warning)"),
+				treeF,
 			},
-			examples: []string{"apply w", "apply w src/x.go --hunks src/x.go=2", "apply w --to-branch agent-fix -m 'fix login'", "apply w -- -y"},
+			help:     "In a World with several trees (new --mount), PATH is NAME:PATH in another tree; each tree is its own atomic publication. Every tree is checked first (conflicts, stale picks, writers) and nothing is written unless all pass; a tree whose source changes after that check is refused alone, the trees before it staying published (error code partial_apply).",
+			examples: []string{"apply w", "apply w src/x.go --hunks src/x.go=2", "apply w --to-branch agent-fix -m 'fix login'", "apply w -- -y", "apply ue game:Source/Game.cpp", "apply ue --tree game"},
 			run:      cmdApply,
 		},
 		{
