@@ -298,7 +298,9 @@ func Patch(fcs []FileChange) string {
 	var b strings.Builder
 	for _, fc := range fcs {
 		// A path of an extra tree is written NAME:path (trees.go).
-		fc.Path = TreePath(fc.Tree, fc.Path)
+		if !strings.HasPrefix(fc.Path, fc.Tree+":") { // FlatChanges paths have it already
+			fc.Path = TreePath(fc.Tree, fc.Path)
+		}
 		oldT, newT := fc.Old.Type, fc.New.Type
 		if oldT != "" && newT != "" && oldT != newT {
 			// A type change is two entries, as git writes it.

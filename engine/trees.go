@@ -195,6 +195,9 @@ func splitTreePaths(w *World, tree string, paths []string) (byTree map[string][]
 // the paths in it), in the World's tree order, every FileChange naming its
 // tree.
 func (e *Engine) diffTrees(ctx context.Context, w *World, o DiffOptions) ([]FileChange, error) {
+	if o.Changes != nil && o.Tree == "" {
+		return e.diffFlat(ctx, w, o)
+	}
 	if o.Changes != nil {
 		v, err := w.TreeView(o.Tree)
 		if err != nil {
@@ -259,4 +262,100 @@ func ResolveTreePath(p Paths, w *World, cwd, arg string) (string, error) {
 		return "", err
 	}
 	return tree + ":" + r, nil
+}
+
+// treeInfo adds the extra trees' change counts to a World's info.
+func (e *Engine) treeInfo(ctx context.Context, w *World, wi *WorldInfo) {
+	if !w.HasTrees() {
+		return
+	}
+	wi.TreeChanges = map[string]int{MainTree: wi.Changes}
+	for _, v := range treeViews(w)[1:] {
+		cs, err := e.Changes(ctx, v, false)
+		if err != nil {
+			if wi.Error == "" {
+				wi.Error = fmt.Sprintf("tree %s: %v", v.View, err)
+			}
+			continue
+		}
+		wi.TreeChanges[v.View] = len(cs.Changes)
+		wi.Changes += len(cs.Changes)
+	}
+}
+
+// checkTrees is CheckSource for the extra trees: each must still be a
+// directory, or a session would bind over a fresh empty one and a
+// publication rebuild a partial tree there.
+func (e *Engine) checkTrees(w *World) error {
+	for _, t := range w.Trees {
+		fi, err := os.Stat(t.Path)
+		if err != nil || !fi.IsDir() {
+			return &SourceMissingError{World: w.Name, Source: t.Path}
+		}
+	}
+	return nil
+}
+
+// inTree reports whether dir lies in one of w's extra trees: `strata ls`
+// there lists the World like from its source.
+func inTree(w *World, dir string) bool {
+	for _, t := range w.Trees {
+		if within(dir, t.Path) {
+			return true
+		}
+	}
+	return false
+}
+
+// FlatChanges is every overlay tree's changes in one list, as a review
+// shows them (the TUI's Changes pane): a path of an extra tree is written
+// NAME:path, and Diff (with Changes) and Apply (as picks) read it back.
+// A World with one tree gets its change set's list as it is.
+func (e *Engine) FlatChanges(ctx context.Context, w *World, includeIgnored bool) ([]overlay.Change, error) {
+	tcs, err := e.ChangesByTree(ctx, w, includeIgnored, "")
+	if err != nil {
+		return nil, err
+	}
+	var out []overlay.Change
+	for _, tc := range tcs {
+		for _, c := range tc.Changes {
+			c.Path = TreePath(tc.Tree, c.Path)
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// diffFlat diffs changes of FlatChanges: each in its tree, each
+// FileChange's Path given back as it came (NAME:path).
+func (e *Engine) diffFlat(ctx context.Context, w *World, o DiffOptions) ([]FileChange, error) {
+	byTree := map[string][]overlay.Change{}
+	for _, c := range o.Changes {
+		t, rel := w.SplitTreePath(c.Path)
+		c.Path = rel
+		byTree[t] = append(byTree[t], c)
+	}
+	var out []FileChange
+	for _, t := range w.TreeNames() {
+		if len(byTree[t]) == 0 {
+			continue
+		}
+		v, err := w.TreeView(t)
+		if err != nil {
+			return nil, err
+		}
+		oo := o
+		oo.Changes = byTree[t]
+		fcs, err := e.diffTree(ctx, v, oo)
+		if err != nil {
+			return nil, err
+		}
+		for i := range fcs {
+			fcs[i].Tree = t
+			fcs[i].Path = TreePath(t, fcs[i].Path)
+			fcs[i].Change.Path = fcs[i].Path
+		}
+		out = append(out, fcs...)
+	}
+	return out, nil
 }

@@ -541,3 +541,38 @@ func TestTreesApplyPartialWhenASourceMovesBetweenTrees(t *testing.T) {
 		}
 	}
 }
+
+// The review list (the TUI's Changes pane) names each path's tree, and
+// its paths go back into Diff and Apply as they are.
+func TestTreesFlatChangesRoundTrip(t *testing.T) {
+	e, src, trees := multiTreeEngine(t)
+	ctx := context.Background()
+	multiTreeWorld(t, e, src, trees, "ue")
+	if out, code := execIn(t, e, "ue", IsolationSandbox, "echo m > "+src+"/m.txt && echo g > "+trees["game"]+"/g.txt"); code != 0 {
+		t.Fatal(out)
+	}
+	w, _ := e.World("ue")
+	cs, err := e.FlatChanges(ctx, w, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 2 || cs[0].Path != "m.txt" || cs[1].Path != "game:g.txt" {
+		t.Fatalf("flat changes = %+v", cs)
+	}
+	fcs, err := e.Diff(ctx, "ue", DiffOptions{Changes: cs[1:]})
+	if err != nil || len(fcs) != 1 || fcs[0].Path != "game:g.txt" || fcs[0].NewText() != "g\n" || fcs[0].Tree != "game" {
+		t.Fatalf("diff of game:g.txt = %+v, %v", fcs, err)
+	}
+	if p := Patch(fcs); !strings.Contains(p, "b/game:g.txt") || strings.Contains(p, "game:game:") {
+		t.Errorf("patch:\n%s", p)
+	}
+	if _, err := e.Apply(ctx, "ue", ApplyOptions{Picks: []Pick{{Path: cs[1].Path, BaseHash: fcs[0].BaseHash, WorldHash: fcs[0].WorldHash}}}); err != nil {
+		t.Fatal(err)
+	}
+	if readFile(t, filepath.Join(trees["game"], "g.txt")) != "g\n" {
+		t.Fatal("game:g.txt not published")
+	}
+	if _, err := os.Lstat(filepath.Join(src, "m.txt")); !os.IsNotExist(err) {
+		t.Fatal("m.txt published without a pick")
+	}
+}

@@ -153,7 +153,11 @@ func cmdLs(a *app, in *input) error {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", wi.Name, wi.Status, "?", sess, "?", "error: "+wi.Error)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", wi.Name, wi.Status, ch, sess, be, wi.Source)
+		src := wi.Source
+		if n := len(wi.Trees); n > 0 {
+			src += fmt.Sprintf(" (+%s)", count(n, "tree", "trees"))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", wi.Name, wi.Status, ch, sess, be, src)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -215,6 +219,13 @@ func cmdShow(a *app, in *input) error {
 	row("id", wi.ID)
 	row("status", wi.Status)
 	row("source", wi.Source)
+	for _, t := range wi.Trees {
+		v := fmt.Sprintf("%s (%s)", t.Path, t.Mode)
+		if n, ok := wi.TreeChanges[t.Name]; ok {
+			v += fmt.Sprintf(", %d changes", n)
+		}
+		row("tree "+t.Name, v)
+	}
 	row("backend", string(wi.Backend))
 	row("mount backend", string(wi.MountBackend))
 	row("isolation", string(wi.Isolation))
