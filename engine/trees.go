@@ -359,3 +359,18 @@ func (e *Engine) diffFlat(ctx context.Context, w *World, o DiffOptions) ([]FileC
 	}
 	return out, nil
 }
+
+// treeOf is cwd when it lies in one of w's extra trees (every tree is
+// seen at its own path, so the session can start there).
+func treeOf(w *World, cwd string) (string, bool) {
+	if cwd == "" {
+		return "", false
+	}
+	c := filepath.Clean(cwd)
+	for _, t := range w.Trees {
+		if within(c, t.Path) {
+			return c, true
+		}
+	}
+	return "", false
+}

@@ -65,6 +65,14 @@ func TestE2EMultiTree(t *testing.T) {
 		t.Fatalf("new --json trees = %+v", nw.Trees)
 	}
 
+	// Run from inside a tree, a command starts there and a relative PATH
+	// is in that tree.
+	c := e.cmd("exec", "ue", "--", "pwd")
+	c.Dir = filepath.Join(game, "sub")
+	if out, err := c.Output(); err != nil || strings.TrimSpace(string(out)) != filepath.Join(game, "sub") {
+		t.Fatalf("exec from the game tree runs in %q (%v)", out, err)
+	}
+
 	// Hostile writes per mode, from a sandboxed session (the default).
 	out, errs, code := e.run("exec", "ue", "--", "sh", "-c", strings.NewReplacer("GAME", game, "TOOLS", tools, "DDC", ddc).Replace(`
 echo changed >> a.txt
@@ -118,6 +126,11 @@ echo cache > DDC/c.bin`))
 	}
 	if d := e.ok("diff", "ue", filepath.Join(game, "g.txt")); !strings.Contains(d, "+++ b/game:g.txt") {
 		t.Errorf("diff of an absolute tree path:\n%s", d)
+	}
+	c = e.cmd("diff", "ue", "--stat", "a.txt")
+	c.Dir = filepath.Join(game, "sub")
+	if out, err := c.Output(); err != nil || !strings.Contains(string(out), "game:sub/a.txt") {
+		t.Errorf("diff of a relative path from the game tree: %q (%v)", out, err)
 	}
 	if d := e.ok("diff", "ue", "--stat"); !strings.Contains(d, "game:sub/a.txt") || !strings.Contains(d, " a.txt") {
 		t.Errorf("diff --stat:\n%s", d)
