@@ -576,3 +576,32 @@ func TestTreesFlatChangesRoundTrip(t *testing.T) {
 		t.Fatal("m.txt published without a pick")
 	}
 }
+
+// --drop-applied in a tree drops the path from that tree's upper and
+// leaves the tree mounted for the next session.
+func TestTreesApplyDropApplied(t *testing.T) {
+	e, src, trees := multiTreeEngine(t)
+	ctx := context.Background()
+	w := multiTreeWorld(t, e, src, trees, "ue")
+	game := trees["game"]
+	if out, code := execIn(t, e, "ue", IsolationSandbox, "echo g > "+game+"/g.txt && echo m > "+src+"/m.txt"); code != 0 {
+		t.Fatal(out)
+	}
+	res, err := e.Apply(ctx, "ue", ApplyOptions{Picks: []Pick{{Path: "game:g.txt"}}, DropApplied: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Dropped) != 1 || res.Dropped[0] != "game:g.txt" {
+		t.Errorf("dropped = %v", res.Dropped)
+	}
+	v, _ := w.TreeView("game")
+	if _, err := os.Lstat(filepath.Join(e.Paths.UpperOf(v), "g.txt")); !os.IsNotExist(err) {
+		t.Errorf("g.txt still in the game tree's upper: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(e.Paths.Upper("ue"), "m.txt")); err != nil {
+		t.Errorf("the source's upper lost m.txt: %v", err)
+	}
+	if out, _ := execIn(t, e, "ue", IsolationSandbox, "cat "+game+"/g.txt "+src+"/m.txt"); out != "g\nm\n" {
+		t.Errorf("after the drop the session sees %q", out)
+	}
+}
