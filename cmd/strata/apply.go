@@ -30,6 +30,15 @@ func cmdDiff(a *app, in *input) error {
 	if c == 0 {
 		c = -1 // diffview: negative means no context
 	}
+	if tree := *in.String("tree"); tree != "" {
+		w, err := a.eng.World(pos[0])
+		if err != nil {
+			return err
+		}
+		if err := checkTreeFlag("diff", w, tree); err != nil {
+			return err
+		}
+	}
 	paths, err := a.worldPaths(pos[0], pos[1:])
 	if err != nil {
 		return err
@@ -194,8 +203,8 @@ func cmdApply(a *app, in *input) error {
 	operands := pos[1:]
 	if tree := *in.String("tree"); tree != "" && (w.HasTrees() || tree != engine.MainTree) {
 		// --tree NAME: plain paths are in that tree; none = all of it.
-		if _, ok := w.FindTree(tree); !ok && tree != engine.MainTree {
-			return usagef("apply: --tree %s: world %s has no such tree (strata show %s lists them)", tree, w.Name, w.Name)
+		if err := checkTreeFlag("apply", w, tree); err != nil {
+			return err
 		}
 		operands = treeOperands(w, tree, operands)
 		for i := range hunkPicks {

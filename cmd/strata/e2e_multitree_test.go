@@ -119,6 +119,8 @@ echo cache > DDC/c.bin`))
 		}
 	}
 	e.fails(2, "no tree", "status", "ue", "--tree", "nope")
+	e.fails(2, "is shared", "diff", "ue", "--tree", "ddc")
+	e.fails(2, "no tree", "apply", "ue", "--tree", "nope")
 
 	// diff: NAME:path, an absolute path in a tree, the patch headers.
 	if d := e.ok("diff", "ue", "game:sub/a.txt"); !strings.Contains(d, "--- a/game:sub/a.txt") || !strings.Contains(d, "+edited") || strings.Contains(d, "a.txt\n+changed") {
@@ -223,4 +225,5 @@ func TestE2EMultiTreeOldWorldFile(t *testing.T) {
 		t.Fatal("apply of an old World failed")
 	}
 	e.fails(2, "one tree", "status", "old", "--tree", "game")
+	e.fails(2, "one tree", "diff", "old", "--tree", "game")
 }

@@ -349,14 +349,14 @@ func cmdStatus(a *app, in *input) error {
 	if err != nil {
 		return err
 	}
-	if *only != "" && !w.HasTrees() && *only != engine.MainTree {
-		return usagef("status: --tree %s: world %s has one tree, its source (main)", *only, w.Name)
+	if err := checkTreeFlag("status", w, *only); err != nil {
+		return err
 	}
 	// Every overlay tree's changes, the source's first (one for a World
 	// with one tree); a path of another tree is written NAME:path.
 	trees, err := a.eng.ChangesByTree(a.ctx, w, *ignored, *only)
 	if err != nil {
-		return &usageError{msg: err.Error(), err: err}
+		return err
 	}
 	renames := make([]map[string]statusRename, len(trees))
 	for i, tc := range trees {
@@ -574,4 +574,18 @@ func indent(s, pre string) string {
 		}
 	}
 	return b.String()
+}
+
+// checkTreeFlag refuses a --tree that names no overlay tree of w (usage).
+func checkTreeFlag(verb string, w *engine.World, tree string) error {
+	switch {
+	case tree == "" || tree == engine.MainTree:
+		return nil
+	case !w.HasTrees():
+		return usagef("%s: --tree %s: world %s has one tree, its source (main)", verb, tree, w.Name)
+	}
+	if _, err := w.TreeView(tree); err != nil {
+		return usagef("%s: --tree %s: %w", verb, tree, err)
+	}
+	return nil
 }
