@@ -32,9 +32,10 @@ func (e *Engine) EnsureMounted(ctx context.Context, w *World) error {
 	return e.mountLocked(ctx, w)
 }
 
-// allMounted reports whether every overlay tree of w is mounted.
+// allMounted reports whether every overlay tree of w is mounted (a mount
+// or unmount of a tree view acts on that tree only: treeViews).
 func (e *Engine) allMounted(w *World) (bool, error) {
-	for _, v := range mountViews(w) {
+	for _, v := range treeViews(w) {
 		if _, ok, err := mount.MountedAt(e.Paths.MergedOf(v)); err != nil || !ok {
 			return false, err
 		}
@@ -42,20 +43,11 @@ func (e *Engine) allMounted(w *World) (bool, error) {
 	return true, nil
 }
 
-// mountViews are the trees a mount or unmount of w acts on: all of the
-// World's overlay trees, or only the tree a view stands for.
-func mountViews(w *World) []*World {
-	if w.View != "" {
-		return []*World{w}
-	}
-	return treeViews(w)
-}
-
 func (e *Engine) mountLocked(ctx context.Context, w *World) error {
 	if !e.runtimeFor(w).HostView() {
 		return fmt.Errorf("mount world %q: it runs on the %s backend", w.Name, w.Backend)
 	}
-	for _, v := range mountViews(w) {
+	for _, v := range treeViews(w) {
 		if err := e.mountTreeLocked(ctx, v); err != nil {
 			return err
 		}
@@ -93,7 +85,7 @@ func (e *Engine) mountTreeLocked(ctx context.Context, w *World) error {
 // unmountLocked takes the World's merged views down (only the tree's, for
 // a tree view); the caller holds the lock.
 func (e *Engine) unmountLocked(ctx context.Context, w *World) error {
-	views := mountViews(w)
+	views := treeViews(w)
 	for i := len(views) - 1; i >= 0; i-- {
 		merged := e.Paths.MergedOf(views[i])
 		_, ok, err := mount.MountedAt(merged)

@@ -66,6 +66,9 @@ func (e *Engine) resolveTrees(name, source string, trees []Tree) ([]Tree, error)
 // treeViews returns the World's overlay trees as views (World.TreeView),
 // the primary first: what status, snapshots and apply walk.
 func treeViews(w *World) []*World {
+	if w.View != "" {
+		return []*World{w} // a view stands for its own tree only
+	}
 	out := []*World{w}
 	for _, n := range w.TreeNames()[1:] {
 		if v, err := w.TreeView(n); err == nil {
@@ -78,12 +81,9 @@ func treeViews(w *World) []*World {
 // makeTreeDirs creates the layer dirs of every extra overlay tree under a
 // (staged) World dir.
 func makeTreeDirs(worldDir string, w *World) error {
-	p := Paths{Root: "/"}
 	for _, v := range treeViews(w)[1:] {
-		// Paths below a World dir do not depend on the root: rebase them.
-		rel := p.Tree(w.Name, v.View)[len(p.World(w.Name)):]
 		for _, d := range []string{"upper", "work", "merged"} {
-			if err := os.MkdirAll(worldDir+rel+"/"+d, 0o755); err != nil {
+			if err := os.MkdirAll(filepath.Join(world.TreeDirIn(worldDir, v.View), d), 0o755); err != nil {
 				return fmt.Errorf("new world %q: tree %s: %w", w.Name, v.View, err)
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stratahq/strata/engine/world"
 	"github.com/stratahq/strata/overlay"
 	"github.com/stratahq/strata/overlay/store"
 )
@@ -194,7 +195,7 @@ func (e *Engine) carryTrees(ts []stagedTree, build *overlay.Ignore) (kept, dropp
 // staged World dir of a fork.
 func (e *Engine) restoreTreesInto(ctx context.Context, st *store.Store, from *World, ms map[string]*store.Manifest, worldDir string, nw *World) error {
 	for _, v := range treeViews(from)[1:] {
-		upper := filepath.Join(worldDir, "trees", v.View, "upper")
+		upper := filepath.Join(world.TreeDirIn(worldDir, v.View), "upper")
 		if err := store.RestoreUpperWith(ctx, st, ms[v.View], upper, nw.Dialect, store.RestoreOptions{UserXattr: !isRoot(), Lower: v.Source, NoSync: true}); err != nil {
 			return fmt.Errorf("tree %s: %w", v.View, err)
 		}

@@ -227,7 +227,11 @@ func TreePath(tree, rel string) string {
 func (p Paths) TreesDir(name string) string { return filepath.Join(p.World(name), "trees") }
 
 // Tree is the directory of one extra tree: upper/, work/, merged/, bases/.
-func (p Paths) Tree(name, tree string) string { return filepath.Join(p.TreesDir(name), tree) }
+func (p Paths) Tree(name, tree string) string { return TreeDirIn(p.World(name), tree) }
+
+// TreeDirIn is the directory of tree in the World directory worldDir (a
+// staged one, before it has its name).
+func TreeDirIn(worldDir, tree string) string { return filepath.Join(worldDir, "trees", tree) }
 
 // UpperOf is the upper of the tree w stands for (see TreeView).
 func (p Paths) UpperOf(w *World) string {
