@@ -100,6 +100,8 @@ type ApplyOptions struct {
 
 // AppliedPath is one path of a publication.
 type AppliedPath struct {
+	// Tree is the tree Path is in, in a World with several (trees_apply.go).
+	Tree string `json:"tree,omitempty"`
 	Path string `json:"path"`
 	// PathBytes is only set in JSON, for a path that is not valid UTF-8
 	// (overlay.JSONPath); in memory Path holds the exact bytes.
@@ -145,6 +147,9 @@ type ApplyResult struct {
 	// World's bases that could not be recorded).
 	Warnings []string `json:"warnings,omitempty"`
 	Duration string   `json:"duration"`
+	// Trees are the publications of a World with several trees, one per
+	// tree that had something to publish, in the World's tree order.
+	Trees []TreeApplied `json:"trees,omitempty"`
 	// others are the Warnings about other Worlds, gathered before planning
 	// (a retried plan starts again from them).
 	others []string
@@ -166,6 +171,8 @@ func (r ApplyResult) MarshalJSON() ([]byte, error) {
 
 // Conflict is one path that cannot be published as picked.
 type Conflict struct {
+	// Tree is the tree Path is in, in a World with several.
+	Tree string `json:"tree,omitempty"`
 	Path string `json:"path"`
 	// PathBytes: as in AppliedPath, only in JSON.
 	PathBytes []byte              `json:"path_bytes,omitempty"`
@@ -213,7 +220,7 @@ func (e *ConflictError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "apply world %q: %s, nothing was written:", e.World, countOf(len(e.Conflicts), "conflict", "conflicts"))
 	for _, c := range e.Conflicts {
-		fmt.Fprintf(&b, "\n  %s: %s", overlay.QuotePath(c.Path), c.Reason)
+		fmt.Fprintf(&b, "\n  %s: %s", TreePath(c.Tree, overlay.QuotePath(c.Path)), c.Reason)
 	}
 	return b.String()
 }
@@ -403,6 +410,16 @@ func (e *Engine) Apply(ctx context.Context, name string, o ApplyOptions) (*Apply
 	if err != nil {
 		return nil, err
 	}
+	if w.HasTrees() {
+		return e.applyTrees(ctx, w, o, start) // one publication per tree (trees_apply.go)
+	}
+	return e.applyTree(ctx, w, o, start)
+}
+
+// applyTree is Apply to one tree: the World's source, or the tree a view
+// (World.TreeView) stands for, as one atomic publication.
+func (e *Engine) applyTree(ctx context.Context, w *World, o ApplyOptions, start time.Time) (*ApplyResult, error) {
+	name := w.Name
 	cs, err := e.Changes(ctx, w, false)
 	if err != nil {
 		return nil, err
@@ -449,7 +466,7 @@ func (e *Engine) Apply(ctx context.Context, name string, o ApplyOptions) (*Apply
 	// own version (merges, resolutions), so a later apply cannot undo them.
 	keepBase := e.takeOnPublished(ctx, w, p, res)
 	// The published content is the new base of those paths.
-	idx := e.bases(name)
+	idx := e.basesOf(w)
 	st, err := e.store()
 	if err != nil {
 		return nil, err
@@ -570,14 +587,18 @@ func (e *Engine) captureAllBases(ctx context.Context, w *World, cs *overlay.Chan
 		return nil, err
 	}
 	var warnings []string
-	for _, other := range ws {
-		if other.Source != w.Source || other.Name == w.Name {
-			continue
+	for _, o := range ws {
+		// Every overlay tree of every World over the same directory: a
+		// World's extra tree may be another World's source (trees.go).
+		for _, other := range treeViews(o) {
+			if other.Source != w.Source || other.Name == w.Name {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return warnings, err
+			}
+			warnings = append(warnings, e.captureOtherBases(ctx, w.Name, other)...)
 		}
-		if err := ctx.Err(); err != nil {
-			return warnings, err
-		}
-		warnings = append(warnings, e.captureOtherBases(ctx, w.Name, other)...)
 	}
 	return warnings, nil
 }
@@ -585,7 +606,7 @@ func (e *Engine) captureAllBases(ctx context.Context, w *World, cs *overlay.Chan
 // captureOtherBases captures the bases of other before by's publication and
 // turns each failure into a warning and a mark in other's base index.
 func (e *Engine) captureOtherBases(ctx context.Context, by string, other *World) []string {
-	idx := e.bases(other.Name)
+	idx := e.basesOf(other)
 	var warnings, paths []string
 	fail := func(path string, cause error) {
 		e.Log.Warn("capture base of another world", "world", other.Name, "by", by, "path", path, "err", cause)
@@ -909,13 +930,13 @@ func (e *Engine) dropApplied(ctx context.Context, w *World, paths map[string]boo
 	}
 	sort.Sort(sort.Reverse(sort.StringSlice(keys))) // children before parents
 	for _, rel := range keys {
-		if err := dropUpperPath(e.Paths.Upper(w.Name), rel); err != nil {
+		if err := dropUpperPath(e.Paths.UpperOf(w), rel); err != nil {
 			return dropped, err
 		}
 		dropped = append(dropped, rel)
 	}
 	_ = os.Remove(e.statCachePath(w.Name))
-	if err := resetWorkDir(e.Paths.Work(w.Name)); err != nil {
+	if err := resetWorkDir(e.Paths.WorkOf(w)); err != nil {
 		return dropped, err
 	}
 	if wasMounted {

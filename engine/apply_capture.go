@@ -194,7 +194,7 @@ func hashedSide(v version, root, rel string) (version, error) {
 // baseVersion is baseOf as a version; a large base object is described by
 // its id (its hash) and size, not read into memory.
 func (e *Engine) baseVersion(ctx context.Context, w *World, rel string) (*BaseRecord, version, error) {
-	if rec, err := e.bases(w.Name).Get(rel); err == nil && rec != nil && !rec.Absent && rec.Type == overlay.TypeFile && rec.Object != "" {
+	if rec, err := e.basesOf(w).Get(rel); err == nil && rec != nil && !rec.Absent && rec.Type == overlay.TypeFile && rec.Object != "" {
 		st, err := e.store()
 		if err != nil {
 			return nil, version{}, err
@@ -251,9 +251,9 @@ func (e *Engine) writersOf(w *World, changes []overlay.Change) []WritingPath {
 	if len(byNS) == 0 {
 		return nil
 	}
-	roots := []string{e.Paths.Upper(w.Name)}
+	roots := []string{e.Paths.UpperOf(w)}
 	if e.Mounted(w) {
-		roots = append(roots, e.Paths.Merged(w.Name))
+		roots = append(roots, e.Paths.MergedOf(w))
 	}
 	targets := map[devIno]string{}
 	// A session's own overlay mount (rootless) has inodes of its own; its

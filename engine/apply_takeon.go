@@ -99,7 +99,7 @@ func (e *Engine) takeOnPublished(ctx context.Context, w *World, p *plan, res *Ap
 		// Sessions see the mounted view: write through it, paused.
 		thaw := e.pauseWorld(ctx, w)
 		defer thaw()
-		merged := e.Paths.Merged(w.Name)
+		merged := e.Paths.MergedOf(w)
 		for _, c := range todo {
 			if !unchanged(c) {
 				continue
@@ -123,7 +123,7 @@ func (e *Engine) takeOnPublished(ctx context.Context, w *World, p *plan, res *Ap
 				warn(c.rel, err.Error())
 			}
 		} else {
-			upper := e.Paths.Upper(w.Name)
+			upper := e.Paths.UpperOf(w)
 			for _, c := range todo {
 				if !unchanged(c) {
 					continue
@@ -139,7 +139,7 @@ func (e *Engine) takeOnPublished(ctx context.Context, w *World, p *plan, res *Ap
 				}
 			}
 			_ = os.Remove(e.statCachePath(w.Name))
-			if err := resetWorkDir(e.Paths.Work(w.Name)); err != nil {
+			if err := resetWorkDir(e.Paths.WorkOf(w)); err != nil {
 				e.Log.Warn("reset the World's overlay work dir", "world", w.Name, "err", err)
 			}
 			e.resumeGuest(ctx, w)

@@ -48,7 +48,7 @@ func (e *Engine) captureBasesEach(ctx context.Context, w *World, cs *overlay.Cha
 	if err != nil {
 		return 0, nil, err
 	}
-	idx := e.bases(w.Name)
+	idx := e.basesOf(w)
 	_, marked := idx.Incomplete()
 	n := 0
 	failed := map[string]error{}
@@ -56,7 +56,7 @@ func (e *Engine) captureBasesEach(ctx context.Context, w *World, cs *overlay.Cha
 		if err := ctx.Err(); err != nil {
 			return n, failed, err
 		}
-		ok, err := CaptureBase(st, idx, w.Source, e.Paths.Upper(w.Name), c.Path)
+		ok, err := CaptureBase(st, idx, w.Source, e.Paths.UpperOf(w), c.Path)
 		if err != nil {
 			failed[c.Path] = err
 			continue
@@ -78,13 +78,13 @@ func (e *Engine) baseOf(ctx context.Context, w *World, rel string) (*BaseRecord,
 	if err != nil {
 		return nil, nil, err
 	}
-	idx := e.bases(w.Name)
+	idx := e.basesOf(w)
 	r, err := idx.Get(rel)
 	if err != nil {
 		return nil, nil, fmt.Errorf("base of %s: %w", rel, err)
 	}
 	if r == nil {
-		if _, err := CaptureBase(st, idx, w.Source, e.Paths.Upper(w.Name), rel); err != nil {
+		if _, err := CaptureBase(st, idx, w.Source, e.Paths.UpperOf(w), rel); err != nil {
 			return nil, nil, err
 		}
 		if r, err = idx.Get(rel); err != nil {
@@ -103,3 +103,6 @@ func (e *Engine) baseOf(ctx context.Context, w *World, rel string) (*BaseRecord,
 	}
 	return r, data, nil
 }
+
+// basesOf is the base index of the tree w stands for (World.TreeView).
+func (e *Engine) basesOf(w *World) BaseIndex { return BaseIndex{Dir: e.Paths.BasesOf(w)} }

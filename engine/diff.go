@@ -26,13 +26,19 @@ type DiffOptions struct {
 	// read again. Each is still diffed from its base, World and source
 	// versions as read now. Paths is ignored; not with AgainstWorld.
 	Changes []overlay.Change
+	// Tree limits the diff to one tree of a World with several (`--tree`);
+	// "" = every tree. Changes, when set, are that tree's (default main).
+	Tree string
 }
 
 // FileChange is one path's diff: what the TUI renders, `strata diff`
 // prints and apply numbers hunks in (base vs World unless asked otherwise).
 type FileChange struct {
 	Change overlay.Change `json:"-"`
-	Path   string         `json:"path"`
+	// Tree is the tree Path is in, in a World with several ("" in a World
+	// with one): Path is relative to that tree's directory.
+	Tree string `json:"tree,omitempty"`
+	Path string `json:"path"`
 	// PathBytes: only set for JSON output, for a path that is not valid
 	// UTF-8 (overlay.JSONPath); in memory Path holds the exact bytes.
 	PathBytes []byte             `json:"path_bytes,omitempty"`
@@ -98,10 +104,26 @@ func (e *Engine) Diff(ctx context.Context, name string, o DiffOptions) ([]FileCh
 	if err != nil {
 		return nil, err
 	}
+	if w.HasTrees() || o.Tree != "" && o.Tree != MainTree {
+		return e.diffTrees(ctx, w, o) // each tree's on its own (trees.go)
+	}
+	return e.diffTree(ctx, w, o)
+}
+
+// diffTree is Diff of one tree: the World's source, or the tree a view
+// (World.TreeView) stands for.
+func (e *Engine) diffTree(ctx context.Context, w *World, o DiffOptions) ([]FileChange, error) {
+	name := w.Name
 	var other *World
+	var err error
 	if o.AgainstWorld != "" {
 		if other, err = e.World(o.AgainstWorld); err != nil {
 			return nil, err
+		}
+		if w.View != "" {
+			if other, err = other.TreeView(w.View); err != nil {
+				return nil, err
+			}
 		}
 	}
 	var changes []overlay.Change
@@ -275,6 +297,10 @@ func unionChanges(a, b *overlay.ChangeSet) *overlay.ChangeSet {
 func Patch(fcs []FileChange) string {
 	var b strings.Builder
 	for _, fc := range fcs {
+		// A path of an extra tree is written NAME:path (trees.go).
+		if !strings.HasPrefix(fc.Path, fc.Tree+":") { // FlatChanges paths have it already
+			fc.Path = TreePath(fc.Tree, fc.Path)
+		}
 		oldT, newT := fc.Old.Type, fc.New.Type
 		if oldT != "" && newT != "" && oldT != newT {
 			// A type change is two entries, as git writes it.

@@ -154,6 +154,9 @@ func (e *Engine) stageWorld(ctx context.Context, o CreateOptions) (*World, *stag
 	if w.Backend == "" {
 		w.Backend = e.Config.Backend
 	}
+	if w.Trees, err = e.resolveTrees(o.Name, source, o.Trees); err != nil {
+		return nil, nil, err
+	}
 	if w.Isolation == "" {
 		// [boundary.worlds.NAME] level, else the configured default.
 		w.Isolation = Isolation(e.Config.Boundary.Worlds[o.Name].Level)
@@ -182,6 +185,9 @@ func (e *Engine) stageWorld(ctx context.Context, o CreateOptions) (*World, *stag
 	if err := rt.Prepare(ctx, w, o, mb); err != nil {
 		return nil, nil, fmt.Errorf("new world %q: %w", o.Name, err)
 	}
+	if w.HasTrees() && !isRoot() && w.MountBackend == overlay.BackendKernel {
+		return nil, nil, fmt.Errorf("new world %q: %w: several trees need the overlays mounted on the host: run strata as root, or use --mount-backend fuse-overlayfs", o.Name, ErrInvalidMount)
+	}
 
 	// Build the World under a temporary name and rename it into place with
 	// RENAME_NOREPLACE: a second World of the same name, even from another
@@ -195,6 +201,10 @@ func (e *Engine) stageWorld(ctx context.Context, o CreateOptions) (*World, *stag
 			sw.discard()
 			return nil, nil, fmt.Errorf("new world %q: %w", o.Name, err)
 		}
+	}
+	if err := makeTreeDirs(sw.dir, w); err != nil {
+		sw.discard()
+		return nil, nil, err
 	}
 	return w, sw, nil
 }

@@ -42,7 +42,7 @@ func (e *Engine) CheckSource(w *World) error {
 	case err != nil:
 		return fmt.Errorf("world %q: its source: %w", w.Name, err)
 	}
-	return nil
+	return e.checkTrees(w) // trees.go
 }
 
 // Exec starts a session in the World and returns once the command runs.
@@ -99,6 +99,7 @@ func (e *Engine) execLocal(ctx context.Context, w *World, o ExecOptions) (Sessio
 	// strict_binds are shared caches of the boundary now.
 	Trace("exec: boundary computed")
 	binds := slices.Clone(o.Binds)
+	binds = append(binds, e.treeBinds(w)...) // the World's extra trees (trees.go)
 	id := o.ID
 	if id == "" {
 		id = NewSessionID()

@@ -91,7 +91,7 @@ func markEgressPushed(dir string, list []string) {
 // for the kernel overlay: a statx of a FUSE mount asks its daemon, which may
 // hang, where the mount table does not.
 func (e *Engine) ensureMountedFast(ctx context.Context, w *World) error {
-	if w.MountBackend == overlay.BackendKernel && isMountRoot(e.Paths.Merged(w.Name)) {
+	if w.MountBackend == overlay.BackendKernel && isMountRoot(e.Paths.Merged(w.Name)) && e.treesMountRoots(w) {
 		return nil
 	}
 	return e.EnsureMounted(ctx, w)

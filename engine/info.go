@@ -18,6 +18,9 @@ type WorldInfo struct {
 	Attention Attention `json:"attention"`
 	Mounted   bool      `json:"mounted"`
 	Error     string    `json:"error,omitempty"` // why Changes could not be read
+	// TreeChanges counts each overlay tree's changes in a World with
+	// several trees (main is the source); Changes is their sum.
+	TreeChanges map[string]int `json:"tree_changes,omitempty"`
 	// Details are the runtime's own rows (a cube World's sandbox and
 	// template); the JSON form has them in the World's own fields.
 	Details []Detail `json:"-"`
@@ -36,6 +39,7 @@ func (e *Engine) Info(ctx context.Context, w *World) WorldInfo {
 	} else {
 		wi.Error = err.Error()
 	}
+	e.treeInfo(ctx, w, &wi) // the extra trees' changes (trees.go)
 	ss, _ := ListSessions(e.Paths.World(w.Name))
 	wi.Sessions = len(ss)
 	for _, s := range ss {
@@ -109,7 +113,7 @@ func (e *Engine) WorldsOfSource(dir string) ([]*World, error) {
 	}
 	var out []*World
 	for _, w := range all {
-		if within(real, w.Source) {
+		if within(real, w.Source) || inTree(w, real) {
 			out = append(out, w)
 		}
 	}

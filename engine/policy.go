@@ -96,6 +96,9 @@ func DefaultWorkDir(w *World, merged, cwd, dir string) (string, error) {
 	if dir == "" {
 		rel, ok := CallerDir(w, merged, cwd)
 		if !ok {
+			if t, ok := treeOf(w, cwd); ok {
+				return t, nil // the caller stands in another tree (trees.go)
+			}
 			return src, nil
 		}
 		return filepath.Join(src, filepath.FromSlash(rel)), nil

@@ -49,7 +49,7 @@ func FindRenames(fcs []FileChange) []RenamePair {
 			}
 			best, bestScore := -1, 0
 			for _, a := range adds {
-				if used[a] {
+				if used[a] || fcs[a].Tree != fcs[d].Tree { // a rename stays in its tree
 					continue
 				}
 				if s := score(d, a); s > bestScore {

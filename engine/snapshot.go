@@ -212,6 +212,10 @@ func (e *Engine) snapshotLocked(ctx context.Context, w *World, o SnapshotOptions
 		return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
 	}
 	m, stats, err := store.CaptureUpperWith(ctx, st, e.Paths.Upper(w.Name), w.Dialect, cache, store.CaptureOptions{BuildState: build})
+	var trees []treeCapture // the extra trees, in the same freeze (trees_snapshot.go)
+	if err == nil {
+		trees, err = e.captureTrees(ctx, st, w, build, &stats)
+	}
 	thaw()
 	if err != nil {
 		return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
@@ -229,6 +233,9 @@ func (e *Engine) snapshotLocked(ctx context.Context, w *World, o SnapshotOptions
 	// Manifest first, then the timeline: a crash in between leaves an
 	// unreferenced manifest, never a timeline entry without its manifest.
 	// CaptureUpper made the new objects durable; WriteManifest fsyncs the manifest.
+	if err := e.writeTreeManifests(s.ID, trees); err != nil {
+		return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
+	}
 	if err := store.WriteManifest(e.manifestPath(s.ID), m); err != nil {
 		return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
 	}
@@ -243,6 +250,7 @@ func (e *Engine) snapshotLocked(ctx context.Context, w *World, o SnapshotOptions
 	if err := cache.Save(e.statCachePath(w.Name)); err != nil {
 		e.Log.Warn("save stat cache", "world", w.Name, "err", err)
 	}
+	e.saveTreeCaches(trees)
 	e.activity(ctx, Event{Type: EventSnapshotTaken, World: w.Name, Detail: map[string]any{"snapshot": s.ID, "message": s.Message, "auto": s.Auto, "files": s.Files, "new_bytes": s.NewBytes}})
 	return &s, nil
 }
@@ -411,10 +419,22 @@ func (e *Engine) Rollback(ctx context.Context, name, ref string, o RollbackOptio
 	if err != nil {
 		return nil, fmt.Errorf("rollback world %q to %s: %w", name, target.ID, worldUnchanged(err))
 	}
+	// Every extra tree is staged and verified too before anything changes.
+	treeMs, err := e.readTreeManifests(w, target.ID)
+	if err != nil {
+		_ = staged.Discard()
+		return nil, fmt.Errorf("rollback world %q to %s: %w", name, target.ID, err)
+	}
+	stagedTrees, err := e.stageTrees(ctx, w, treeMs)
+	if err != nil {
+		_ = staged.Discard()
+		return nil, fmt.Errorf("rollback world %q to %s: %w", name, target.ID, worldUnchanged(err))
+	}
 	swapped := false
 	defer func() {
 		if !swapped {
 			_ = staged.Discard()
+			discardTrees(stagedTrees)
 		}
 	}()
 	killPoint("rollback.staged")
@@ -433,11 +453,28 @@ func (e *Engine) Rollback(ctx context.Context, name, ref string, o RollbackOptio
 		if res.Touched, err = store.TouchRestored(staged.Dir(), w.Source, saved, m, build, time.Now()); err != nil {
 			return nil, fmt.Errorf("rollback world %q to %s: %w", name, target.ID, worldUnchanged(err))
 		}
+		savedTrees, err := e.readTreeManifests(w, res.Saved.ID)
+		if err != nil {
+			return nil, fmt.Errorf("rollback world %q: %w", name, err)
+		}
+		touched, err := e.touchTrees(stagedTrees, savedTrees, treeMs, build, time.Now())
+		if err != nil {
+			return nil, fmt.Errorf("rollback world %q to %s: %w", name, target.ID, worldUnchanged(err))
+		}
+		res.Touched += touched
 		prepare = func() error {
 			upper := e.Paths.Upper(w.Name)
 			res.BuildKept, res.BuildDropped, err = store.CarryBuildState(upper, staged.Dir(), w.Dialect, build)
 			if err != nil {
 				// Put back what moved: the World stays as it was, build state too.
+				if _, _, berr := store.CarryBuildState(staged.Dir(), upper, w.Dialect, build); berr != nil {
+					err = errors.Join(err, fmt.Errorf("put build state back: %w", berr))
+				}
+				return err
+			}
+			kept, dropped, err := e.carryTrees(stagedTrees, build)
+			res.BuildKept, res.BuildDropped = res.BuildKept+kept, res.BuildDropped+dropped
+			if err != nil {
 				if _, _, berr := store.CarryBuildState(staged.Dir(), upper, w.Dialect, build); berr != nil {
 					err = errors.Join(err, fmt.Errorf("put build state back: %w", berr))
 				}
@@ -449,7 +486,7 @@ func (e *Engine) Rollback(ctx context.Context, name, ref string, o RollbackOptio
 		return nil, fmt.Errorf("rollback world %q: %w", name, err)
 	}
 	swapped = true
-	if err := e.swapUpper(ctx, w, staged, prepare); err != nil {
+	if err := e.swapUpper(ctx, w, staged, prepare, stagedTrees...); err != nil {
 		return nil, fmt.Errorf("rollback world %q to %s: %w", name, target.ID, err)
 	}
 	killPoint("rollback.swapped")
@@ -478,7 +515,7 @@ func (e *Engine) stageUpper(ctx context.Context, w *World, m *store.Manifest) (*
 	}
 	// The old upper is swapped aside and removed after the remount: removing
 	// a tree is the slow part, and the World need not wait for it.
-	return store.StageUpper(ctx, st, m, e.Paths.Upper(w.Name), w.Dialect, store.RestoreOptions{UserXattr: !isRoot(), Lower: w.Source, DeferCleanup: true})
+	return store.StageUpper(ctx, st, m, e.Paths.UpperOf(w), w.Dialect, store.RestoreOptions{UserXattr: !isRoot(), Lower: w.Source, DeferCleanup: true})
 }
 
 // swapUpper puts a staged upper in place of the World's, with the World
@@ -487,10 +524,11 @@ func (e *Engine) stageUpper(ctx context.Context, w *World, m *store.Manifest) (*
 // every restored file has a new inode. prepare (may be nil) runs with the
 // World unmounted, just before the swap: an error from it leaves the World
 // as it was.
-func (e *Engine) swapUpper(ctx context.Context, w *World, staged *store.StagedUpper, prepare func() error) error {
+func (e *Engine) swapUpper(ctx context.Context, w *World, staged *store.StagedUpper, prepare func() error, trees ...stagedTree) error {
 	wasMounted := e.runtimeFor(w).HostView() && e.Mounted(w)
 	remount := func(err error) error {
 		_ = staged.Discard()
+		discardTrees(trees)
 		if wasMounted {
 			if merr := e.mountLocked(ctx, w); merr != nil {
 				return errors.Join(err, merr)
@@ -513,6 +551,13 @@ func (e *Engine) swapUpper(ctx context.Context, w *World, staged *store.StagedUp
 	upper := e.Paths.Upper(w.Name)
 	if err := staged.Swap(); err != nil {
 		return remount(err)
+	}
+	// The extra trees right after the source, still unmounted.
+	if err := e.swapTrees(trees); err != nil {
+		if wasMounted {
+			err = errors.Join(err, e.mountLocked(ctx, w))
+		}
+		return err
 	}
 	defer func() {
 		if err := store.RemoveRestoreLeftovers(upper); err != nil {
@@ -625,6 +670,10 @@ func (e *Engine) Fork(ctx context.Context, name string, o ForkOptions) ([]*World
 	if err != nil {
 		return nil, fmt.Errorf("fork world %q from %s: %w", name, snap.ID, err)
 	}
+	treeMs, err := e.readTreeManifests(w, snap.ID)
+	if err != nil {
+		return nil, fmt.Errorf("fork world %q from %s: %w", name, snap.ID, err)
+	}
 	names := o.Names
 	if len(names) == 0 {
 		prefix := o.Prefix
@@ -662,7 +711,7 @@ func (e *Engine) Fork(ctx context.Context, name string, o ForkOptions) ([]*World
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			nw, sw, err := e.stageWorld(ctx, CreateOptions{Name: n, Source: w.Source, Backend: w.Backend, MountBackend: w.MountBackend, Isolation: w.Isolation, Labels: w.Labels, FromCubeSnapshot: snap.Cube, Template: cuberun.TemplateOf(w), BuildState: BuildStateMode(w.BuildState)})
+			nw, sw, err := e.stageWorld(ctx, CreateOptions{Name: n, Source: w.Source, Backend: w.Backend, MountBackend: w.MountBackend, Isolation: w.Isolation, Labels: w.Labels, FromCubeSnapshot: snap.Cube, Template: cuberun.TemplateOf(w), BuildState: BuildStateMode(w.BuildState), Trees: w.Trees})
 			if err != nil {
 				errs[i] = err
 				return
@@ -673,6 +722,10 @@ func (e *Engine) Fork(ctx context.Context, name string, o ForkOptions) ([]*World
 				return
 			}
 			if err := store.RestoreUpperWith(ctx, st, m, sw.upper(nw), nw.Dialect, store.RestoreOptions{UserXattr: !isRoot(), Lower: w.Source, NoSync: true}); err != nil {
+				errs[i] = fmt.Errorf("restore %s into %q: %w", snap.ID, n, err)
+				return
+			}
+			if err := e.restoreTreesInto(ctx, st, w, treeMs, sw.dir, nw); err != nil {
 				errs[i] = fmt.Errorf("restore %s into %q: %w", snap.ID, n, err)
 				return
 			}
@@ -782,6 +835,12 @@ func (e *Engine) RestorePaths(ctx context.Context, name, ref string, paths []str
 	}
 	clean := make([]string, 0, len(paths))
 	for _, p := range paths {
+		if tree, rel := w.SplitTreePath(p); tree != MainTree || rel != p {
+			if tree != MainTree {
+				return fmt.Errorf("restore in world %q: %s is in tree %s: restoring single paths works in the source only; strata rollback %s %s restores every tree", name, p, tree, name, ref)
+			}
+			p = rel
+		}
 		c, err := e.relToSource(w, p)
 		if err != nil {
 			return err
@@ -883,7 +942,15 @@ func (e *Engine) SnapDiff(ctx context.Context, name, a, b string) ([]store.Manif
 			return nil, err
 		}
 	}
-	return store.DiffManifests(ma, mb), nil
+	out := store.DiffManifests(ma, mb)
+	if w, err := e.World(name); err == nil && w.HasTrees() {
+		td, err := e.treeDeltas(ctx, w, sa.ID, snapIDOf(tl, b))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, td...)
+	}
+	return out, nil
 }
 
 // captureNow freezes the live upper into a manifest without recording a snapshot.
@@ -897,7 +964,7 @@ func (e *Engine) captureNow(ctx context.Context, w *World) (*store.Manifest, err
 		return nil, err
 	}
 	defer func() { _ = slk.Unlock() }()
-	cache, err := store.LoadStatCache(e.statCachePath(w.Name))
+	cache, err := store.LoadStatCache(e.statCacheOf(w))
 	if err != nil {
 		cache = store.NewStatCache()
 	}
@@ -905,13 +972,16 @@ func (e *Engine) captureNow(ctx context.Context, w *World) (*store.Manifest, err
 	if err != nil {
 		return nil, err
 	}
-	m, _, err := store.CaptureUpperWith(ctx, st, e.Paths.Upper(w.Name), w.Dialect, cache, store.CaptureOptions{BuildState: build})
+	m, _, err := store.CaptureUpperWith(ctx, st, e.Paths.UpperOf(w), w.Dialect, cache, store.CaptureOptions{BuildState: build})
 	return m, err
 }
 
 // unsavedChanges counts changes not covered by the head snapshot: 0 when the
 // World is exactly as its newest snapshot froze it.
 func (e *Engine) unsavedChanges(ctx context.Context, w *World, cs *overlay.ChangeSet) (int, error) {
+	if w.HasTrees() {
+		return e.unsavedTreeChanges(ctx, w, cs) // trees_snapshot.go
+	}
 	if len(cs.Changes) == 0 {
 		return 0, nil
 	}
@@ -971,7 +1041,7 @@ func (e *Engine) GC(ctx context.Context) (*GCResult, error) {
 	cutoff := start.Add(-st.Grace())
 	var dead []string
 	for _, d := range ents {
-		id, ok := strings.CutSuffix(d.Name(), ".manifest")
+		id, ok := snapshotIDOfManifest(d.Name()) // a tree's too (trees_snapshot.go)
 		if !ok {
 			continue
 		}
@@ -1112,7 +1182,9 @@ func (e *Engine) baseObjects() []store.ObjectID {
 	ws, broken, _ := e.scanWorlds()
 	var out []store.ObjectID
 	for _, w := range ws {
-		out = append(out, e.bases(w.Name).Objects()...)
+		for _, v := range treeViews(w) { // each overlay tree's bases (trees.go)
+			out = append(out, e.basesOf(v).Objects()...)
+		}
 	}
 	for _, b := range broken {
 		out = append(out, e.bases(b.Name).Objects()...)
@@ -1121,6 +1193,10 @@ func (e *Engine) baseObjects() []store.ObjectID {
 	if ents, err := os.ReadDir(e.Paths.Trash()); err == nil {
 		for _, d := range ents {
 			out = append(out, BaseIndex{Dir: filepath.Join(e.Paths.Trash(), d.Name(), "bases")}.Objects()...)
+			trees, _ := filepath.Glob(filepath.Join(e.Paths.Trash(), d.Name(), "trees", "*", "bases"))
+			for _, t := range trees {
+				out = append(out, BaseIndex{Dir: t}.Objects()...)
+			}
 		}
 	}
 	return out

@@ -154,11 +154,12 @@ func loadChanges(ctx context.Context, eng *engine.Engine, world string) tea.Cmd 
 		if err != nil {
 			return changesLoadedMsg{world: world, err: err}
 		}
-		cs, err := eng.Changes(ctx, w, false)
+		// Every tree's changes; another tree's paths read NAME:path.
+		cs, err := eng.FlatChanges(ctx, w, false)
 		if err != nil {
 			return changesLoadedMsg{world: world, err: fmt.Errorf("changes of %s: %w", world, err)}
 		}
-		return changesLoadedMsg{world: world, changes: noteRenames(ctx, eng, world, cs.Changes)}
+		return changesLoadedMsg{world: world, changes: noteRenames(ctx, eng, world, cs)}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -29,11 +30,20 @@ func cmdDiff(a *app, in *input) error {
 	if c == 0 {
 		c = -1 // diffview: negative means no context
 	}
+	if tree := *in.String("tree"); tree != "" {
+		w, err := a.eng.World(pos[0])
+		if err != nil {
+			return err
+		}
+		if err := checkTreeFlag("diff", w, tree); err != nil {
+			return err
+		}
+	}
 	paths, err := a.worldPaths(pos[0], pos[1:])
 	if err != nil {
 		return err
 	}
-	fcs, err := a.eng.Diff(a.ctx, pos[0], engine.DiffOptions{Paths: paths, Against: *against, AgainstWorld: *againstWorld, Context: c, Force: *force})
+	fcs, err := a.eng.Diff(a.ctx, pos[0], engine.DiffOptions{Paths: paths, Against: *against, AgainstWorld: *againstWorld, Context: c, Force: *force, Tree: *in.String("tree")})
 	if err != nil {
 		return err
 	}
@@ -98,7 +108,7 @@ func cmdDiff(a *app, in *input) error {
 			} else if fc.TooLarge {
 				what = "too large to diff"
 			}
-			fmt.Fprintf(tw, " %s\t| %s\n", quotePath(fc.Path), what)
+			fmt.Fprintf(tw, " %s\t| %s\n", engine.TreePath(fc.Tree, quotePath(fc.Path)), what)
 			add += fc.Added
 			del += fc.Removed
 		}
@@ -190,6 +200,20 @@ func cmdApply(a *app, in *input) error {
 		return err
 	}
 	var picks []engine.Pick
+	operands := pos[1:]
+	if tree := *in.String("tree"); tree != "" && (w.HasTrees() || tree != engine.MainTree) {
+		// --tree NAME: plain paths are in that tree; none = all of it.
+		if err := checkTreeFlag("apply", w, tree); err != nil {
+			return err
+		}
+		operands = treeOperands(w, tree, operands)
+		for i := range hunkPicks {
+			hunkPicks[i].path = treeOperands(w, tree, []string{hunkPicks[i].path})[0]
+		}
+		if len(operands) == 0 && len(hunkPicks) == 0 {
+			picks = append(picks, engine.Pick{Path: tree + ":."})
+		}
+	}
 	hunkPaths := map[string]bool{}
 	for _, h := range hunkPicks {
 		rel, err := a.worldPath(w, h.path)
@@ -199,7 +223,7 @@ func cmdApply(a *app, in *input) error {
 		picks = append(picks, engine.Pick{Path: rel, Hunks: h.nums})
 		hunkPaths[rel] = true
 	}
-	for _, p := range pos[1:] {
+	for _, p := range operands {
 		rel, err := a.worldPath(w, p)
 		if err != nil {
 			return err
@@ -233,7 +257,7 @@ func cmdApply(a *app, in *input) error {
 		printWarnings(a, warnings)
 		fmt.Fprintf(a.stderr, "strata: apply %s: %s; nothing was written:\n", w.Name, count(len(ce.Conflicts), "conflict", "conflicts"))
 		for _, c := range ce.Conflicts {
-			fmt.Fprintf(a.stderr, "  %s: %s\n", quotePath(c.Path), c.Reason)
+			fmt.Fprintf(a.stderr, "  %s: %s\n", engine.TreePath(c.Tree, quotePath(c.Path)), c.Reason)
 			for _, r := range c.Regions {
 				fmt.Fprintf(a.stderr, "    base lines %d-%d: the World and the source both changed them\n", r.BaseStart+1, r.BaseEnd)
 			}
@@ -271,9 +295,15 @@ func cmdApply(a *app, in *input) error {
 		if len(p.Hunks) > 0 {
 			h = fmt.Sprintf(" (hunks %v)", p.Hunks)
 		}
-		fmt.Fprintf(a.stdout, "%-8s %s%s\n", p.Action, quotePath(p.Path), h)
+		fmt.Fprintf(a.stdout, "%-8s %s%s\n", p.Action, engine.TreePath(p.Tree, quotePath(p.Path)), h)
 	}
 	switch {
+	case len(res.Trees) > 0:
+		// A World with several trees: one publication per tree.
+		for _, t := range res.Trees {
+			fmt.Fprintf(a.stdout, "%s %s of tree %s to %s\n", verb, count(t.Paths, "path", "paths"), t.Tree, t.Source)
+		}
+		fmt.Fprintf(a.stdout, "%s %s from world %s in %s\n", verb, count(len(res.Paths), "path", "paths"), w.Name, res.Duration)
 	case res.Branch != "":
 		fmt.Fprintf(a.stdout, "%s %s from world %s as commit %s on branch %s\n", verb, count(len(res.Paths), "path", "paths"), w.Name, short(res.Commit), res.Branch)
 	default:
@@ -359,7 +389,7 @@ func pathArg(p string) string {
 // when it lies in the source or the World's merged view, else to the source
 // root. A path outside the World is a usage error.
 func (a *app) worldPath(w *engine.World, p string) (string, error) {
-	rel, err := engine.ResolvePath(w, a.eng.Paths.Merged(w.Name), callerDir(), pathArg(p))
+	rel, err := engine.ResolveTreePath(a.eng.Paths, w, callerDir(), pathArg(p))
 	if err != nil {
 		return "", &usageError{msg: err.Error(), err: err}
 	}
@@ -439,4 +469,17 @@ func cmdHistory(a *app, in *input) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d: %s\t%s\n", h.Time.Local().Format(time.DateTime), h.World, len(h.Paths), list, to)
 	}
 	return tw.Flush()
+}
+
+// treeOperands puts plain relative PATHs in tree (apply --tree): NAME:path
+// and absolute paths keep their own tree.
+func treeOperands(w *engine.World, tree string, args []string) []string {
+	out := make([]string, len(args))
+	for i, p := range args {
+		if t, rel := w.SplitTreePath(p); rel == p && t == engine.MainTree && !filepath.IsAbs(p) {
+			p = tree + ":" + p
+		}
+		out[i] = p
+	}
+	return out
 }

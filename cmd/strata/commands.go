@@ -160,6 +160,7 @@ func commandTable() []command {
 	promptF := strF("prompt", "TEXT", "", "the agent's first prompt")
 	promptFileF := strF("prompt-file", "F", "", "read the first prompt from a file")
 	network := strF("network", "", "", "network: none (loopback only), proxy (the World's egress proxy allows the hosts on its allow-list) or host (the host's network); default: config, else the level's (tree host, strict none, sandbox proxy)").oneOf(engine.NetworkNames()...)
+	treeF := strF("tree", "NAME", "", "only this tree of a World with several (new --mount; main is the source)")
 	passEnv := listF("pass-env", "NAME", "pass the variable NAME although the boundary's environment scrub drops it (repeatable)")
 	return []command{
 		{
@@ -180,6 +181,7 @@ func commandTable() []command {
 				isolation,
 				network,
 				listF("label", "K=V", "label the World (repeatable)"),
+				listF("mount", "[NAME=]DIR[:MODE]", "another tree the World sees at its own absolute path (repeatable): MODE overlay (default: changes kept in the World, reviewed and applied per tree), readonly, or shared (read-write straight to DIR, never in status or apply); NAME defaults to DIR's base name").completes(kindPath),
 				passEnv,
 				strF("template", "T", "", "cube: template id (or pick one with --cpu/--memory/--disk)"),
 				intF("cpu", "MILLI", 0, "cube: CPU in millicores; with --memory and --disk, picks the smallest configured template that fits"),
@@ -190,8 +192,8 @@ func commandTable() []command {
 				agentF, promptF, promptFileF,
 			},
 			dashArgs: "CMD ARGS...", dashOptional: true,
-			help:     "Names: [a-z0-9][a-z0-9._-]{0,62}. Refused: a taken name, a state root inside the source.\nWith --agent (or -- CMD), starts it in the new World on a terminal, detached; --agent a,b makes one World per preset (NAME-a, NAME-b).",
-			examples: []string{"new fix-login", "new try2 --source ~/src/app --isolation strict", "new big --backend cube --cpu 2000 --memory 4096 --disk 10240", "new fix --agent claude --prompt 'fix the login test'", "new race --agent claude,codex --prompt-file task.md"},
+			help:     "Names: [a-z0-9][a-z0-9._-]{0,62}. Refused: a taken name, a state root inside the source.\n--mount trees must be existing directories, none inside another (or the source), not /, the home, strata's state or a credential path; names are unique, like World names, and main is the source's.\nWith --agent (or -- CMD), starts it in the new World on a terminal, detached; --agent a,b makes one World per preset (NAME-a, NAME-b).",
+			examples: []string{"new fix-login", "new try2 --source ~/src/app --isolation strict", "new big --backend cube --cpu 2000 --memory 4096 --disk 10240", "new fix --agent claude --prompt 'fix the login test'", "new race --agent claude,codex --prompt-file task.md", "new ue --source /src/engine --mount game=/src/game --mount tools=/src/tools:readonly --mount ddc=/var/cache/ddc:shared"},
 			run:      cmdNew,
 		},
 		{
@@ -206,7 +208,8 @@ func commandTable() []command {
 		{
 			name: "status", group: "Worlds", summary: "list a World's changed paths",
 			args:  []argSpec{one("NAME", kindWorld)},
-			flags: []flagSpec{jsonF("print JSON"), boolF("ignored", "also list paths matched by ignore rules (.git/ and config ignore)")},
+			flags: []flagSpec{jsonF("print JSON"), boolF("ignored", "also list paths matched by ignore rules (.git/ and config ignore)"), treeF},
+			help:  "A World with several trees (new --mount) lists each overlay tree's changes, the source's first; a path of another tree is written NAME:path, and --json gives each change its \"tree\".",
 			run:   cmdStatus,
 		},
 		{
@@ -330,8 +333,10 @@ func commandTable() []command {
 				strF("against-world", "W", "", "diff against another World's version").completes(kindWorld),
 				intF("U", "N", 3, "context lines"),
 				boolF("binary", "diff binary and huge files as text anyway"),
+				treeF,
 			},
-			examples: []string{"diff w", "diff w --stat", "diff w --json src/x.go"},
+			help:     "PATH is relative to the source, or NAME:PATH in another tree of the World (new --mount); a tree's paths are written NAME:path in the patch headers.",
+			examples: []string{"diff w", "diff w --stat", "diff w --json src/x.go", "diff ue game:Source/Game.cpp"},
 			run:      cmdDiff,
 		},
 		{
@@ -347,8 +352,10 @@ func commandTable() []command {
 				strF("to-branch", "B", "", "commit the picks on a new git branch; the working tree and index are not touched"),
 				strF("m", "MSG", "", "commit message for --to-branch"),
 				boolF("allow-setuid", "publish setuid/setgid bits the World set (stripped by default, with a warning)"),
+				treeF,
 			},
-			examples: []string{"apply w", "apply w src/x.go --hunks src/x.go=2", "apply w --to-branch agent-fix -m 'fix login'", "apply w -- -y"},
+			help:     "In a World with several trees (new --mount), PATH is NAME:PATH in another tree; each tree is its own atomic publication. Every tree is checked first (conflicts, stale picks, writers) and nothing is written unless all pass; a tree whose source changes after that check is refused alone, the trees before it staying published (error code partial_apply).",
+			examples: []string{"apply w", "apply w src/x.go --hunks src/x.go=2", "apply w --to-branch agent-fix -m 'fix login'", "apply w -- -y", "apply ue game:Source/Game.cpp", "apply ue --tree game"},
 			run:      cmdApply,
 		},
 		{

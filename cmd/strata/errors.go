@@ -48,6 +48,7 @@ var errorCodes = []struct {
 	{"config", func(err error) bool { var ce *engine.ConfigError; return errors.As(err, &ce) }},
 	{"stale_pick", is(engine.ErrStalePick)},
 	{"conflict", is(engine.ErrConflict)},
+	{"partial_apply", is(engine.ErrPartialApply)},
 	{"not_found", is(engine.ErrWorldNotFound, engine.ErrSnapshotNotFound, engine.ErrNoSession)},
 	{"exists", is(engine.ErrWorldExists)},
 	{"invalid_name", is(engine.ErrInvalidName)},

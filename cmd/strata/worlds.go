@@ -49,6 +49,13 @@ func cmdNew(a *app, in *input) error {
 		}
 	}
 	o.PassEnv = in.List("pass-env")
+	for _, m := range in.List("mount") {
+		t, err := engine.ParseMount(m)
+		if err != nil {
+			return usagef("--mount: %w", err)
+		}
+		o.Trees = append(o.Trees, t)
+	}
 	// A cube template built for the size asked for takes minutes: say how it goes.
 	o.Progress = func(line string) { fmt.Fprintln(a.stderr, line) }
 	if handled, err := newWithAgents(a, in, func(name string) error {
@@ -63,6 +70,9 @@ func cmdNew(a *app, in *input) error {
 		return err
 	}
 	w, err := a.eng.Create(a.ctx, o)
+	if errors.Is(err, engine.ErrInvalidMount) {
+		return &usageError{msg: err.Error(), err: err}
+	}
 	if err != nil {
 		return err
 	}
@@ -77,7 +87,11 @@ func cmdNew(a *app, in *input) error {
 	if w.State != engine.StateReady {
 		fmt.Fprintf(a.stdout, ", %s", w.State)
 	}
-	fmt.Fprintf(a.stdout, ")\nrun a command in it: strata exec %s -- CMD\n", w.Name)
+	fmt.Fprintf(a.stdout, ")\n")
+	for _, t := range w.Trees {
+		fmt.Fprintf(a.stdout, "  tree %s: %s (%s)\n", t.Name, t.Path, t.Mode)
+	}
+	fmt.Fprintf(a.stdout, "run a command in it: strata exec %s -- CMD\n", w.Name)
 	return nil
 }
 
@@ -139,7 +153,11 @@ func cmdLs(a *app, in *input) error {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", wi.Name, wi.Status, "?", sess, "?", "error: "+oneLine(wi.Error))
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", wi.Name, wi.Status, ch, sess, be, wi.Source)
+		src := wi.Source
+		if n := len(wi.Trees); n > 0 {
+			src += fmt.Sprintf(" (+%s)", count(n, "tree", "trees"))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", wi.Name, wi.Status, ch, sess, be, src)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -201,6 +219,13 @@ func cmdShow(a *app, in *input) error {
 	row("id", wi.ID)
 	row("status", wi.Status)
 	row("source", wi.Source)
+	for _, t := range wi.Trees {
+		v := fmt.Sprintf("%s (%s)", t.Path, t.Mode)
+		if n, ok := wi.TreeChanges[t.Name]; ok {
+			v += fmt.Sprintf(", %d changes", n)
+		}
+		row("tree "+t.Name, v)
+	}
 	row("backend", string(wi.Backend))
 	row("mount backend", string(wi.MountBackend))
 	row("isolation", string(wi.Isolation))
@@ -270,6 +295,8 @@ type sessionJSON struct {
 
 // changeJSON is one entry of `strata status --json` (docs/cli.md).
 type changeJSON struct {
+	// Tree is the tree Path is in, in a World with several trees.
+	Tree string `json:"tree,omitempty"`
 	Path string `json:"path"`
 	// PathBytes and TargetBytes hold the exact bytes of a name that is not
 	// valid UTF-8; Path and Target then hold its quoted form (docs/cli.md).
@@ -316,92 +343,122 @@ func toChangeJSON(c overlay.Change, writes []engine.PathWrite) changeJSON {
 func cmdStatus(a *app, in *input) error {
 	asJSON := in.Bool("json")
 	ignored := in.Bool("ignored")
+	only := in.String("tree")
 	pos := in.pos
 	w, err := a.eng.World(pos[0])
 	if err != nil {
 		return err
 	}
-	cs, err := a.eng.Changes(a.ctx, w, *ignored)
+	if err := checkTreeFlag("status", w, *only); err != nil {
+		return err
+	}
+	// Every overlay tree's changes, the source's first (one for a World
+	// with one tree); a path of another tree is written NAME:path.
+	trees, err := a.eng.ChangesByTree(a.ctx, w, *ignored, *only)
 	if err != nil {
 		return err
 	}
-	renames, err := a.eng.Renames(a.ctx, w.Name, cs.Changes)
+	// Renames are found once over every tree (a rename stays in its tree);
+	// their paths read NAME:path for a tree other than the source.
+	var flat []overlay.Change
+	for _, tc := range trees {
+		for _, c := range tc.Changes {
+			c.Path = engine.TreePath(tc.Tree, c.Path)
+			flat = append(flat, c)
+		}
+	}
+	renames, err := a.eng.Renames(a.ctx, w.Name, flat)
 	if err != nil {
 		return err
 	}
+	rel := func(p string) string { _, r := w.SplitTreePath(p); return r }
 	if *asJSON {
 		out := struct {
-			World   string       `json:"world"`
-			Source  string       `json:"source"`
-			Dialect string       `json:"dialect"`
-			Changes []changeJSON `json:"changes"`
+			World   string        `json:"world"`
+			Source  string        `json:"source"`
+			Dialect string        `json:"dialect"`
+			Trees   []engine.Tree `json:"trees,omitempty"`
+			Changes []changeJSON  `json:"changes"`
 			// Sessions holds each writing session's command once: an agent's
 			// script can be long, and repeating it per change bloated the output.
 			Sessions map[string]sessionJSON `json:"sessions"`
-		}{World: w.Name, Source: w.Source, Dialect: string(cs.Dialect), Changes: make([]changeJSON, 0, len(cs.Changes)), Sessions: map[string]sessionJSON{}}
+		}{World: w.Name, Source: w.Source, Dialect: string(trees[0].Dialect), Trees: w.Trees, Changes: []changeJSON{}, Sessions: map[string]sessionJSON{}}
 		prov, err := a.eng.Provenance(w.Name)
 		if err != nil {
 			return err
 		}
-		for _, c := range cs.Changes {
-			writes := prov[c.Path]
-			for i := range writes {
-				out.Sessions[writes[i].Session] = sessionJSON{Command: writes[i].Command}
-				writes[i].Command = nil
-			}
-			cj := toChangeJSON(c, writes)
-			if r, ok := renames[c.Path]; ok {
-				if r.To == c.Path {
-					cj.RenamedFrom, _ = overlay.JSONPath(r.From)
-					cj.Similarity = r.Similarity
-				} else {
-					cj.RenamedTo, _ = overlay.JSONPath(r.To)
+		for _, tc := range trees {
+			for _, c := range tc.Changes {
+				var writes []engine.PathWrite
+				if tc.Tree == engine.MainTree { // provenance is recorded for the source only
+					writes = prov[c.Path]
 				}
+				for i := range writes {
+					out.Sessions[writes[i].Session] = sessionJSON{Command: writes[i].Command}
+					writes[i].Command = nil
+				}
+				cj := toChangeJSON(c, writes)
+				if w.HasTrees() {
+					cj.Tree = tc.Tree
+				}
+				if r, ok := renames[engine.TreePath(tc.Tree, c.Path)]; ok {
+					if rel(r.To) == c.Path {
+						cj.RenamedFrom, _ = overlay.JSONPath(rel(r.From))
+						cj.Similarity = r.Similarity
+					} else {
+						cj.RenamedTo, _ = overlay.JSONPath(rel(r.To))
+					}
+				}
+				out.Changes = append(out.Changes, cj)
 			}
-			out.Changes = append(out.Changes, cj)
 		}
 		return a.printJSON(out)
 	}
-	if len(cs.Changes) == 0 {
+	n := 0
+	for _, tc := range trees {
+		n += len(tc.Changes)
+	}
+	if n == 0 {
 		fmt.Fprintf(a.stdout, "world %s: no changes\n", w.Name)
 		return nil
 	}
 	// One write per 64 KiB, not per line: 100,000 changed paths.
 	out := bufio.NewWriterSize(a.stdout, 64<<10)
-	for _, c := range cs.Changes {
-		if r, ok := renames[c.Path]; ok {
-			if r.To == c.Path {
-				fmt.Fprintf(out, "R  %s -> %s (%d%%)\n", quotePath(r.From), quotePath(r.To), r.Similarity)
+	for _, tc := range trees {
+		qp := func(p string) string { return engine.TreePath(tc.Tree, quotePath(p)) }
+		for _, c := range tc.Changes {
+			if r, ok := renames[engine.TreePath(tc.Tree, c.Path)]; ok {
+				if rel(r.To) == c.Path {
+					fmt.Fprintf(out, "R  %s -> %s (%d%%)\n", qp(rel(r.From)), qp(rel(r.To)), r.Similarity)
+				}
+				continue
 			}
-			continue
+			marks := ""
+			if c.Whiteout {
+				marks += " (whiteout)"
+			}
+			if c.Opaque && c.Type == overlay.TypeDir && c.Kind != overlay.Deleted {
+				marks += " (replaced dir)"
+			}
+			if c.Ignored {
+				marks += " (ignored)"
+			}
+			p := qp(c.Path)
+			if c.Type == overlay.TypeDir {
+				p += "/"
+			}
+			if c.Type == overlay.TypeSymlink && c.Kind != overlay.Deleted {
+				p += " -> " + quotePath(c.Target)
+			}
+			if c.Note != "" {
+				marks += " [" + c.Note + "]"
+			}
+			fmt.Fprintf(out, "%s  %s%s\n", c.Kind.Letter(), p, marks)
 		}
-		marks := ""
-		if c.Whiteout {
-			marks += " (whiteout)"
-		}
-		if c.Opaque && c.Type == overlay.TypeDir && c.Kind != overlay.Deleted {
-			marks += " (replaced dir)"
-		}
-		if c.Ignored {
-			marks += " (ignored)"
-		}
-		p := quotePath(c.Path)
-		if c.Type == overlay.TypeDir {
-			p += "/"
-		}
-		if c.Type == overlay.TypeSymlink && c.Kind != overlay.Deleted {
-			p += " -> " + quotePath(c.Target)
-		}
-		if c.Note != "" {
-			marks += " [" + c.Note + "]"
-		}
-		fmt.Fprintf(out, "%s  %s%s\n", c.Kind.Letter(), p, marks)
 	}
 	return out.Flush()
 }
 
-// quotePath quotes names a terminal would mangle (newlines, control bytes,
-// invalid UTF-8), the way git does.
 // quotePath shows a path as strata prints and accepts it (overlay.QuotePath).
 func quotePath(p string) string { return overlay.QuotePath(p) }
 
@@ -489,4 +546,18 @@ func indent(s, pre string) string {
 		}
 	}
 	return b.String()
+}
+
+// checkTreeFlag refuses a --tree that names no overlay tree of w (usage).
+func checkTreeFlag(verb string, w *engine.World, tree string) error {
+	switch {
+	case tree == "" || tree == engine.MainTree:
+		return nil
+	case !w.HasTrees():
+		return usagef("%s: --tree %s: world %s has one tree, its source (main)", verb, tree, w.Name)
+	}
+	if _, err := w.TreeView(tree); err != nil {
+		return usagef("%s: --tree %s: %w", verb, tree, err)
+	}
+	return nil
 }

@@ -244,3 +244,11 @@ func checkWritable(s string, h Host, source string, creds []string) error {
 	}
 	return nil
 }
+
+// CheckTreePath refuses p as an extra tree of a World (`new --mount`):
+// "/", the home, strata's state, a credential path or a dir holding one;
+// a tree is attached over the host at its path, after the credential masks
+// of the plan would be, so none of these may be one.
+func CheckTreePath(p string, h Host, denyPaths []string) error {
+	return checkWritable(p, h, "", credentialPaths(h.Home, denyPaths))
+}

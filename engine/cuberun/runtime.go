@@ -788,6 +788,11 @@ func (r *Runtime) UpperIn(worldDir string) string {
 func (r *Runtime) SendSignal(sig syscall.Signal) syscall.Signal { return cubeRelaySignal(sig) }
 
 func (r *Runtime) Prepare(ctx context.Context, w *World, o CreateOptions, _ overlay.Backend) error {
+	if w.HasTrees() {
+		// The sandbox gets one host mount, the World's layers/ over the
+		// source: a second tree would need a second share (docs/cube.md).
+		return fmt.Errorf("%w: a cube World sees one tree, its source; --mount needs --backend local", world.ErrInvalidMount)
+	}
 	return r.planCube(ctx, w, o)
 }
 

@@ -38,6 +38,9 @@ type CreateOptions struct {
 	// BuildState is what rollback does with the World's build state: keep,
 	// discard, or "" for config.toml's build_state.
 	BuildState BuildStateMode
+	// Trees are the World's extra trees (`new --mount`), as parsed
+	// (world.ParseMount); Create canonicalises and checks them.
+	Trees []world.Tree
 }
 
 // ExecOptions are the parameters of `strata exec`.

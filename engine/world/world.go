@@ -53,6 +53,12 @@ type World struct {
 	// PassEnv names variables every session of the World gets although the
 	// boundary's environment scrub would drop them (`new --pass-env`).
 	PassEnv []string `toml:"pass_env,omitempty" json:"pass_env,omitempty"`
+	// Trees are the World's extra trees (`new --mount`), each at its own
+	// absolute path; Source is the primary tree, MainTree (trees.go).
+	Trees []Tree `toml:"trees,omitempty" json:"trees,omitempty"`
+	// View, never stored, names the extra tree this copy of the World
+	// stands for (TreeView): its Source is that tree's path.
+	View string `toml:"-" json:"-"`
 }
 
 // CubeWorld is the cube runtime's part of world.toml.
@@ -66,7 +72,7 @@ type CubeWorld struct {
 
 // Layers returns the World's overlay layers for reading without a mount.
 func (w *World) Layers(p Paths) overlay.Layers {
-	return overlay.Layers{Upper: p.Upper(w.Name), Lower: w.Source, Dialect: w.Dialect}
+	return overlay.Layers{Upper: p.UpperOf(w), Lower: w.Source, Dialect: w.Dialect}
 }
 
 func NewID(prefix string) string {
@@ -140,6 +146,9 @@ func Validate(w *World, name string) error {
 	}
 	if err := w.Backend.Validate(); err != nil {
 		return fmt.Errorf("world.toml backend %w", err)
+	}
+	if err := CheckTrees(w.Source, w.Trees); err != nil {
+		return fmt.Errorf("world.toml trees: %w", err)
 	}
 	return nil
 }
