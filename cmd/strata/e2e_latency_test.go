@@ -3,10 +3,12 @@ package main
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // initCost is one package's line of GODEBUG=inittrace=1.
@@ -70,5 +72,104 @@ func TestPackageInitsStayCheap(t *testing.T) {
 			top := costs[:min(5, len(costs))]
 			t.Errorf("strata %v: package inits allocate %d times in all, over %d; the most: %+v", args, sum, total, top)
 		}
+	}
+}
+
+// runWith runs the strata binary bin (not strataBin) in e's installation.
+func (e *env) runWith(bin string, args ...string) (string, string, int) {
+	e.t.Helper()
+	c := exec.Command(bin, args...)
+	c.Env = append(os.Environ(), e.vars...)
+	c.Dir = e.source
+	var out, errb strings.Builder
+	c.Stdout, c.Stderr = &out, &errb
+	err := c.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		e.t.Fatalf("%s %v: %v", bin, args, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// copyBinary copies the executable src to dst.
+func copyBinary(t *testing.T, src, dst string) {
+	t.Helper()
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// initComm is the name of the session's init (PID 1 of its namespaces) as
+// the command sees it, and the session's init.log.
+func initComm(t *testing.T, e *env, bin, world string) (string, string) {
+	t.Helper()
+	out, errs, code := e.runWith(bin, "exec", world, "--", "cat", "/proc/1/comm")
+	if code != 0 {
+		t.Fatalf("%s exec: exit %d\nstdout: %s\nstderr: %s", bin, code, out, errs)
+	}
+	sessions := filepath.Join(e.home, "worlds", world, "sessions")
+	ents, err := os.ReadDir(sessions)
+	if err != nil || len(ents) == 0 {
+		t.Fatalf("no session dirs in %s: %v", sessions, err)
+	}
+	newest := ""
+	for _, d := range ents {
+		newest = max(newest, d.Name()) // session ids sort by start time
+	}
+	log, _ := os.ReadFile(filepath.Join(sessions, newest, "init.log"))
+	return strings.TrimSpace(out), string(log)
+}
+
+// Every exec starts the session's init as a process: strata-init, which
+// links the init alone, when it lies beside strata (as make build and the
+// release install it), else strata re-executed. A strata-init that may
+// not match the strata beside it is never trusted with a session: an older
+// one is passed over, one of another build hands the session back to
+// strata, which runs it in the same namespaces.
+func TestE2EExecInitBinary(t *testing.T) {
+	e := newEnv(t)
+	e.ok("new", "w", "--source", e.source)
+
+	if comm, log := initComm(t, e, strataBin, "w"); comm != "strata-init" {
+		t.Errorf("with strata-init beside strata, the init is %q, want strata-init (init.log: %s)", comm, log)
+	}
+
+	alone := filepath.Join(t.TempDir(), "strata")
+	copyBinary(t, strataBin, alone)
+	if comm, log := initComm(t, e, alone, "w"); comm != "strata" {
+		t.Errorf("strata alone (go install): the init is %q, want strata (init.log: %s)", comm, log)
+	}
+
+	// Older than strata: strata was rebuilt or reinstalled without it.
+	stale := filepath.Join(filepath.Dir(alone), "strata-init")
+	copyBinary(t, filepath.Join(filepath.Dir(strataBin), "strata-init"), stale)
+	old := time.Now().Add(-time.Hour)
+	must(t, os.Chtimes(stale, old, old))
+	if comm, log := initComm(t, e, alone, "w"); comm != "strata" {
+		t.Errorf("strata-init older than strata: the init is %q, want strata (init.log: %s)", comm, log)
+	}
+
+	// As new as strata, but of another build.
+	out, err := exec.Command("go", "build", "-ldflags", "-X github.com/stratahq/strata/engine/local.buildSalt=another-build",
+		"-o", stale, "../strata-init").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build strata-init: %v\n%s", err, out)
+	}
+	comm, log := initComm(t, e, alone, "w")
+	if comm != "strata" {
+		t.Errorf("strata-init of another build: the init is %q, want strata (init.log: %s)", comm, log)
+	}
+	if !strings.Contains(log, "is not from the build of") {
+		t.Errorf("strata-init of another build: init.log does not say so: %q", log)
+	}
+	// The session it handed over is whole: its output, its exit, its end.
+	if out, _, code := e.runWith(alone, "exec", "w", "--", "sh", "-c", "echo handed-over; exit 3"); code != 3 || !strings.Contains(out, "handed-over") {
+		t.Errorf("handed-over session: exit %d, stdout %q; want 3 and its output", code, out)
 	}
 }
