@@ -173,3 +173,38 @@ func TestE2EExecInitBinary(t *testing.T) {
 		t.Errorf("handed-over session: exit %d, stdout %q; want 3 and its output", code, out)
 	}
 }
+
+// egressPIDOf is the pid of World w's running egress proxy (0: none).
+func egressPIDOf(e *env, w string) int {
+	data, err := os.ReadFile(filepath.Join(e.home, "worlds", w, "egress", "pid"))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
+	if pid <= 0 || exec.Command("kill", "-0", strconv.Itoa(pid)).Run() != nil {
+		return 0
+	}
+	return pid
+}
+
+// An exec a few seconds after the last one finds the World's egress proxy
+// still running: starting one (a strata process and its sockets) costs a
+// short exec as much again, and it used to idle out 2 s after the last
+// session, so every exec after a pause paid it.
+func TestE2EEgressProxyOutlivesAPause(t *testing.T) {
+	e := newEnv(t)
+	e.ok("new", "w", "--source", e.source)
+	e.ok("exec", "w", "--", "true") // the default: sandbox, network proxy
+	first := egressPIDOf(e, "w")
+	if first == 0 {
+		t.Fatal("no egress proxy after an exec at the default level")
+	}
+	time.Sleep(4 * time.Second)
+	if pid := egressPIDOf(e, "w"); pid != first {
+		t.Fatalf("4 s after the exec the proxy is %d, was %d: it idled out", pid, first)
+	}
+	e.ok("exec", "w", "--", "true")
+	if pid := egressPIDOf(e, "w"); pid != first {
+		t.Errorf("the exec after the pause started proxy %d, the running one was %d", pid, first)
+	}
+}
