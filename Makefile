@@ -27,17 +27,23 @@ deps:
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
 
+# build writes strata-init beside strata, after it: sessions start it as
+# their init (engine/local/initbin.go), a smaller process than strata.
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/strata
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(dir $(BIN))strata-init ./cmd/strata-init
 
 # release writes static binaries for linux/amd64 and linux/arm64, the version
-# stamped in, and their SHA256SUMS, to dist/.
+# stamped in, and their SHA256SUMS, to dist/: strata and strata-init (install
+# it beside strata, named strata-init).
 release:
 	rm -rf dist && mkdir -p dist
 	@for arch in $(RELEASE_ARCHES); do \
 		echo "building dist/strata-$(VERSION)-linux-$$arch"; \
 		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" \
 			-o dist/strata-$(VERSION)-linux-$$arch ./cmd/strata || exit 1; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" \
+			-o dist/strata-init-$(VERSION)-linux-$$arch ./cmd/strata-init || exit 1; \
 	done
 	cd dist && sha256sum strata-* >SHA256SUMS && cat SHA256SUMS
 

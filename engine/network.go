@@ -70,8 +70,16 @@ const (
 	egressPIDFile   = "pid" // the running proxy's pid, for doctor and tests
 )
 
-// egressIdle is how long a World's proxy outlives its last session.
-var egressIdle = 2 * time.Second
+// egressIdle is how long a World's proxy outlives its last session. A
+// session started while it lives finds it running (a statx and a read of
+// egress/pushed); one started later pays a proxy's start, a strata process
+// and its sockets, as much again as the rest of a short exec. An idle proxy
+// sleeps in accept but for a tick every egressIdle/4 that reads the
+// meta.json of live sessions only. Passed to the proxy in egressIdleEnv.
+var egressIdle = 30 * time.Second
+
+// egressIdleEnv carries egressIdle to the proxy process (tests shorten it).
+const egressIdleEnv = "STRATA_EGRESS_IDLE"
 
 // EventEgressDenied: a World's egress proxy refused a host (once per host
 // per proxy run); detail: host, port, allow_key.
@@ -382,7 +390,7 @@ func (e *Engine) startEgress(ctx context.Context, name, dir string) error {
 	defer readyR.Close()
 	cmd := exec.Command(exe, EgressArg, e.Paths.Root, name)
 	cmd.Dir = dir
-	cmd.Env = []string{defaultPath}
+	cmd.Env = []string{defaultPath, egressIdleEnv + "=" + egressIdle.String()}
 	cmd.Stderr = logf
 	cmd.ExtraFiles = []*os.File{readyW}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -438,6 +446,9 @@ func EgressMain(args []string) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if d, err := time.ParseDuration(os.Getenv(egressIdleEnv)); err == nil && d >= 100*time.Millisecond {
+		egressIdle = d
+	}
 	e := &Engine{Paths: Paths{Root: args[0]}, Config: &Config{}, Log: log}
 	var ready io.WriteCloser
 	if f := os.NewFile(3, "ready"); f != nil {

@@ -32,6 +32,9 @@ func TestMain(m *testing.M) {
 	}
 	flag.Parse()
 	raiseParallel()
+	// The proxies of the tests' Worlds idle out quickly (the crash-and-idle
+	// test waits for it); startEgress hands them this value.
+	egressIdle = 2 * time.Second
 	os.Exit(m.Run())
 }
 

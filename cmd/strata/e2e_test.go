@@ -36,6 +36,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "build strata: %v\n%s", err, out)
 		os.Exit(1)
 	}
+	// strata-init beside strata, as make build and the release install them:
+	// sessions start it as their init (the fallback is e2e_latency_test.go's).
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "strata-init"), "../strata-init").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build strata-init: %v\n%s", err, out)
+		os.Exit(1)
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

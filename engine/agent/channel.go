@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -95,8 +94,10 @@ func (u Usage) Add(v Usage) Usage {
 
 var (
 	hookAgents = []string{"claude", "codex", "gemini", "aider"}
-	eventName  = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
-	recordName = regexp.MustCompile(`^[0-9]{20}-[0-9]{1,10}-[0-9a-f]{16}\.json$`)
+	// Compiled on first use, not at package init: every strata process
+	// (a session's init too) links this package, few match an event name.
+	eventName  = lazyRegexp(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
+	recordName = lazyRegexp(`^[0-9]{20}-[0-9]{1,10}-[0-9a-f]{16}\.json$`)
 )
 
 // ErrHookUsage is a `strata __hook` call with arguments it does not take.
@@ -129,7 +130,7 @@ func RunHook(args []string, stdin io.Reader, getenv func(string) string, now tim
 			input, ev.Truncated = input[:MaxHookInput], true
 		}
 	default:
-		if len(args) != 2 || !eventName.MatchString(args[1]) {
+		if len(args) != 2 || !eventName().MatchString(args[1]) {
 			return fmt.Errorf("strata __hook %s: event name %q: %w", args[0], strings.Join(args[1:], " "), ErrHookUsage)
 		}
 		ev.Kind = args[1]
@@ -238,7 +239,7 @@ func parseInput(ev *Event, input []byte) {
 			ev.Usage = &Usage{InputTokens: u.In, OutputTokens: u.Out, CacheRead: u.CR, CacheWrite: u.CW, CostUSD: u.USD}
 		}
 	}
-	if ev.Kind != "" && !eventName.MatchString(ev.Kind) {
+	if ev.Kind != "" && !eventName().MatchString(ev.Kind) {
 		ev.Kind, ev.Invalid = "unknown", true
 	}
 }
@@ -344,7 +345,7 @@ func (r *Reader) Read() ([]Event, error) {
 }
 
 func (r *Reader) readRecord(dfd int, name string) (Event, bool) {
-	if !recordName.MatchString(name) {
+	if !recordName().MatchString(name) {
 		return Event{}, false
 	}
 	// O_NONBLOCK: a FIFO by that name must not hang the reader.
@@ -363,7 +364,7 @@ func (r *Reader) readRecord(dfd int, name string) (Event, bool) {
 		return Event{}, false
 	}
 	var ev Event
-	if json.Unmarshal(data, &ev) != nil || !eventName.MatchString(ev.Kind) || !slices.Contains(hookAgents, ev.Agent) {
+	if json.Unmarshal(data, &ev) != nil || !eventName().MatchString(ev.Kind) || !slices.Contains(hookAgents, ev.Agent) {
 		return Event{}, false
 	}
 	return ev, true

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -178,7 +177,7 @@ func (e *ConfigError) Error() string {
 // ErrUnknownPreset is returned for a preset name that is neither built in nor configured.
 var ErrUnknownPreset = errors.New("unknown agent preset")
 
-var presetName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
+var presetName = lazyRegexp(`^[a-z0-9][a-z0-9_-]{0,31}$`)
 
 // Registry is the presets in effect: the built-ins with config applied.
 type Registry struct{ presets map[string]Preset }
@@ -189,7 +188,7 @@ func NewRegistry(overrides map[string]Override) (*Registry, error) {
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(overrides)) {
 		o := overrides[name]
-		if !presetName.MatchString(name) {
+		if !presetName().MatchString(name) {
 			errs = append(errs, &ConfigError{Preset: name, Msg: "a preset name is 1-32 of a-z, 0-9, - and _, starting with a letter or digit"})
 			continue
 		}
@@ -254,8 +253,8 @@ func apply(p *Preset, o Override) {
 }
 
 var (
-	envName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	hostName = regexp.MustCompile(`^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(:[0-9]{1,5})?$`)
+	envName  = lazyRegexp(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	hostName = lazyRegexp(`^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(:[0-9]{1,5})?$`)
 )
 
 // Validate reports the first thing wrong with p, saying what to change.
@@ -294,13 +293,13 @@ func (p Preset) Validate() error {
 	}
 	for field, names := range map[string][]string{"credentials": p.Credentials, "env": p.Env} {
 		for _, n := range names {
-			if !envName.MatchString(n) {
+			if !envName().MatchString(n) {
 				return bad(field, "%q is not an environment variable name", n)
 			}
 		}
 	}
 	for _, h := range p.Egress {
-		if !hostName.MatchString(h) {
+		if !hostName().MatchString(h) {
 			return bad("egress", "%q is not a host name (a.example.com, *.example.com or host:port)", h)
 		}
 	}

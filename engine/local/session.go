@@ -266,8 +266,9 @@ func startInit(spec SessionSpec) (*exec.Cmd, *os.File, error) {
 	}
 	defer readyW.Close()
 
+	exe, small := initExe(spec.Exe)
 	newCmd := func(cgroupFD int) *exec.Cmd {
-		cmd := exec.Command(spec.Exe, SessionInitArg, spec.Dir)
+		cmd := exec.Command(exe, SessionInitArg, spec.Dir)
 		// The init's own environment and cwd are visible to the command through
 		// /proc/1, so they carry nothing: no secrets, no path into the source.
 		cmd.Env = []string{}
@@ -327,9 +328,13 @@ func startInit(spec SessionSpec) (*exec.Cmd, *os.File, error) {
 			return nil, nil, fmt.Errorf("start session init without root: user namespaces are not available to this user "+
 				"(check /proc/sys/user/max_user_namespaces and kernel.unprivileged_userns_clone): %w", err)
 		}
-		return nil, nil, fmt.Errorf("start session init %s: %w", spec.Exe, err)
+		return nil, nil, fmt.Errorf("start session init %s: %w", exe, err)
 	}
-	specJSON, err := json.Marshal(initSpec{SessionSpec: spec, HasStdin: spec.Stdin != nil && !spec.TTY})
+	is := initSpec{SessionSpec: spec, HasStdin: spec.Stdin != nil && !spec.TTY}
+	if small {
+		is.Build, is.Strata = BuildStamp(), spec.Exe
+	}
+	specJSON, err := json.Marshal(is)
 	if err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
@@ -349,6 +354,11 @@ func startInit(spec SessionSpec) (*exec.Cmd, *os.File, error) {
 type initSpec struct {
 	SessionSpec
 	HasStdin bool `json:"has_stdin"`
+	// Build and Strata are set when the init is strata-init: the caller's
+	// BuildStamp, and the strata binary an init of another build hands
+	// the session over to.
+	Build  string `json:"build,omitempty"`
+	Strata string `json:"strata,omitempty"`
 }
 
 // readFirstLineWithPrefix returns the rest of the first line of path starting with prefix.

@@ -89,6 +89,20 @@ func (in *sessionInit) run() error {
 	if err != nil {
 		return fmt.Errorf("read spec: %w", err)
 	}
+	if in.spec.Build != "" && in.spec.Build != BuildStamp() && in.spec.Strata != "" {
+		// strata-init of another build than the strata that started it: the
+		// spec it was handed may mean something else to it. strata itself
+		// runs the session instead, in these same namespaces.
+		exe := in.spec.Strata
+		fmt.Fprintf(os.Stderr, "session init: %s is not from the build of %s: the session runs with %s as its init (reinstall both, or remove %s)\n",
+			os.Args[0], exe, exe, os.Args[0])
+		in.spec.Build, in.spec.Strata = "", ""
+		data, err := json.Marshal(in.spec)
+		if err != nil {
+			return fmt.Errorf("hand the session to %s: %w", exe, err)
+		}
+		return fmt.Errorf("hand the session to %s: %w", exe, reexecAs(exe, in.dir, data, in.spec.HasStdin))
+	}
 	session.EnableInitTrace(in.spec.Trace)
 	// Keep the command (root, but without CAP_SYS_PTRACE) out of /proc/1: the init's
 	// fds lead to the hidden state root.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -57,6 +58,7 @@ type upperWatcher struct {
 
 	clones          []int  // detached mounts and fds kept open for the whole session
 	upper, lower    string // /proc/self/fd/N paths
+	upperFD         int    // the upper's detached mount (one of clones)
 	provFD          int
 	store           *store.Store
 	idx             BaseIndex
@@ -79,6 +81,10 @@ type upperWatcher struct {
 	warned map[string]bool
 	done   chan struct{}
 	stop   chan struct{}
+	// finishing: the session's processes are gone and finish's walk will
+	// look at every directory; the initial watch walk stops where it is
+	// (for a short command it would otherwise finish first, O(upper)).
+	finishing atomic.Bool
 }
 
 // openUpperWatch prepares the watcher before the init changes its mounts: the
@@ -88,7 +94,7 @@ type upperWatcher struct {
 // lost; the rest happens in start, off the session's start path.
 func openUpperWatch(spec SessionWatch, session string) (_ *upperWatcher, err error) {
 	w := &upperWatcher{
-		session: session, spec: spec, started: time.Now(), provFD: -1, ino: -1, wakeR: -1, wakeW: -1,
+		session: session, spec: spec, started: time.Now(), provFD: -1, upperFD: -1, ino: -1, wakeR: -1, wakeW: -1,
 		wds: map[int]string{}, dirs: map[string]int{}, based: map[string]bool{},
 		recs: map[string]*provlog.Record{}, dirty: map[string]bool{}, warned: map[string]bool{},
 		done: make(chan struct{}), stop: make(chan struct{}),
@@ -115,7 +121,7 @@ func openUpperWatch(spec SessionWatch, session string) (_ *upperWatcher, err err
 		w.clones = append(w.clones, fd)
 		return "/proc/self/fd/" + strconv.Itoa(fd), fd, nil
 	}
-	if w.upper, _, err = clone(spec.Upper); err != nil {
+	if w.upper, w.upperFD, err = clone(spec.Upper); err != nil {
 		return nil, err
 	}
 	objects, _, err := clone(spec.Objects)
@@ -172,6 +178,7 @@ func (w *upperWatcher) close() {
 		unix.Close(fd)
 	}
 	w.clones = nil
+	w.upperFD = -1
 }
 
 // full is the host-visible path of rel in the upper.
@@ -344,8 +351,8 @@ func joinRel(dir, name string) string {
 // record, what it finds was made by this session (a new directory whose
 // content may have arrived before its watch) and is handled as written.
 func (w *upperWatcher) watchTree(dir string, record bool) {
-	if w.ignored(dir, true) {
-		return
+	if w.ignored(dir, true) || !record && w.finishing.Load() {
+		return // the end walk covers what is left unwatched
 	}
 	w.addWatch(dir)
 	ents, err := os.ReadDir(w.full(dir))
@@ -367,7 +374,27 @@ func (w *upperWatcher) watchTree(dir string, record bool) {
 // was not seen yet: what inotify missed (a directory written before its
 // watch was added, a queue overflow, the watch bound).
 func (w *upperWatcher) walkChanged(dir string, since time.Time) {
-	ents, err := os.ReadDir(w.full(dir))
+	at, name := unix.AT_FDCWD, w.full(dir)
+	if w.upperFD >= 0 {
+		at, name = w.upperFD, "."
+		if dir != "" {
+			name = dir
+		}
+	}
+	fd, err := unix.Openat(at, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	w.walkChangedAt(fd, dir, since)
+}
+
+// walkChangedAt is walkChanged of the directory open on fd (which it
+// closes): entries are stat'ed and opened relative to their directory's
+// descriptor, not by a path resolved from /proc/self/fd each time.
+func (w *upperWatcher) walkChangedAt(fd int, dir string, since time.Time) {
+	f := os.NewFile(uintptr(fd), dir)
+	defer f.Close()
+	ents, err := f.ReadDir(-1)
 	if err != nil {
 		return
 	}
@@ -381,7 +408,7 @@ func (w *upperWatcher) walkChanged(dir string, since time.Time) {
 		w.mu.Unlock()
 		if !seen {
 			var st unix.Stat_t
-			if unix.Lstat(w.full(rel), &st) == nil && !time.Unix(st.Ctim.Unix()).Before(since) {
+			if unix.Fstatat(fd, d.Name(), &st, unix.AT_SYMLINK_NOFOLLOW) == nil && !time.Unix(st.Ctim.Unix()).Before(since) {
 				// A directory's ctime moves when entries are added to it: only one
 				// this session made (absent from the source) counts as written.
 				if !d.IsDir() || w.lowerType(rel) == 0 {
@@ -390,7 +417,9 @@ func (w *upperWatcher) walkChanged(dir string, since time.Time) {
 			}
 		}
 		if d.IsDir() {
-			w.walkChanged(rel, since)
+			if cfd, err := unix.Openat(fd, d.Name(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+				w.walkChangedAt(cfd, rel, since)
+			}
 		}
 	}
 }
@@ -526,6 +555,7 @@ func (w *upperWatcher) flush() {
 // and writes the provenance out. It returns the number
 // of paths the session wrote.
 func (w *upperWatcher) finish() int {
+	w.finishing.Store(true)
 	_, _ = unix.Write(w.wakeW, []byte{0})
 	<-w.done
 	w.drain(make([]byte, 64<<10))
