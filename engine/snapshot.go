@@ -211,7 +211,7 @@ func (e *Engine) snapshotLocked(ctx context.Context, w *World, o SnapshotOptions
 		thaw()
 		return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
 	}
-	m, stats, err := store.CaptureUpperWith(ctx, st, e.Paths.Upper(w.Name), w.Dialect, cache, store.CaptureOptions{BuildState: build})
+	m, stats, err := store.CaptureUpperWith(ctx, st, e.Paths.Upper(w.Name), w.Dialect, cache, store.CaptureOptions{BuildState: build, DeferSync: true})
 	thaw()
 	if err != nil {
 		return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
@@ -226,17 +226,10 @@ func (e *Engine) snapshotLocked(ctx context.Context, w *World, o SnapshotOptions
 	if s.Cube, err = rt.Snapshot(ctx, w, s.ID); err != nil {
 		return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
 	}
-	// Manifest first, then the timeline: a crash in between leaves an
-	// unreferenced manifest, never a timeline entry without its manifest.
-	// CaptureUpper made the new objects durable; WriteManifest fsyncs the manifest.
-	if err := store.WriteManifest(e.manifestPath(s.ID), m); err != nil {
-		return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
-	}
-	killPoint("snapshot.manifest")
-	s.Duration = time.Since(start).Round(time.Microsecond).String()
-	tl.Snapshots = append(tl.Snapshots, s)
-	tl.Head = s.ID
-	if err := e.writeTimeline(tl); err != nil {
+	// Objects and manifest first, then the timeline: a crash in between
+	// leaves an unreferenced manifest, never a timeline entry without its
+	// manifest (three fsync rounds: snapshot_durable.go).
+	if err := e.commitSnapshot(st, w, tl, &s, m, stats.Unsynced, start); err != nil {
 		return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
 	}
 	killPoint("snapshot.timeline")

@@ -298,9 +298,17 @@ func (s *Store) Sync() error {
 // which is what syncfs does.
 const syncEachLimit = 1024
 
+// SyncObjects makes the given new objects durable (what a capture with
+// CaptureOptions.DeferSync left undone): an fsync of each (four at a time)
+// and of their fan-out directories, or one syncfs for many.
+func (s *Store) SyncObjects(ids []ObjectID) error { return s.syncObjects(ids) }
+
 // syncObjects makes the given new objects durable: an fsync of each (four
 // at a time) and of their fan-out directories, or one syncfs for many.
 func (s *Store) syncObjects(ids []ObjectID) error {
+	if len(ids) == 0 {
+		return nil
+	}
 	if len(ids) > syncEachLimit {
 		return s.Sync()
 	}
