@@ -543,6 +543,7 @@ func DetectDialect(upper string) (Dialect, error) {
 // llistxattr lists the xattr names of path without following a final
 // symlink; errors (no xattr support, a vanished file) read as none.
 func llistxattr(path string) []string {
+	llistxattrCalls.Add(1)
 	p, err := syscall.BytePtrFromString(path)
 	if err != nil {
 		return nil
