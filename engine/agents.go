@@ -500,6 +500,11 @@ func (e *Engine) AgentStatus(name string) (AgentRecord, error) {
 	if _, err := e.World(name); err != nil {
 		return AgentRecord{}, err
 	}
+	return e.agentStatus(name)
+}
+
+// agentStatus is AgentStatus of a World the caller has already read.
+func (e *Engine) agentStatus(name string) (AgentRecord, error) {
 	entries, err := os.ReadDir(filepath.Join(e.Paths.World(name), "agents"))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return AgentRecord{}, fmt.Errorf("agent status of world %q: %w", name, err)

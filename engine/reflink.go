@@ -85,18 +85,18 @@ func CheckCopyOnWrite(stateRoot, source string) (CopyOnWrite, error) {
 		} else {
 			c.SourceFS = "another file system"
 		}
-		c.CopyUpWhy = fmt.Sprintf("the source %s (%s) and the state root %s (%s) are different file systems, so overlayfs copy-up copies a changed file's whole contents into the upper; put STRATA_HOME on the source's file system", source, c.SourceFS, stateRoot, c.StateRootFS)
+		c.CopyUpWhy = fmt.Sprintf("the source %s (%s) and the state root %s (%s) are different file systems, so overlayfs copy-up copies a changed file's whole contents into the upper, and strata its source version into the object store; put STRATA_HOME on the source's file system", source, c.SourceFS, stateRoot, c.StateRootFS)
 		if !rs.Supported || c.SourceFS != "xfs" && c.SourceFS != "btrfs" {
 			c.CopyUpWhy += ", and make that XFS with reflink or btrfs"
 		}
 		return c, nil
 	}
 	if !rs.Supported {
-		c.CopyUpWhy = fmt.Sprintf("the source and the state root share one %s file system, which has no reflinks: overlayfs copy-up copies a changed file's whole contents; XFS (mkfs.xfs -m reflink=1) or btrfs would clone it", rs.FS)
+		c.CopyUpWhy = fmt.Sprintf("the source and the state root share one %s file system, which has no reflinks: overlayfs copy-up copies a changed file's whole contents, and strata its source version; XFS (mkfs.xfs -m reflink=1) or btrfs would clone it", rs.FS)
 		return c, nil
 	}
 	c.CopyUp = true
-	c.CopyUpWhy = fmt.Sprintf("the source and the state root share one %s file system with reflinks: kernel overlayfs clones a file on copy-up (the fuse backends may copy)", rs.FS)
+	c.CopyUpWhy = fmt.Sprintf("the source and the state root share one %s file system with reflinks: kernel overlayfs clones a file on copy-up and strata's copy of its source version (the base diff and apply compare with) is a clone too, so a one-byte edit to a big file costs almost no space (the fuse backends may copy)", rs.FS)
 	return c, nil
 }
 

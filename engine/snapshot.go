@@ -211,7 +211,7 @@ func (e *Engine) snapshotLocked(ctx context.Context, w *World, o SnapshotOptions
 		thaw()
 		return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
 	}
-	m, stats, err := store.CaptureUpperWith(ctx, st, e.Paths.Upper(w.Name), w.Dialect, cache, store.CaptureOptions{BuildState: build})
+	m, stats, err := store.CaptureUpperWith(ctx, st, e.Paths.Upper(w.Name), w.Dialect, cache, store.CaptureOptions{BuildState: build, DeferSync: true})
 	var trees []treeCapture // the extra trees, in the same freeze (trees_snapshot.go)
 	if err == nil {
 		trees, err = e.captureTrees(ctx, st, w, build, &stats)
@@ -230,20 +230,14 @@ func (e *Engine) snapshotLocked(ctx context.Context, w *World, o SnapshotOptions
 	if s.Cube, err = rt.Snapshot(ctx, w, s.ID); err != nil {
 		return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
 	}
-	// Manifest first, then the timeline: a crash in between leaves an
-	// unreferenced manifest, never a timeline entry without its manifest.
-	// CaptureUpper made the new objects durable; WriteManifest fsyncs the manifest.
+	// The extra trees' manifests first (each synced with its objects), then
+	// the source's objects and manifest, then the timeline: a crash in between
+	// leaves unreferenced manifests, never a timeline entry without its
+	// manifests (three fsync rounds: snapshot_durable.go).
 	if err := e.writeTreeManifests(s.ID, trees); err != nil {
 		return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
 	}
-	if err := store.WriteManifest(e.manifestPath(s.ID), m); err != nil {
-		return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
-	}
-	killPoint("snapshot.manifest")
-	s.Duration = time.Since(start).Round(time.Microsecond).String()
-	tl.Snapshots = append(tl.Snapshots, s)
-	tl.Head = s.ID
-	if err := e.writeTimeline(tl); err != nil {
+	if err := e.commitSnapshot(st, w, tl, &s, m, stats.Unsynced, start); err != nil {
 		return nil, fmt.Errorf("snapshot world %q: %w", w.Name, err)
 	}
 	killPoint("snapshot.timeline")

@@ -10,9 +10,11 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/stratahq/strata/fsx"
@@ -52,7 +54,7 @@ func ReadChanges(ctx context.Context, l Layers, opts ReadOptions) (*ChangeSet, e
 	if err != nil {
 		return nil, fmt.Errorf("read changes of %s: %w", l.Upper, err)
 	}
-	rd := &reader{ctx: ctx, l: l, rules: r, opts: opts, ignore: opts.Ignore}
+	rd := &reader{ctx: ctx, l: l, rules: r, opts: opts, ignore: opts.Ignore, workers: make(chan struct{}, max(0, runtime.GOMAXPROCS(0)-1))}
 	if rd.ignore == nil {
 		rd.ignore = DefaultIgnore()
 	}
@@ -101,6 +103,21 @@ type reader struct {
 
 	changes    []Change
 	bufA, bufB []byte
+
+	// workers are the tokens of the extra goroutines that walk sibling
+	// directories at once (GOMAXPROCS-1: the walk is mostly lstat and
+	// listxattr, a syscall per entry, so a 100,000-change upper is CPU
+	// bound in the kernel). Shared by every sub-reader of one ReadChanges.
+	workers chan struct{}
+}
+
+// sub is a reader for one subtree walked on another goroutine: the same
+// layers, rules and read-only maps, its own changes and buffers.
+func (rd *reader) sub() *reader {
+	return &reader{
+		ctx: rd.ctx, l: rd.l, rules: rd.rules, opts: rd.opts, ignore: rd.ignore,
+		hidden: rd.hidden, hiddenBelow: rd.hiddenBelow, workers: rd.workers,
+	}
 }
 
 // dirCtx is one directory of the World's view during the walk.
@@ -337,8 +354,36 @@ func (rd *reader) walk(dc dirCtx) (walkResult, error) {
 		}
 	}
 
-	for _, e := range entries {
-		if err := rd.compare(dc, e); err != nil {
+	// Directories go to a free worker when there is one, else are walked
+	// here; changes are sorted at the end, so their order does not matter.
+	var wg sync.WaitGroup
+	var subs []*reader
+	errs := make([]error, len(entries))
+	for i, e := range entries {
+		if e.info.IsDir() {
+			select {
+			case rd.workers <- struct{}{}:
+				sub := rd.sub()
+				subs = append(subs, sub)
+				wg.Add(1)
+				go func() {
+					defer func() { <-rd.workers; wg.Done() }()
+					errs[i] = sub.compare(dc, e)
+				}()
+				continue
+			default:
+			}
+		}
+		if errs[i] = rd.compare(dc, e); errs[i] != nil {
+			break
+		}
+	}
+	wg.Wait()
+	for _, sub := range subs {
+		rd.changes = append(rd.changes, sub.changes...)
+	}
+	for _, err := range errs {
+		if err != nil {
 			return res, err
 		}
 	}

@@ -207,6 +207,11 @@ func (r Rules) readMarks(full string, info fs.FileInfo) dirMarks {
 	if !r.xattrs || (!info.IsDir() && !info.Mode().IsRegular()) {
 		return m
 	}
+	if !info.IsDir() && !r.kernelXattrs {
+		// A file's only marks are the kernel's redirect and metacopy: in
+		// the other dialects an xattr read per file is wasted.
+		return m
+	}
 	names := llistxattr(full)
 	if len(names) == 0 {
 		return m
@@ -538,6 +543,7 @@ func DetectDialect(upper string) (Dialect, error) {
 // llistxattr lists the xattr names of path without following a final
 // symlink; errors (no xattr support, a vanished file) read as none.
 func llistxattr(path string) []string {
+	llistxattrCalls.Add(1)
 	p, err := syscall.BytePtrFromString(path)
 	if err != nil {
 		return nil

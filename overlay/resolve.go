@@ -134,8 +134,9 @@ func (l Layers) resolve(op, p string) (*node, Rules, error) {
 		return nil, r, &fs.PathError{Op: op, Path: p, Err: err}
 	}
 	hold := &[]func(){}
-	cur := &node{upper: l.Upper, upperInfo: rootInfo, lower: l.Lower, lowerInfo: lowerInfo, marks: r.readMarks(l.Upper, rootInfo), hold: hold}
-	if !cur.marks.opaque && !r.hasOpaqueFile(l.Upper) {
+	rootMarks, rootOpaqueFile := r.dirMarksCached(l.Upper, rootInfo)
+	cur := &node{upper: l.Upper, upperInfo: rootInfo, lower: l.Lower, lowerInfo: lowerInfo, marks: rootMarks, hold: hold}
+	if !cur.marks.opaque && !rootOpaqueFile {
 		cur.view = l.Lower
 	}
 	if rel == "" {
@@ -227,7 +228,12 @@ func (l Layers) lookup(r Rules, parent *node, name string) (*node, error) {
 	n := &node{rel: rel}
 	if up != nil {
 		n.upper, n.upperInfo = filepath.Join(parent.upper, name), up
-		n.marks = r.readMarks(n.upper, up)
+		opaqueFile := false
+		if up.IsDir() {
+			n.marks, opaqueFile = r.dirMarksCached(n.upper, up)
+		} else {
+			n.marks = r.readMarks(n.upper, up)
+		}
 		n.content = n.upper
 		origin := ""
 		if n.marks.hasRedirect {
@@ -240,7 +246,7 @@ func (l Layers) lookup(r Rules, parent *node, name string) (*node, error) {
 		switch {
 		case up.IsDir():
 			switch {
-			case n.marks.opaque || hidden || r.hasOpaqueFile(n.upper):
+			case n.marks.opaque || hidden || opaqueFile:
 			case origin != "" && relInsideRoot(origin):
 				if full, info := lowerOrigin(l.Lower, origin); info != nil && info.IsDir() {
 					n.view, n.viewRel = full, origin

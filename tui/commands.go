@@ -120,9 +120,15 @@ func loadWorlds(ctx context.Context, eng *engine.Engine, source string) tea.Cmd 
 		if err != nil {
 			return worldsLoadedMsg{err: fmt.Errorf("list worlds: %w", err)}
 		}
+		// Broken Worlds show under every source: theirs is unknown.
+		broken, err := eng.BrokenWorlds()
+		if err != nil {
+			return worldsLoadedMsg{err: fmt.Errorf("list worlds: %w", err)}
+		}
+		infos := eng.Infos(ctx, ws, broken)
 		rows := make([]panes.WorldRow, 0, len(ws))
-		for _, w := range ws {
-			info := eng.Info(ctx, w)
+		for i, w := range ws {
+			info := infos[i]
 			row := panes.WorldRow{
 				Name: w.Name, Source: w.Source, Status: info.Status, Backend: string(w.Backend),
 				Changes: info.Changes, Sessions: info.Sessions, Running: info.Running, Error: info.Error,
@@ -133,13 +139,8 @@ func loadWorlds(ctx context.Context, eng *engine.Engine, source string) tea.Cmd 
 			}
 			rows = append(rows, row)
 		}
-		// Broken Worlds show under every source: theirs is unknown.
-		broken, err := eng.BrokenWorlds()
-		if err != nil {
-			return worldsLoadedMsg{err: fmt.Errorf("list worlds: %w", err)}
-		}
-		for _, b := range broken {
-			info := eng.BrokenInfo(b)
+		for i, b := range broken {
+			info := infos[len(ws)+i]
 			rows = append(rows, panes.WorldRow{
 				Name: b.Name, Status: info.Status, Sessions: info.Sessions, Running: info.Running, Error: info.Error,
 			})

@@ -105,23 +105,13 @@ func cmdLs(a *app, in *input) error {
 			return fmt.Errorf("current directory: %w (use --all)", err)
 		}
 	}
-	ws, err := a.eng.WorldsOfSource(dir)
-	if err != nil {
-		return err
-	}
-	infos := make([]engine.WorldInfo, 0, len(ws))
-	for _, w := range ws {
-		infos = append(infos, a.eng.Info(a.ctx, w))
-	}
 	// A broken World's source is unknown, so it shows under every source
 	// until it is removed: hiding it would hide its work.
-	broken, err := a.eng.BrokenWorlds()
+	ws, broken, err := a.eng.Listing(dir)
 	if err != nil {
 		return err
 	}
-	for _, b := range broken {
-		infos = append(infos, a.eng.BrokenInfo(b))
-	}
+	infos := a.eng.Infos(a.ctx, ws, broken)
 	sort.SliceStable(infos, func(i, j int) bool { return infos[i].Name < infos[j].Name })
 	if *asJSON {
 		return a.printJSON(infos)

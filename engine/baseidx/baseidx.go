@@ -228,7 +228,7 @@ func Capture(store *store.Store, idx Index, lower, upper, rel string) (bool, err
 			if err != nil {
 				return false, fmt.Errorf("capture base of %s: %w", rel, err)
 			}
-			id, _, _, err := store.Put(f)
+			id, _, _, err := store.PutOpen(f) // cloned where the file systems share extents
 			f.Close()
 			if err != nil {
 				return false, fmt.Errorf("capture base of %s: %w", rel, err)

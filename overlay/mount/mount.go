@@ -286,32 +286,15 @@ type mountInfo struct {
 // mountsAt lists the mounts at target, bottom first. A target that does not
 // exist has none.
 func mountsAt(target string) ([]mountInfo, error) {
-	abs, err := filepath.Abs(target)
-	if err != nil {
-		return nil, fmt.Errorf("mount point %s: %w", target, err)
+	abs, ok, err := mountPoint(target)
+	if err != nil || !ok {
+		return nil, err
 	}
-	// mountinfo shows the resolved path.
-	if resolved, err := filepath.EvalSymlinks(abs); err == nil {
-		abs = resolved
-	} else if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, fmt.Errorf("read mount table: %w", err)
-	}
-	defer f.Close()
-	all, err := parseMountInfo(f)
+	t, err := ReadTable()
 	if err != nil {
 		return nil, err
 	}
-	var at []mountInfo
-	for _, m := range all {
-		if m.MountPoint == abs {
-			at = append(at, m)
-		}
-	}
-	return at, nil
+	return t.at[abs], nil
 }
 
 // parseMountInfo reads the mountinfo format (proc(5)): the mount point is

@@ -35,6 +35,9 @@ type CaptureStats struct {
 	NewObjects                                      int   // objects the store did not have
 	NewBytes                                        int64 // bytes of those objects
 	Duration                                        time.Duration
+	// Unsynced are the new objects CaptureOptions.DeferSync left for the
+	// caller to make durable (Store.SyncObjects) before a record names them.
+	Unsynced []ObjectID
 }
 
 // racyWindow (a var only so tests can widen it): a file whose ctime is this close to the moment it was read
@@ -177,6 +180,12 @@ type CaptureOptions struct {
 	// outputs. A whiteout is matched as a file and as a directory. nil
 	// captures everything.
 	BuildState *overlay.Ignore
+	// DeferSync leaves the new objects unsynced and lists them in
+	// CaptureStats.Unsynced, so the caller can make them durable at the same
+	// time as the manifest that names them (one fsync round, not two). The
+	// caller must call Store.SyncObjects before that manifest is renamed
+	// into place.
+	DeferSync bool
 }
 
 // CaptureUpperWith is CaptureUpper with options.
@@ -321,7 +330,9 @@ feed:
 				created = append(created, entries[jobs[j]].Object)
 			}
 		}
-		if err := store.syncObjects(created); err != nil {
+		if opts.DeferSync {
+			stats.Unsynced = created
+		} else if err := store.syncObjects(created); err != nil {
 			return nil, stats, fmt.Errorf("capture upper %s: %w", upper, err)
 		}
 	}
