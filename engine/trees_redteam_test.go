@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,5 +63,89 @@ true`)
 				}
 			}
 		})
+	}
+}
+
+// snapshotDir is every path under dir with its content or link target, for
+// "nothing was written" checks.
+func snapshotDir(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		switch {
+		case fi.Mode()&os.ModeSymlink != 0:
+			l, _ := os.Readlink(p)
+			b.WriteString(rel + " -> " + l + "\n")
+		case fi.Mode().IsRegular():
+			c, _ := os.ReadFile(p)
+			b.WriteString(rel + ": " + string(c))
+		default:
+			b.WriteString(rel + "/\n")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// Apply across trees, as a hostile agent would set it up: a symlink in the
+// source's upper pointing into the game tree's host dir (published as a
+// link, never followed), and a directory of that name that the agent then
+// fills; pick operands climbing out of a tree (game:../x), absolute ones
+// outside it (game:/abs) or of another tree, names that look like paths.
+// Each is refused or published as a link; the game tree is never written
+// through the source's apply.
+func TestRedteamTreesApplyAcrossTrees(t *testing.T) {
+	e, src, trees := multiTreeEngine(t)
+	ctx := context.Background()
+	multiTreeWorld(t, e, src, trees, "ue")
+	game := trees["game"]
+	if out, code := execIn(t, e, "ue", IsolationSandbox, "ln -s "+game+"/sub "+src+"/evil && ln -s ../game "+src+"/rel && echo g > "+game+"/g.txt"); code != 0 {
+		t.Fatal(out)
+	}
+	before := snapshotDir(t, game)
+	for _, p := range []string{"game:../x", "game:../src/evil", "game:/etc/passwd", "game:" + src + "/evil", "main:../game/sub/a.txt", "main:" + game + "/g.txt", "../game/g.txt", "evil/a.txt"} {
+		if _, err := e.Apply(ctx, "ue", ApplyOptions{Picks: []Pick{{Path: p}}}); err == nil {
+			t.Errorf("apply %q was not refused", p)
+		}
+		if got := snapshotDir(t, game); got != before {
+			t.Fatalf("apply %q wrote the game tree:\n%s", p, got)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(src, "evil")); !os.IsNotExist(err) {
+		t.Fatalf("a refused pick published the source's link: %v", err)
+	}
+	// The links themselves publish as links into the source.
+	if _, err := e.Apply(ctx, "ue", ApplyOptions{Picks: []Pick{{Path: "evil"}, {Path: "rel"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := os.Readlink(filepath.Join(src, "evil")); err != nil || l != game+"/sub" {
+		t.Fatalf("source evil = %q, %v", l, err)
+	}
+	if got := snapshotDir(t, game); got != before {
+		t.Fatalf("publishing a link wrote the game tree:\n%s", got)
+	}
+	// Now the agent writes through the published link: in its World that
+	// is the game tree's view, so the change is game's, and the source's
+	// apply has nothing to publish through the link.
+	if out, code := execIn(t, e, "ue", IsolationSandbox, "echo through > "+src+"/evil/through.txt; echo through2 > "+src+"/rel/through2.txt; true"); code != 0 {
+		t.Fatal(out)
+	}
+	w, _ := e.World("ue")
+	tcs, err := e.ChangesByTree(ctx, w, false, MainTree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range tcs[0].Changes {
+		t.Errorf("the source has a change %s %s after writing through a link", c.Kind.Letter(), c.Path)
+	}
+	if got := snapshotDir(t, game); got != before {
+		t.Fatalf("writing through a link wrote the host game tree:\n%s", got)
 	}
 }
