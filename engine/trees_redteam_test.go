@@ -2,10 +2,13 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stratahq/strata/engine/boundary"
 )
 
 // A hostile command tries every route it can think of to the host copy of an
@@ -147,5 +150,58 @@ func TestRedteamTreesApplyAcrossTrees(t *testing.T) {
 	}
 	if got := snapshotDir(t, game); got != before {
 		t.Fatalf("writing through a link wrote the host game tree:\n%s", got)
+	}
+}
+
+// A tree's host dir replaced by a symlink after new (to a decoy, or to the
+// World's own source): exec, status, diff and apply of the World refuse with
+// a message naming the tree, and nothing is written to either place.
+func TestRedteamTreeDirReplacedBySymlink(t *testing.T) {
+	e, src, trees := multiTreeEngine(t)
+	ctx := context.Background()
+	multiTreeWorld(t, e, src, trees, "ue")
+	game := trees["game"]
+	if out, code := execIn(t, e, "ue", IsolationSandbox, "echo g > "+game+"/g.txt"); code != 0 {
+		t.Fatal(out)
+	}
+	decoy := filepath.Join(filepath.Dir(game), "decoy")
+	if err := os.MkdirAll(decoy, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(game, game+".real"); err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{decoy, src} {
+		_ = os.Remove(game)
+		if err := os.Symlink(target, game); err != nil {
+			t.Fatal(err)
+		}
+		beforeT, beforeR := snapshotDir(t, target), snapshotDir(t, game+".real")
+		_, err := e.Exec(ctx, "ue", ExecOptions{Argv: []string{"/bin/true"}, Env: []string{defaultPath}, Isolation: IsolationSandbox, Network: boundary.NetworkNone})
+		if err == nil || !strings.Contains(err.Error(), game) {
+			t.Errorf("exec with game -> %s = %v, want a refusal naming %s", target, err, game)
+		}
+		w, _ := e.World("ue")
+		_, err = e.ChangesByTree(ctx, w, false, "")
+		t.Logf("status: %v", err)
+		if err == nil {
+			t.Errorf("status with game -> %s not refused", target)
+		}
+		_, err = e.Diff(ctx, "ue", DiffOptions{})
+		t.Logf("diff: %v", err)
+		if err == nil {
+			t.Errorf("diff with game -> %s not refused", target)
+		}
+		_, err = e.Apply(ctx, "ue", ApplyOptions{})
+		t.Logf("apply: %v", err)
+		if !errors.Is(err, ErrSourceMissing) || !strings.Contains(err.Error(), "tree game") {
+			t.Errorf("apply with game -> %s = %v, want a refusal naming %s", target, err, game)
+		}
+		if got := snapshotDir(t, target); got != beforeT {
+			t.Errorf("game -> %s: the link's target was written:\n%s", target, got)
+		}
+		if got := snapshotDir(t, game+".real"); got != beforeR {
+			t.Errorf("game -> %s: the real game dir was written:\n%s", target, got)
+		}
 	}
 }
