@@ -280,6 +280,12 @@ func (e *Engine) treeInfo(ctx context.Context, w *World, wi *WorldInfo) {
 	}
 	wi.TreeChanges = map[string]int{MainTree: wi.Changes}
 	for _, v := range treeViews(w)[1:] {
+		if err := checkTreeView(v); err != nil {
+			if wi.Error == "" {
+				wi.Error = err.Error()
+			}
+			continue
+		}
 		cs, err := e.Changes(ctx, v, false)
 		if err != nil {
 			if wi.Error == "" {
