@@ -316,12 +316,13 @@ func (e *Engine) checkTrees(w *World) error {
 // its place) would point the session's bind, the tree's overlay and its
 // publication at the link's target, another tree or the source among them.
 func checkTreeDir(w *World, t Tree) error {
+	missing := treeMovedError(fmt.Sprintf("world %q: tree %s: its dir %s no longer exists (moved or deleted?); put it back there (strata ls shows Worlds whose source or a tree is missing)", w.Name, t.Name, t.Path))
 	real, err := filepath.EvalSymlinks(t.Path)
 	if err != nil {
-		return &SourceMissingError{World: w.Name, Source: t.Path}
+		return missing
 	}
 	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
-		return &SourceMissingError{World: w.Name, Source: t.Path}
+		return missing
 	}
 	if real != t.Path {
 		return treeMovedError(fmt.Sprintf("world %q: tree %s: %s now leads to %s through a symlink, not the directory the World was made over; put that directory back at %s (or make a new World over %s)", w.Name, t.Name, t.Path, real, t.Path, real))
