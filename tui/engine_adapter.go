@@ -70,7 +70,8 @@ func engineApplyWith(ctx context.Context, eng *engine.Engine, world string, pick
 		var out applyOutcome
 		for _, c := range ce.Conflicts {
 			out.Conflicts = append(out.Conflicts, applyConflict{
-				Path: engine.TreePath(c.Tree, c.Path), // NAME:path in another tree, as picked Reason: c.Reason, Regions: c.Regions,
+				// NAME:path in another tree, as it was picked.
+				Path: engine.TreePath(c.Tree, c.Path), Reason: c.Reason, Regions: c.Regions,
 				Base: c.Base, Ours: c.Ours, Theirs: c.Theirs, Merged: c.Merged, TheirsHash: c.TheirsHash,
 			})
 		}
