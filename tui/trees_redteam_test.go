@@ -72,3 +72,56 @@ func TestApplyTargetsBothTrees(t *testing.T) {
 		t.Fatalf("applyTargets = %q", got)
 	}
 }
+
+// A conflict in another tree is shown as NAME:path and, resolved, applied
+// in that tree: the source has a change at the same relative path, which
+// the resolution must not touch.
+func TestConflictInAnotherTree(t *testing.T) {
+	eng, src := testEngine(t, map[string]string{"a.txt": threeHunks()})
+	game := t.TempDir()
+	if err := os.WriteFile(filepath.Join(game, "a.txt"), []byte(threeHunks()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Create(context.Background(), engine.CreateOptions{Name: "w1", Source: src, Trees: []engine.Tree{{Name: "game", Path: game, Mode: engine.TreeOverlay}}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = eng.Remove(context.Background(), "w1", engine.RemoveOptions{Force: true, Purge: true, Kill: true})
+	})
+	runIn(t, eng, "w1", editThree+" && cd "+game+" && "+editThree)
+	w, err := eng.World("w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.ChangesByTree(context.Background(), w, false, ""); err != nil { // the game tree's bases
+		t.Fatal(err)
+	}
+	theirs := strings.Replace(threeHunks(), "line 2\n", "line 2 from the source\n", 1)
+	theirs = strings.Replace(theirs, "line 15\n", "line 15 from the source\n", 1)
+	if err := os.WriteFile(filepath.Join(game, "a.txt"), []byte(theirs), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := newDriver(t, eng, Options{Source: src, Exe: "/bin/false"}, 80, 24)
+	d.keys("3")
+	d.selectChange("game:a.txt")
+	d.keys("space", "a", "enter")
+	if d.m.conflicts() == nil {
+		t.Fatalf("no conflict view: %q\n%s", d.m.lastErr, d.screen())
+	}
+	if scr := d.screen(); !strings.Contains(scr, "game:a.txt") {
+		t.Errorf("conflict view does not name the tree:\n%s", scr)
+	}
+	d.keys("o", "o", "enter") // keep the World's version, region by region
+	if d.m.conflicts() != nil || d.m.lastErr != "" {
+		t.Fatalf("apply again: %q\n%s", d.m.lastErr, d.screen())
+	}
+	want := strings.Replace(threeHunks(), "line 2\n", "line two\n", 1)
+	want = strings.Replace(want, "line 15\n", "line fifteen\n", 1)
+	want = strings.Replace(want, "line 28\n", "line twenty-eight\n", 1)
+	if b, _ := os.ReadFile(filepath.Join(game, "a.txt")); string(b) != want {
+		t.Fatalf("game a.txt after resolving:\n%s\nwant:\n%s", b, want)
+	}
+	if b, _ := os.ReadFile(filepath.Join(src, "a.txt")); string(b) != threeHunks() {
+		t.Fatalf("the source's a.txt was written:\n%s", b)
+	}
+}
