@@ -205,3 +205,35 @@ func TestRedteamTreeDirReplacedBySymlink(t *testing.T) {
 		}
 	}
 }
+
+// The source holds a link into the game tree (published earlier, or made
+// by a person); the World replaces it with a real directory holding a
+// file of the same name as one in the game tree. Apply replaces the link
+// with the directory in the source and never writes through it into the
+// game tree.
+func TestRedteamApplyOverALinkIntoAnotherTree(t *testing.T) {
+	e, src, trees := multiTreeEngine(t)
+	ctx := context.Background()
+	game := trees["game"]
+	if err := os.Symlink(game+"/sub", filepath.Join(src, "evil")); err != nil {
+		t.Fatal(err)
+	}
+	multiTreeWorld(t, e, src, trees, "ue")
+	if out, code := execIn(t, e, "ue", IsolationSandbox, "rm "+src+"/evil && mkdir "+src+"/evil && echo pwned > "+src+"/evil/a.txt"); code != 0 {
+		t.Fatal(out)
+	}
+	before := snapshotDir(t, game)
+	if _, err := e.Apply(ctx, "ue", ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := snapshotDir(t, game); got != before {
+		t.Fatalf("apply wrote the game tree through the source's link:\n%s", got)
+	}
+	fi, err := os.Lstat(filepath.Join(src, "evil"))
+	if err != nil || !fi.IsDir() {
+		t.Fatalf("source evil after apply: %v %v", fi, err)
+	}
+	if got := readFile(t, filepath.Join(src, "evil", "a.txt")); got != "pwned\n" {
+		t.Fatalf("source evil/a.txt = %q", got)
+	}
+}
