@@ -66,7 +66,7 @@ func ParseMount(s string) (Tree, error) {
 	if i := strings.LastIndexByte(rest, ':'); i >= 0 {
 		m := TreeMode(rest[i+1:])
 		if !m.valid() {
-			return t, fmt.Errorf("%w %q: mode %q: want %s", ErrInvalidMount, s, m, modeList())
+			return t, fmt.Errorf("%w %q: mode %q: want %s (a path holding ':' takes its mode spelled out: PATH:overlay)", ErrInvalidMount, s, m, modeList())
 		}
 		t.Mode, rest = m, rest[:i]
 	}
