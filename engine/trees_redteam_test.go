@@ -3,9 +3,11 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stratahq/strata/engine/boundary"
@@ -25,7 +27,32 @@ func TestRedteamTreesHostDirRoutes(t *testing.T) {
 			w := multiTreeWorld(t, e, src, trees, name)
 			v, _ := w.TreeView("game")
 			game, tools, ddc := trees["game"], trees["tools"], trees["ddc"]
-			script := strings.NewReplacer("GAME", game, "TOOLS", tools, "DDC", ddc, "MERGED", e.Paths.MergedOf(v), "STATE", e.Paths.Root).Replace(`
+			devino := func(p string) string {
+				var st syscall.Stat_t
+				if err := syscall.Stat(p, &st); err != nil {
+					t.Fatal(err)
+				}
+				return fmt.Sprintf("%d:%d", st.Dev, st.Ino)
+			}
+			// The host dirs' identities (stat -c %d:%i): a session that finds
+			// a dir with one of them has found the host's copy.
+			hostCopy := strings.NewReplacer("GAMEID", devino(game), "TOOLSID", devino(tools), "GAME", game, "TOOLS", tools, "DDC", ddc, "MERGED", e.Paths.MergedOf(v), "STATE", e.Paths.Root).Replace(`
+try() { f=$1; shift; (echo pwned > "$f") 2>/dev/null && echo "WROTE $f"; }
+# every mount point, and under it every tail of a tree's path (a bind of an
+# ancestor left by the mount plan): the host's dir is the one with its dev:ino
+for pair in GAME=GAMEID TOOLS=TOOLSID; do
+  t=${pair%%=*}; id=${pair#*=}
+  for m in $(awk '{print $5}' /proc/self/mountinfo | sort -u); do
+    s=$t
+    while [ -n "$s" ]; do
+      c=$m/${s#/}
+      [ "$m" = / ] && c=/${s#/}
+      if [ -d "$c" ] && [ "$(stat -c %d:%i "$c" 2>/dev/null)" = "$id" ]; then echo "HOSTCOPY $c"; try "$c/r-hostcopy"; fi
+      n=${s#/*/}; [ "$n" = "$s" ] && break; s=/$n
+    done
+  done
+done`)
+			script := hostCopy + strings.NewReplacer("GAME", game, "TOOLS", tools, "DDC", ddc, "MERGED", e.Paths.MergedOf(v), "STATE", e.Paths.Root).Replace(`
 try() { f=$1; shift; (echo pwned > "$f") 2>/dev/null && echo "WROTE $f"; }
 for t in GAME TOOLS; do
   b=$(basename $t)
@@ -53,6 +80,19 @@ true`)
 				t.Fatalf("exit %d: %s", code, out)
 			}
 			t.Logf("%s:\n%s", iso, out)
+			// The probe works: it finds the read-only tree's host dir (bound
+			// read-only at its path), and never the overlay tree's.
+			if !strings.Contains(out, "HOSTCOPY "+tools+"\n") {
+				t.Errorf("the dev:ino probe did not find the read-only tree at its path:\n%s", out)
+			}
+			for _, l := range strings.Split(out, "\n") {
+				if strings.HasPrefix(l, "HOSTCOPY ") && !strings.HasPrefix(l, "HOSTCOPY "+tools) {
+					t.Errorf("the session reaches the game tree's host dir: %s", l)
+				}
+				if strings.HasPrefix(l, "WROTE") && strings.Contains(l, "r-hostcopy") {
+					t.Errorf("the session wrote a tree's host dir: %s", l)
+				}
+			}
 			for _, dir := range []string{game, tools} {
 				b := filepath.Base(dir)
 				if got := readFile(t, filepath.Join(dir, "sub", "a.txt")); got != b+" a\n" {
