@@ -277,3 +277,33 @@ func TestRedteamApplyOverALinkIntoAnotherTree(t *testing.T) {
 		t.Fatalf("source evil/a.txt = %q", got)
 	}
 }
+
+// Fork of a World whose game tree's dir became a link to a decoy: refused,
+// no World made (it made a fork whose game tree was the decoy, carrying
+// the game tree's changes over a different lower).
+func TestRedteamForkRefusesATreeTurnedLink(t *testing.T) {
+	e, src, trees := multiTreeEngine(t)
+	ctx := context.Background()
+	multiTreeWorld(t, e, src, trees, "ue")
+	game := trees["game"]
+	if out, code := execIn(t, e, "ue", IsolationSandbox, "echo g > "+game+"/g.txt"); code != 0 {
+		t.Fatal(out)
+	}
+	decoy := filepath.Join(filepath.Dir(game), "decoy")
+	if err := os.MkdirAll(decoy, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(game, game+".real"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(decoy, game); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.Fork(ctx, "ue", ForkOptions{N: 1, Names: []string{"fz"}})
+	if !errors.Is(err, ErrSourceMissing) || !strings.Contains(err.Error(), "tree game") {
+		t.Fatalf("fork with the game tree a link = %v", err)
+	}
+	if _, err := os.Lstat(e.Paths.World("fz")); !os.IsNotExist(err) {
+		t.Fatalf("a refused fork made a World: %v", err)
+	}
+}
