@@ -636,6 +636,11 @@ func (e *Engine) Fork(ctx context.Context, name string, o ForkOptions) ([]*World
 	if err != nil {
 		return nil, err
 	}
+	// A tree whose dir moved or became a link would be forked over the
+	// link's target (trees.go).
+	if err := e.checkTrees(w); err != nil {
+		return nil, fmt.Errorf("fork world %q: %w (no World was created)", name, err)
+	}
 	if o.N <= 0 {
 		o.N = 1
 	}

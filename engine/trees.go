@@ -141,6 +141,9 @@ func (e *Engine) ChangesByTree(ctx context.Context, w *World, includeIgnored boo
 		if only != "" && v.TreeName() != only {
 			continue
 		}
+		if err := checkTreeView(v); err != nil {
+			return nil, err
+		}
 		cs, err := e.Changes(ctx, v, includeIgnored)
 		if err != nil {
 			return nil, err
@@ -203,6 +206,9 @@ func (e *Engine) diffTrees(ctx context.Context, w *World, o DiffOptions) ([]File
 		if err != nil {
 			return nil, fmt.Errorf("diff world %q: %w", w.Name, err)
 		}
+		if err := checkTreeView(v); err != nil {
+			return nil, fmt.Errorf("diff: %w", err)
+		}
 		fcs, err := e.diffTree(ctx, v, o)
 		for i := range fcs {
 			fcs[i].Tree = v.TreeName()
@@ -218,6 +224,9 @@ func (e *Engine) diffTrees(ctx context.Context, w *World, o DiffOptions) ([]File
 		v, err := w.TreeView(t)
 		if err != nil {
 			return nil, err
+		}
+		if err := checkTreeView(v); err != nil {
+			return nil, fmt.Errorf("diff: %w", err)
 		}
 		oo := o
 		oo.Paths, oo.Tree = byTree[t], ""
@@ -271,6 +280,12 @@ func (e *Engine) treeInfo(ctx context.Context, w *World, wi *WorldInfo) {
 	}
 	wi.TreeChanges = map[string]int{MainTree: wi.Changes}
 	for _, v := range treeViews(w)[1:] {
+		if err := checkTreeView(v); err != nil {
+			if wi.Error == "" {
+				wi.Error = err.Error()
+			}
+			continue
+		}
 		cs, err := e.Changes(ctx, v, false)
 		if err != nil {
 			if wi.Error == "" {
@@ -288,12 +303,49 @@ func (e *Engine) treeInfo(ctx context.Context, w *World, wi *WorldInfo) {
 // publication rebuild a partial tree there.
 func (e *Engine) checkTrees(w *World) error {
 	for _, t := range w.Trees {
-		fi, err := os.Stat(t.Path)
-		if err != nil || !fi.IsDir() {
-			return &SourceMissingError{World: w.Name, Source: t.Path}
+		if err := checkTreeDir(w, t); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// checkTreeDir refuses a tree whose dir is gone or is no longer the
+// directory the World was made over: its path was canonical at new, so a
+// symlink now in it or in a parent (the dir moved away and a link left in
+// its place) would point the session's bind, the tree's overlay and its
+// publication at the link's target, another tree or the source among them.
+func checkTreeDir(w *World, t Tree) error {
+	missing := treeMovedError(fmt.Sprintf("world %q: tree %s: its dir %s no longer exists (moved or deleted?); put it back there (strata ls shows Worlds whose source or a tree is missing)", w.Name, t.Name, t.Path))
+	real, err := filepath.EvalSymlinks(t.Path)
+	if err != nil {
+		return missing
+	}
+	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
+		return missing
+	}
+	if real != t.Path {
+		return treeMovedError(fmt.Sprintf("world %q: tree %s: %s now leads to %s through a symlink, not the directory the World was made over; put that directory back at %s (or make a new World over %s)", w.Name, t.Name, t.Path, real, t.Path, real))
+	}
+	return nil
+}
+
+// treeMovedError is a tree whose path now leads elsewhere: the World's
+// tree is missing (errors.Is ErrSourceMissing) and says where it leads.
+type treeMovedError string
+
+func (e treeMovedError) Error() string { return string(e) }
+
+func (e treeMovedError) Is(target error) bool { return target == ErrSourceMissing }
+
+// checkTreeView is checkTreeDir of the tree a view stands for (the source
+// is not checked here).
+func checkTreeView(v *World) error {
+	if v.View == "" {
+		return nil
+	}
+	t, _ := v.FindTree(v.View)
+	return checkTreeDir(v, t)
 }
 
 // inTree reports whether dir lies in one of w's extra trees: `strata ls`
@@ -343,6 +395,9 @@ func (e *Engine) diffFlat(ctx context.Context, w *World, o DiffOptions) ([]FileC
 		v, err := w.TreeView(t)
 		if err != nil {
 			return nil, err
+		}
+		if err := checkTreeView(v); err != nil {
+			return nil, fmt.Errorf("diff: %w", err)
 		}
 		oo := o
 		oo.Changes = byTree[t]

@@ -63,6 +63,11 @@ func (e *Engine) applyTrees(ctx context.Context, w *World, o ApplyOptions, start
 	if err != nil {
 		return nil, fmt.Errorf("apply world %q: %w", w.Name, err)
 	}
+	// Every tree still the directory it was (not a link to another place)
+	// before anything is decided or written.
+	if err := e.checkTrees(w); err != nil {
+		return nil, fmt.Errorf("apply: %w (nothing was written to any tree)", err)
+	}
 	var steps []treeStep
 	for _, t := range order {
 		v, err := w.TreeView(t)

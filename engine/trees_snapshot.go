@@ -120,6 +120,11 @@ type stagedTree struct {
 // stageTrees builds and verifies every extra tree's upper of a snapshot
 // (Rollback), before anything of the World changes.
 func (e *Engine) stageTrees(ctx context.Context, w *World, ms map[string]*store.Manifest) ([]stagedTree, error) {
+	// A tree whose dir is gone (or now a link) could not be mounted again
+	// after the swap: the rollback would land and still report failure.
+	if err := e.checkTrees(w); err != nil {
+		return nil, fmt.Errorf("%w; the World was not changed", err)
+	}
 	var out []stagedTree
 	for _, v := range treeViews(w)[1:] {
 		su, err := e.stageUpper(ctx, v, ms[v.View])

@@ -70,7 +70,8 @@ func engineApplyWith(ctx context.Context, eng *engine.Engine, world string, pick
 		var out applyOutcome
 		for _, c := range ce.Conflicts {
 			out.Conflicts = append(out.Conflicts, applyConflict{
-				Path: c.Path, Reason: c.Reason, Regions: c.Regions,
+				// NAME:path in another tree, as it was picked.
+				Path: engine.TreePath(c.Tree, c.Path), Reason: c.Reason, Regions: c.Regions,
 				Base: c.Base, Ours: c.Ours, Theirs: c.Theirs, Merged: c.Merged, TheirsHash: c.TheirsHash,
 			})
 		}
@@ -80,7 +81,11 @@ func engineApplyWith(ctx context.Context, eng *engine.Engine, world string, pick
 		return applyOutcome{}, nil, err
 	}
 	out := applyOutcome{Warnings: res.Warnings}
-	for _, p := range res.Paths {
+	for i, p := range res.Paths {
+		// A path of another tree is NAME:path, as the Changes pane and the
+		// picks name it.
+		p.Path = engine.TreePath(p.Tree, p.Path)
+		res.Paths[i] = p
 		if p.Action != "nothing" {
 			out.Applied = append(out.Applied, p.Path)
 		}
@@ -120,7 +125,7 @@ func applySummary(world string, picks []applyPick, paths []engine.AppliedPath, c
 	if dirs > 0 {
 		what = append(what, panes.Count(dirs, "directory", "directories"))
 	}
-	title = fmt.Sprintf("Publish %s from %s to its source, all or nothing:", strings.Join(what, " and "), world)
+	title = fmt.Sprintf("Publish %s from %s to %s:", strings.Join(what, " and "), world, applyTargets(paths))
 	if merged > 0 {
 		notes = append(notes, "The source changed since the World's base: "+panes.Count(merged, "file is", "files are")+" 3-way merged.")
 	}
@@ -273,4 +278,33 @@ func firstAction(aps []engine.AppliedPath) string {
 		return "nothing"
 	}
 	return aps[0].Action
+}
+
+// applyTargets names where a publication goes: "its source, all or
+// nothing", or in a World with several trees the trees it writes ("tree
+// game, all or nothing", "its source and tree game, each all or nothing":
+// one publication per tree).
+func applyTargets(paths []engine.AppliedPath) string {
+	var trees []string
+	seen := map[string]bool{}
+	main := false
+	for _, ap := range paths {
+		switch {
+		case ap.Tree == "" || ap.Tree == engine.MainTree:
+			main = true
+		case !seen[ap.Tree]:
+			seen[ap.Tree] = true
+			trees = append(trees, ap.Tree)
+		}
+	}
+	switch {
+	case len(trees) == 0:
+		return "its source, all or nothing"
+	case main:
+		return "its source and tree " + strings.Join(trees, ", ") + ", each all or nothing"
+	case len(trees) == 1:
+		return "tree " + trees[0] + ", all or nothing"
+	default:
+		return "trees " + strings.Join(trees, ", ") + ", each all or nothing"
+	}
 }

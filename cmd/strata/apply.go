@@ -259,7 +259,7 @@ func cmdApply(a *app, in *input) error {
 		for _, c := range ce.Conflicts {
 			fmt.Fprintf(a.stderr, "  %s: %s\n", engine.TreePath(c.Tree, quotePath(c.Path)), c.Reason)
 			for _, r := range c.Regions {
-				fmt.Fprintf(a.stderr, "    base lines %d-%d: the World and the source both changed them\n", r.BaseStart+1, r.BaseEnd)
+				fmt.Fprintf(a.stderr, "    %s\n", conflictWhere(r)) // apply_regions.go
 			}
 		}
 		return &exitError{code: 1}

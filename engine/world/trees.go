@@ -58,11 +58,15 @@ func ParseMount(s string) (Tree, error) {
 		if t.Name == "" {
 			return t, fmt.Errorf("%w %q: empty name before '='; write NAME=PATH or just PATH", ErrInvalidMount, s)
 		}
+	} else if i >= 0 && strings.HasPrefix(rest[i+1:], "/") {
+		// "../x=/src/game": a name that looks like a path (a path with
+		// "=/" in it is too odd to read as one).
+		return t, fmt.Errorf("%w %q: tree name %q holds '/': a name is 1-63 characters a-z 0-9 . _ - (write NAME=PATH, e.g. game=%s)", ErrInvalidMount, s, rest[:i], rest[i+1:])
 	}
 	if i := strings.LastIndexByte(rest, ':'); i >= 0 {
 		m := TreeMode(rest[i+1:])
 		if !m.valid() {
-			return t, fmt.Errorf("%w %q: mode %q: want %s", ErrInvalidMount, s, m, modeList())
+			return t, fmt.Errorf("%w %q: mode %q: want %s (a path holding ':' takes its mode spelled out: PATH:overlay)", ErrInvalidMount, s, m, modeList())
 		}
 		t.Mode, rest = m, rest[:i]
 	}

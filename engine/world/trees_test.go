@@ -146,3 +146,22 @@ func TestTreesRoundTripAndViews(t *testing.T) {
 		t.Fatalf("overlapping trees read as %v", err)
 	}
 }
+
+// A path holding ':' or '=' is reachable; a name holding '/' is refused
+// as a name, not read as a path.
+func TestParseMountRedteam(t *testing.T) {
+	if tr, err := ParseMount("/src/a:b:overlay"); err != nil || tr.Path != "/src/a:b" || tr.Name != "a:b" {
+		t.Errorf("ParseMount(/src/a:b:overlay) = %+v, %v", tr, err)
+	}
+	if _, err := ParseMount("/src/a:b"); err == nil || !strings.Contains(err.Error(), "PATH:overlay") {
+		t.Errorf("ParseMount(/src/a:b) = %v, want the hint to spell out the mode", err)
+	}
+	if tr, err := ParseMount("/src/x=y"); err != nil || tr.Path != "/src/x=y" {
+		t.Errorf("ParseMount(/src/x=y) = %+v, %v", tr, err)
+	}
+	for _, s := range []string{"../x=/src/game", "a/b=/src/game", "/x=/src/game"} {
+		if _, err := ParseMount(s); !errors.Is(err, ErrInvalidMount) || !strings.Contains(err.Error(), "holds '/'") {
+			t.Errorf("ParseMount(%s) = %v", s, err)
+		}
+	}
+}
