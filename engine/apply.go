@@ -413,6 +413,9 @@ func (e *Engine) Apply(ctx context.Context, name string, o ApplyOptions) (*Apply
 	if w.HasTrees() {
 		return e.applyTrees(ctx, w, o, start) // one publication per tree (trees_apply.go)
 	}
+	if err := e.checkTrees(w); err != nil { // the source still the directory it was
+		return nil, fmt.Errorf("apply: %w (nothing was written)", err)
+	}
 	return e.applyTree(ctx, w, o, start)
 }
 

@@ -42,7 +42,7 @@ func (e *Engine) CheckSource(w *World) error {
 	case err != nil:
 		return fmt.Errorf("world %q: its source: %w", w.Name, err)
 	}
-	return e.checkTrees(w) // trees.go
+	return e.checkTrees(w) // the source's path and every tree's (trees.go)
 }
 
 // Exec starts a session in the World and returns once the command runs.

@@ -298,10 +298,18 @@ func (e *Engine) treeInfo(ctx context.Context, w *World, wi *WorldInfo) {
 	}
 }
 
-// checkTrees is CheckSource for the extra trees: each must still be a
+// checkTrees checks the source is still at its path (not behind a link)
+// and each extra tree is still a
 // directory, or a session would bind over a fresh empty one and a
 // publication rebuild a partial tree there.
 func (e *Engine) checkTrees(w *World) error {
+	// The source was resolved when the World was made too: a path that now
+	// leads elsewhere through a symlink (the source moved and a link, or a
+	// decoy, took its place) would mount another directory as the World's
+	// lower and diff and publish against it.
+	if real, err := filepath.EvalSymlinks(w.Source); err == nil && real != w.Source {
+		return treeMovedError(fmt.Sprintf("world %q: its source %s now leads to %s through a symlink, not the directory the World was made over; put that directory back at %s (or make a new World over %s)", w.Name, w.Source, real, w.Source, real))
+	}
 	for _, t := range w.Trees {
 		if err := checkTreeDir(w, t); err != nil {
 			return err
