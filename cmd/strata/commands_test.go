@@ -164,9 +164,9 @@ func TestCompletionFollowsTheTable(t *testing.T) {
 	}{
 		{[]string{"new", "--backend", ""}, []string{"local", "cube"}},
 		{[]string{"diff", "w", "--against", ""}, []string{"base", "source"}},
-		{[]string{"diff", "-"}, []string{"--stat", "--json", "--against", "--against-world", "-U", "--binary"}},
+		{[]string{"diff", "-"}, []string{"--stat", "--json", "--against", "--against-world", "-U", "--binary", "--tree"}},
 		{[]string{"exec", "--w"}, []string{"--worlds"}},
-		{[]string{"apply", "-"}, []string{"--hunks", "--expect-base", "--expect-world", "--dry-run", "--json", "--drop-applied", "--to-branch", "-m", "--allow-setuid"}},
+		{[]string{"apply", "-"}, []string{"--hunks", "--expect-base", "--expect-world", "--dry-run", "--json", "--drop-applied", "--to-branch", "-m", "--allow-setuid", "--tree"}},
 		{[]string{"exec", "w", "--", "-"}, nil}, // after --: the command's own words
 		{[]string{"help", "ex"}, []string{"exec"}},
 	} {

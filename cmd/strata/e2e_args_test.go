@@ -54,7 +54,7 @@ func TestE2EDoubleDashOperands(t *testing.T) {
 	}{
 		{[]string{"diff", "w", "--", "x"}, []string{"+++ b/x", "+x2"}, []string{"b/-y", "y2"}},
 		{[]string{"diff", "w", "--", "-y"}, []string{"+++ b/-y", "+y2"}, []string{"b/x", "x2"}},
-		{[]string{"diff", "w", "--stat", "--", "-y"}, []string{"-y", "1 files changed"}, []string{" x "}},
+		{[]string{"diff", "w", "--stat", "--", "-y"}, []string{"-y", "1 file changed"}, []string{" x "}},
 		{[]string{"diff", "w", "--json", "--", "x"}, []string{`"path": "x"`}, []string{`"path": "-y"`}},
 		{[]string{"apply", "w", "--dry-run", "--", "-y"}, []string{"-y", "would apply 1 path "}, []string{" x\n"}},
 		{[]string{"apply", "--dry-run", "w", "--", "x"}, []string{"x", "would apply 1 path "}, []string{"-y"}},

@@ -41,7 +41,7 @@ func TestE2ECubeClusterDoctorTopFork(t *testing.T) {
 	}
 	e, _ := newCubeEnvOpts(t, cubetest.Options{Nodes: []cube.Node{node}}, "template = \"base\"\n")
 	out, _, _ := e.run("doctor")
-	for _, want := range []string{"cube templates (GET /templates):", "  base", "  large", "cube nodes:", "node-a", "10.0.0.7", "12/16 cores", "1 of 1 nodes healthy"} {
+	for _, want := range []string{"cube templates (GET /templates):", "  base", "  large", "cube nodes:", "node-a", "10.0.0.7", "12/16 cores", "1 of 1 node healthy"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("doctor lacks %q:\n%s", want, out)
 		}
