@@ -109,7 +109,7 @@ func TestSnapshotDurabilityOrder(t *testing.T) {
 }
 
 // durabilityRun takes one snapshot under strace, which holds every fsync
-// back 20 ms (so fsyncs the code overlaps overlap, whatever the scheduler
+// back 100 ms (so fsyncs the code overlaps overlap, whatever the scheduler
 // does), and checks the order of its fsyncs and renames and how many serial
 // rounds they take.
 func durabilityRun(t *testing.T, strace string) {
@@ -124,7 +124,7 @@ func durabilityRun(t *testing.T, strace string) {
 	}
 	out := filepath.Join(t.TempDir(), "strace.out")
 	cmd := exec.Command(strace, "-f", "-ttt", "-T", "-y", "-o", out,
-		"-e", "trace=fsync,fdatasync,syncfs,rename,renameat,renameat2", "-e", "inject=fsync,fdatasync,syncfs:delay_enter=20000",
+		"-e", "trace=fsync,fdatasync,syncfs,rename,renameat,renameat2", "-e", "inject=fsync,fdatasync,syncfs:delay_enter=100000",
 		testExe(t), "-test.run=^TestSnapshotCrashChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), crashOpEnv+"=snap", crashRootEnv+"="+cw.e.Paths.Root, crashAtEnv+"=0", crashSnapEnv+"="+cw.s1)
 	if b, err := cmd.CombinedOutput(); err != nil {
@@ -244,5 +244,10 @@ func durabilityRun(t *testing.T, strace string) {
 	t.Logf("%d new objects; the objects' fsyncs take %d serial rounds, the whole snapshot %d", len(newObjs), objChain, chain)
 	if want := max(objChain, 1) + 2; chain > want {
 		t.Errorf("the snapshot's fsyncs take %d serial rounds, want at most %d (the objects' %d with the manifest's alongside, then the snapshots dir with the timeline, then the World dir)", chain, want, objChain)
+		for _, s := range spans {
+			if s.call == "syncfs" || strings.HasPrefix(s.call, "f") && (objs[s.path] || mine[s.path]) {
+				t.Logf("%s %s %.6f-%.6f", s.call, s.path, s.start, s.end)
+			}
+		}
 	}
 }
