@@ -228,3 +228,21 @@ func TestE2EEgressProxyOutlivesAPause(t *testing.T) {
 		t.Errorf("the exec after the pause started proxy %d, the running one was %d", pid, first)
 	}
 }
+
+// TestSessionInitLinksNoHTTP: strata-init is started by every exec, and its
+// runtime start grows with what it links. It runs the egress bridge (net)
+// but never the egress proxy: net/http, crypto/tls and their inits stay in
+// strata (they came in with package egress, proxy and bridge in one).
+func TestSessionInitLinksNoHTTP(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "../strata-init").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps ../strata-init: %v\n%s", err, out)
+	}
+	for _, pkg := range []string{"net/http", "crypto/tls", "github.com/stratahq/strata/engine/egress"} {
+		for dep := range strings.Lines(string(out)) {
+			if strings.TrimSpace(dep) == pkg {
+				t.Errorf("strata-init links %s: the session init must not (move what it needs into a package of its own)", pkg)
+			}
+		}
+	}
+}
