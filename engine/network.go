@@ -4,7 +4,7 @@ package engine
 //
 //   - none: the session's own network namespace, loopback only;
 //   - proxy: its own network namespace whose one way out is the bridge on
-//     127.0.0.1:PORT (run by the session init, egress.Bridge) to the World's
+//     127.0.0.1:PORT (run by the session init, egress/bridge) to the World's
 //     egress proxy, which allows the hosts on the World's allow-list;
 //   - host: the host's network (today's behaviour, explicit).
 //

@@ -22,7 +22,13 @@ type initCost struct {
 // times: they are the same on a busy machine as on a quiet one.
 func packageInits(t *testing.T, args ...string) []initCost {
 	t.Helper()
-	c := exec.Command(strataBin, args...)
+	return packageInitsOf(t, strataBin, args...)
+}
+
+// packageInitsOf is packageInits for the binary bin.
+func packageInitsOf(t *testing.T, bin string, args ...string) []initCost {
+	t.Helper()
+	c := exec.Command(bin, args...)
 	c.Env = append(os.Environ(), "GODEBUG=inittrace=1")
 	out, _ := c.CombinedOutput()
 	var costs []initCost
@@ -57,20 +63,34 @@ func TestPackageInitsStayCheap(t *testing.T) {
 	const (
 		perStrataPackage = 200  // main's command table is ~130
 		total            = 1200 // ~760, of which the standard library and deps ~500
+		// A package-level buffer (overlay/store's two zero blocks were
+		// 1.3 MB) is paid by every exec twice, in page faults and in the
+		// GC's first cycle, though no exec uses it; main's table is ~25 KB.
+		perStrataPackageBytes = 64 << 10
 	)
-	for _, args := range [][]string{{"--version"}, {"__session-init"}} {
-		costs := packageInits(t, args...)
+	initBin := filepath.Join(filepath.Dir(strataBin), "strata-init")
+	for _, run := range []struct {
+		bin  string
+		args []string
+	}{{strataBin, []string{"--version"}}, {strataBin, []string{"__session-init"}}, {initBin, nil}} {
+		costs := packageInitsOf(t, run.bin, run.args...)
+		name := filepath.Base(run.bin)
 		sum := 0
 		for _, c := range costs {
 			sum += c.allocs
-			if (c.pkg == "main" || strings.HasPrefix(c.pkg, "github.com/stratahq/strata/")) && c.allocs > perStrataPackage {
-				t.Errorf("strata %v: package %s allocates %d times (%d bytes) at init, over %d: build it on first use (sync.OnceValue)",
-					args, c.pkg, c.allocs, c.bytes, perStrataPackage)
+			ours := c.pkg == "main" || strings.HasPrefix(c.pkg, "github.com/stratahq/strata/")
+			if ours && c.allocs > perStrataPackage {
+				t.Errorf("%s %v: package %s allocates %d times (%d bytes) at init, over %d: build it on first use (sync.OnceValue)",
+					name, run.args, c.pkg, c.allocs, c.bytes, perStrataPackage)
+			}
+			if ours && c.bytes > perStrataPackageBytes {
+				t.Errorf("%s %v: package %s allocates %d bytes at init, over %d: make the buffer on first use (sync.OnceValue)",
+					name, run.args, c.pkg, c.bytes, perStrataPackageBytes)
 			}
 		}
 		if sum > total {
 			top := costs[:min(5, len(costs))]
-			t.Errorf("strata %v: package inits allocate %d times in all, over %d; the most: %+v", args, sum, total, top)
+			t.Errorf("%s %v: package inits allocate %d times in all, over %d; the most: %+v", name, run.args, sum, total, top)
 		}
 	}
 }
@@ -206,5 +226,23 @@ func TestE2EEgressProxyOutlivesAPause(t *testing.T) {
 	e.ok("exec", "w", "--", "true")
 	if pid := egressPIDOf(e, "w"); pid != first {
 		t.Errorf("the exec after the pause started proxy %d, the running one was %d", pid, first)
+	}
+}
+
+// TestSessionInitLinksNoHTTP: strata-init is started by every exec, and its
+// runtime start grows with what it links. It runs the egress bridge (net)
+// but never the egress proxy: net/http, crypto/tls and their inits stay in
+// strata (they came in with package egress, proxy and bridge in one).
+func TestSessionInitLinksNoHTTP(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "../strata-init").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps ../strata-init: %v\n%s", err, out)
+	}
+	for _, pkg := range []string{"net/http", "crypto/tls", "github.com/stratahq/strata/engine/egress"} {
+		for dep := range strings.Lines(string(out)) {
+			if strings.TrimSpace(dep) == pkg {
+				t.Errorf("strata-init links %s: the session init must not (move what it needs into a package of its own)", pkg)
+			}
+		}
 	}
 }

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stratahq/strata/engine/egress/bridge"
 )
 
 // The netns helper: the test binary re-executed in a new network namespace,
@@ -55,14 +57,14 @@ func netnsHelper(sock, allowed, denied string) int {
 	} else {
 		rep.DirectErr = err.Error()
 	}
-	l, err := ListenBridge(0)
+	l, err := bridge.Listen(0)
 	if err != nil {
 		rep.Err = err.Error()
 		return 0
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Bridge(ctx, l, sock) }()
+	go func() { done <- bridge.Serve(ctx, l, sock) }()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil && rep.Err == "" {
@@ -174,13 +176,13 @@ func TestBridgeInsideANetworkNamespace(t *testing.T) {
 // Bridge stops with its context, closing the connections it carries.
 func TestBridgeStopsWithItsContext(t *testing.T) {
 	_, sock, _ := startProxy(t)
-	l, err := ListenBridge(0)
+	l, err := bridge.Listen(0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Bridge(ctx, l, sock) }()
+	go func() { done <- bridge.Serve(ctx, l, sock) }()
 	c, err := net.Dial("tcp", l.Addr().String())
 	if err != nil {
 		t.Fatal(err)

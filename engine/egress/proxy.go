@@ -1,8 +1,8 @@
 // Package egress is a World's way out to the network: an HTTP forward proxy
 // that strata runs on a unix socket per World, which allows the hosts on the
-// World's allow-list and refuses the others with a 403 naming the policy, and
-// the bridge that runs inside the World's network namespace, where only
-// loopback exists, and carries 127.0.0.1:PORT to the proxy's socket.
+// World's allow-list and refuses the others with a 403 naming the policy.
+// Its other half, the bridge inside the World's network namespace, is
+// package egress/bridge.
 package egress
 
 import (
@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/engine/boundary"
+	"github.com/stratahq/strata/engine/egress/bridge"
 )
 
 // Denial is one host a World was refused, reported once per host.
@@ -214,7 +215,7 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 		down.Close()
 		return
 	}
-	splice(down, brw.Reader, up)
+	bridge.Splice(down, brw.Reader, up)
 }
 
 // check decides host:port, counting and reporting; on a denial it has
@@ -262,34 +263,6 @@ func splitHostPort(hp string, defPort int) (string, int, error) {
 		return "", 0, fmt.Errorf("%q: want host:port", hp)
 	}
 	return strings.ToLower(strings.TrimSuffix(host, ".")), port, nil
-}
-
-// splice copies both ways until both sides are done, then closes both. r is
-// what to read from down (it may hold bytes already buffered).
-func splice(down net.Conn, r io.Reader, up net.Conn) {
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		_, _ = io.Copy(up, r) // a copy ends when either side closes
-		closeWrite(up)
-	}()
-	go func() {
-		defer wg.Done()
-		_, _ = io.Copy(down, up)
-		closeWrite(down)
-	}()
-	wg.Wait()
-	up.Close()
-	down.Close()
-}
-
-func closeWrite(c net.Conn) {
-	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
-		return
-	}
-	c.Close()
 }
 
 // JSONL returns an OnDeny that appends each denial to w as one JSON line

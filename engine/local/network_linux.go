@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stratahq/strata/engine/boundary"
-	"github.com/stratahq/strata/engine/egress"
+	"github.com/stratahq/strata/engine/egress/bridge"
 )
 
 // openEgress opens the World's egress dir for a proxied session, before the
@@ -48,7 +48,7 @@ func (in *sessionInit) setupNetwork(spec *SessionSpec) error {
 	if in.egress == nil {
 		return fmt.Errorf("network proxy: no egress dir")
 	}
-	l, err := egress.ListenBridge(0)
+	l, err := bridge.Listen(0)
 	if err != nil {
 		return fmt.Errorf("network proxy: %w", err)
 	}
@@ -56,7 +56,7 @@ func (in *sessionInit) setupNetwork(spec *SessionSpec) error {
 	// crash (a new socket at the same name) is reached too.
 	sock := "/proc/self/fd/" + strconv.Itoa(int(in.egress.Fd())) + "/" + EgressSocket
 	go func() {
-		if err := egress.Bridge(context.Background(), l, sock); err != nil {
+		if err := bridge.Serve(context.Background(), l, sock); err != nil {
 			fmt.Fprintf(os.Stderr, "egress bridge: %v\n", err)
 		}
 	}()

@@ -784,8 +784,10 @@ func (s *Store) copyFD(out, in int, size int64) (string, error) {
 const copyBufSize = 256 << 10
 
 var (
-	copyBufs  = sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}
-	zeroChunk = make([]byte, copyBufSize)
+	copyBufs = sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}
+	// zeroChunk is made on first use: every strata process and every
+	// session's init links this package, most never hash a hole.
+	zeroChunk = sync.OnceValue(func() []byte { return make([]byte, copyBufSize) })
 )
 
 // hashSparse hashes the first size bytes of in, copying them to out at the
@@ -798,9 +800,10 @@ func hashSparse(in, out int, size int64) (string, error) {
 	defer copyBufs.Put(bp)
 	buf := *bp
 	hashZeros := func(n int64) {
+		zeros := zeroChunk()
 		for n > 0 {
-			k := min(n, int64(len(zeroChunk)))
-			h.Write(zeroChunk[:k])
+			k := min(n, int64(len(zeros)))
+			h.Write(zeros[:k])
 			n -= k
 		}
 	}

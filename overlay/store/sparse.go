@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -13,7 +14,9 @@ import (
 // sparseBlock is the unit of copying and of hashing holes.
 const sparseBlock = 1 << 20
 
-var zeroBlock = make([]byte, sparseBlock)
+// zeroBlock is made on first use, not at init: each `strata exec` and its
+// session's init link this package and copy nothing sparse.
+var zeroBlock = sync.OnceValue(func() []byte { return make([]byte, sparseBlock) })
 
 // ErrShrank is a file that got shorter while it was read: it changed.
 var ErrShrank = errors.New("the file shrank while it was read")
@@ -79,7 +82,7 @@ func CopySparse(dst, src *os.File, size int64) (int64, error) {
 				}
 				return err
 			}
-			if !bytes.Equal(buf[:n], zeroBlock[:n]) {
+			if !bytes.Equal(buf[:n], zeroBlock()[:n]) {
 				if _, err := dst.WriteAt(buf[:n], off); err != nil {
 					return err
 				}
