@@ -37,14 +37,23 @@ func (e *Engine) recover(ctx context.Context) error {
 	return nil
 }
 
-// sourceRoots are the sources of this state root's Worlds: the only trees
-// a journal may be replayed into.
+// sourceRoots are the sources of this state root's Worlds and their extra
+// overlay trees (each published on its own): the only trees a journal may
+// be replayed into.
 func (e *Engine) sourceRoots() []string {
 	ws, _ := e.Worlds()
 	var roots []string
+	add := func(p string) {
+		if !slices.Contains(roots, p) {
+			roots = append(roots, p)
+		}
+	}
 	for _, w := range ws {
-		if !slices.Contains(roots, w.Source) {
-			roots = append(roots, w.Source)
+		add(w.Source)
+		for _, t := range w.Trees {
+			if t.Mode == TreeOverlay {
+				add(t.Path)
+			}
 		}
 	}
 	return roots

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -186,5 +187,27 @@ func TestTreesApplyCrashSIGKILL(t *testing.T) {
 				t.Fatal("apply after the crash did not finish both trees")
 			}
 		})
+	}
+}
+
+// A publication interrupted in an extra tree is recovered by the next
+// strata like one in the source: the tree's directory is one of the roots
+// a journal may be replayed into. It was not, so a crash while the game
+// tree was being published left its staged files there until doctor
+// --repair (which refused the journal too: "no World uses it"). Read-only
+// and shared trees are never published, so never a root.
+func TestTreesAreRecoveryRoots(t *testing.T) {
+	e, src, trees := multiTreeEngine(t)
+	multiTreeWorld(t, e, src, trees, "ue")
+	roots := e.sourceRoots()
+	for _, want := range []string{src, trees["game"]} {
+		if !slices.Contains(roots, want) {
+			t.Errorf("recovery roots %v lack %s", roots, want)
+		}
+	}
+	for _, not := range []string{trees["tools"], trees["ddc"]} {
+		if slices.Contains(roots, not) {
+			t.Errorf("recovery roots %v hold %s, which is never published", roots, not)
+		}
 	}
 }
