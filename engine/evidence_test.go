@@ -253,9 +253,10 @@ func TestResourcesBusyVsIdle(t *testing.T) {
 					t.Errorf("%s: memory %d", r.World, r.MemoryBytes)
 				}
 			}
-			// The machine is shared (2 cores, parallel tests): a busy loop gets
-			// a good part of one core, an idle sleep next to nothing.
-			if busy.CPUPercent < 20 || idle.CPUPercent > 5 || busy.CPUPercent < 4*idle.CPUPercent {
+			// The machine is shared (2 cores, parallel tests; under a load of
+			// 15 a busy loop got 14%): a busy loop gets a visible share of a
+			// core, an idle sleep next to nothing.
+			if busy.CPUPercent < 5 || idle.CPUPercent > 2 || busy.CPUPercent < 4*idle.CPUPercent {
 				t.Errorf("cpu: busy %.1f%%, idle %.1f%%", busy.CPUPercent, idle.CPUPercent)
 			}
 			upper := e.Paths.Upper("idle")

@@ -2,8 +2,11 @@ package tui
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stratahq/strata/engine"
 	"github.com/stratahq/strata/keymap"
@@ -20,9 +23,19 @@ func TestKillEscalates(t *testing.T) {
 	d := newDriver(t, eng, Options{Source: src, Exe: "/bin/false"}, 120, 40)
 	// Started after the driver: the synchronous driver would otherwise
 	// follow the live transcript for ever.
-	meta, err := eng.Exec(context.Background(), "w1", engine.ExecOptions{Argv: []string{"/bin/sh", "-c", "trap '' TERM; while :; do sleep 0.1; done"}, TTY: true})
+	meta, err := eng.Exec(context.Background(), "w1", engine.ExecOptions{Argv: []string{"/bin/sh", "-c", "trap '' TERM; touch trapped; while :; do sleep 0.1; done"}, TTY: true})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// K only once the shell ignores TERM: under load, a K sent before the
+	// trap was set ended it with SIGTERM.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Lstat(filepath.Join(eng.Paths.Upper("w1"), "trapped")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the session's shell never set its TERM trap")
+		}
 	}
 	kill := panes.ActionMsg{Action: keymap.TranscriptKill, World: "w1", Session: meta.ID}
 	d.send(kill)
