@@ -32,6 +32,29 @@ func TestE2EMultiTreeOperands(t *testing.T) {
 		t.Fatalf("exec cat a.txt in game/sub: %d %q", code, out)
 	}
 
+	// status . from inside a tree lists that tree's changes only (status
+	// took no PATH); from the source, the source's.
+	for dir, want := range map[string]string{filepath.Join(game, "sub"): "game:sub/a.txt", game: "game:sub/a.txt", e.source: "a.txt"} {
+		out, errs, code := e.runAt(dir, "status", "ue", ".")
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		var paths []string
+		for _, l := range lines {
+			if f := strings.Fields(l); len(f) >= 2 && len(f[0]) == 1 {
+				paths = append(paths, f[len(f)-1])
+			}
+		}
+		wantN := 1
+		if dir == e.source {
+			wantN = 2 // a.txt and x:y
+		}
+		if code != 0 || len(paths) != wantN || !strings.Contains(out, want) || (dir != e.source) == strings.Contains(out, "x:y") {
+			t.Fatalf("status ue . in %s: exit %d, paths %v\n%s%s", dir, code, paths, out, errs)
+		}
+	}
+	if out := e.ok("status", "ue", "game:"); !strings.Contains(out, "game:sub/a.txt") || strings.Contains(out, "x:y") {
+		t.Fatalf("status ue game: = %q", out)
+	}
+
 	// restore game:sub/a.txt brings the game tree's file back and leaves
 	// the source's later edit alone; an absolute path in the tree works too.
 	e.ok("snap", "ue", "-m", "one")
