@@ -55,6 +55,13 @@ func TestE2EMultiTreeOperands(t *testing.T) {
 		t.Fatalf("status ue game: = %q", out)
 	}
 
+	// blame of a source path in a World with trees finds its session;
+	// another tree's path says provenance is not recorded there.
+	if out := e.ok("blame", "ue", "a.txt"); strings.Contains(out, "no session") {
+		t.Fatalf("blame ue a.txt: %q", out)
+	}
+	e.fails(1, "provenance is recorded for the source only", "blame", "ue", "game:sub/a.txt")
+
 	// restore game:sub/a.txt brings the game tree's file back and leaves
 	// the source's later edit alone; an absolute path in the tree works too.
 	e.ok("snap", "ue", "-m", "one")
