@@ -186,6 +186,14 @@ func (e *Engine) Blame(name, path string) (string, []PathWrite, error) {
 	if err != nil {
 		return "", nil, err
 	}
+	// A World with trees names its paths TREE:rel (main: included, as
+	// ResolveTreePath gives them): the source's were looked up as
+	// "main:rel" and never found.
+	if tree, r := w.SplitTreePath(path); tree != MainTree {
+		return "", nil, fmt.Errorf("blame in world %q: %s is in tree %s: provenance is recorded for the source only (the session watcher watches the source's upper, not the trees')", name, path, tree)
+	} else if r != path && !filepath.IsAbs(path) {
+		path = r
+	}
 	rel, err := e.relToSource(w, path)
 	if err != nil {
 		return "", nil, fmt.Errorf("blame in world %q: %w", name, err)

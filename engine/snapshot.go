@@ -828,23 +828,52 @@ func (e *Engine) RestorePaths(ctx context.Context, name, ref string, paths []str
 	if err != nil {
 		return err
 	}
-	m, err := store.ReadManifest(e.manifestPath(s.ID))
-	if err != nil {
-		return fmt.Errorf("restore from %s: %w", s.ID, err)
+	// The paths by tree: NAME:path (or an absolute path in a tree) is
+	// restored from that tree's manifest (snapshots/<id>@<tree>.manifest)
+	// into its upper, a plain one from the source's.
+	type group struct {
+		view  *World
+		m     *store.Manifest
+		paths []string
 	}
-	clean := make([]string, 0, len(paths))
+	byTree := map[string]*group{}
 	for _, p := range paths {
-		if tree, rel := w.SplitTreePath(p); tree != MainTree || rel != p {
-			if tree != MainTree {
-				return fmt.Errorf("restore in world %q: %s is in tree %s: restoring single paths works in the source only; strata rollback %s %s restores every tree", name, p, tree, name, ref)
-			}
-			p = rel
+		if err := w.UnknownTreePrefix(p, e.Paths.Upper(w.Name)); err != nil {
+			return fmt.Errorf("restore in world %q: %s: %w", name, p, err)
 		}
-		c, err := e.relToSource(w, p)
+		tree, rel := w.SplitTreePath(p)
+		v, err := w.TreeView(tree)
+		if err != nil {
+			return fmt.Errorf("restore in world %q: %s: %w", name, p, err)
+		}
+		c, err := e.relToSource(v, rel)
 		if err != nil {
 			return err
 		}
-		clean = append(clean, c)
+		g := byTree[tree]
+		if g == nil {
+			g = &group{view: v}
+			byTree[tree] = g
+		}
+		g.paths = append(g.paths, c)
+	}
+	var groups []*group
+	for _, t := range w.TreeNames() {
+		g := byTree[t]
+		if g == nil {
+			continue
+		}
+		file := e.manifestPath(s.ID)
+		if t != MainTree {
+			file = e.treeManifestPath(s.ID, t)
+		}
+		if g.m, err = store.ReadManifest(file); err != nil {
+			if t != MainTree {
+				return fmt.Errorf("restore from %s, tree %s: %w", s.ID, t, err)
+			}
+			return fmt.Errorf("restore from %s: %w", s.ID, err)
+		}
+		groups = append(groups, g)
 	}
 	st, err := e.store()
 	if err != nil {
@@ -859,8 +888,17 @@ func (e *Engine) RestorePaths(ctx context.Context, name, ref string, paths []str
 	}
 	defer e.resumeGuest(ctx, w)
 	killPoint("restore.unmounted")
-	if err := store.RestorePathsWith(ctx, st, m, e.Paths.Upper(w.Name), w.Dialect, clean, store.RestoreOptions{UserXattr: !isRoot(), Lower: w.Source}); err != nil {
-		err = fmt.Errorf("restore %s from %s in world %q: %w", strings.Join(clean, ", "), s.ID, name, worldUnchanged(err))
+	var done []string // trees restored before a failure
+	for _, g := range groups {
+		err := store.RestorePathsWith(ctx, st, g.m, e.Paths.UpperOf(g.view), g.view.Dialect, g.paths, store.RestoreOptions{UserXattr: !isRoot(), Lower: g.view.Source})
+		if err == nil {
+			done = append(done, g.view.TreeName())
+			continue
+		}
+		err = fmt.Errorf("restore %s from %s in world %q: %w", strings.Join(treePaths(g.view, g.paths), ", "), s.ID, name, worldUnchanged(err))
+		if len(done) > 0 {
+			err = fmt.Errorf("%w (the paths of tree %s were restored)", err, strings.Join(done, ", "))
+		}
 		if wasMounted {
 			if merr := e.mountLocked(ctx, w); merr != nil {
 				return errors.Join(err, merr)
@@ -874,21 +912,36 @@ func (e *Engine) RestorePaths(ctx context.Context, name, ref string, paths []str
 		// As after a rollback: build outputs stay, so what the restore
 		// changed must look newer than them.
 		build, err := e.buildStateRules()
-		if err == nil {
-			_, err = store.TouchPaths(e.Paths.Upper(w.Name), w.Source, m, clean, build, time.Now())
-		}
-		if err != nil {
-			touchErr = fmt.Errorf("restored %s from %s in world %q, but could not give them the current time: %w; a build may trust outputs older than them (touch them, or clean the build)", strings.Join(clean, ", "), s.ID, name, err)
+		for _, g := range groups {
+			if err == nil {
+				_, err = store.TouchPaths(e.Paths.UpperOf(g.view), g.view.Source, g.m, g.paths, build, time.Now())
+			}
+			if err != nil {
+				touchErr = fmt.Errorf("restored %s from %s in world %q, but could not give them the current time: %w; a build may trust outputs older than them (touch them, or clean the build)", strings.Join(treePaths(g.view, g.paths), ", "), s.ID, name, err)
+				break
+			}
 		}
 	}
-	_ = os.Remove(e.statCachePath(w.Name))
-	if err := resetWorkDir(e.Paths.Work(w.Name)); err != nil {
-		return errors.Join(err, touchErr)
+	for _, g := range groups {
+		_ = os.Remove(e.statCacheOf(g.view))
+		if err := resetWorkDir(e.Paths.WorkOf(g.view)); err != nil {
+			return errors.Join(err, touchErr)
+		}
 	}
 	if wasMounted {
 		return errors.Join(e.mountLocked(ctx, w), touchErr)
 	}
 	return touchErr
+}
+
+// treePaths writes paths of the tree v stands for as the CLI does
+// (NAME:path in another tree).
+func treePaths(v *World, paths []string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = TreePath(v.TreeName(), p)
+	}
+	return out
 }
 
 // relToSource turns a user's path (relative to the source, or absolute

@@ -30,6 +30,7 @@ const (
 
 var (
 	ErrInvalidMount = world.ErrInvalidMount
+	ErrNoTree       = world.ErrNoTree
 	ParseMount      = world.ParseMount
 	TreePath        = world.TreePath
 )
@@ -162,7 +163,7 @@ func (e *Engine) ChangesByTree(ctx context.Context, w *World, includeIgnored boo
 // with tree set, plain paths are in it and a NAME: of another tree is
 // refused. trees lists the trees to act on in the World's order: those
 // the paths name, or every overlay tree (only tree) when there are none.
-func splitTreePaths(w *World, tree string, paths []string) (byTree map[string][]string, trees []string, err error) {
+func splitTreePaths(w *World, upper, tree string, paths []string) (byTree map[string][]string, trees []string, err error) {
 	if tree != "" {
 		if _, err := w.TreeView(tree); err != nil {
 			return nil, nil, err
@@ -170,6 +171,9 @@ func splitTreePaths(w *World, tree string, paths []string) (byTree map[string][]
 	}
 	byTree = map[string][]string{}
 	for _, p := range paths {
+		if err := w.UnknownTreePrefix(p, upper); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", p, err)
+		}
 		t, rel := w.SplitTreePath(p)
 		explicit := t != MainTree || strings.HasPrefix(p, MainTree+":")
 		if tree != "" {
@@ -215,7 +219,7 @@ func (e *Engine) diffTrees(ctx context.Context, w *World, o DiffOptions) ([]File
 		}
 		return fcs, err
 	}
-	byTree, trees, err := splitTreePaths(w, o.Tree, o.Paths)
+	byTree, trees, err := splitTreePaths(w, e.Paths.Upper(w.Name), o.Tree, o.Paths)
 	if err != nil {
 		return nil, fmt.Errorf("diff world %q: %w", w.Name, err)
 	}
@@ -251,6 +255,12 @@ func (e *Engine) diffTrees(ctx context.Context, w *World, o DiffOptions) ([]File
 func ResolveTreePath(p Paths, w *World, cwd, arg string) (string, error) {
 	if !w.HasTrees() {
 		return ResolvePath(w, p.Merged(w.Name), cwd, arg)
+	}
+	if err := w.UnknownTreePrefix(arg, p.Upper(w.Name)); err != nil {
+		// Unless it names a file where the caller is ("a:b" in a subdir).
+		if _, serr := os.Lstat(filepath.Join(cwd, arg)); cwd == "" || serr != nil {
+			return "", fmt.Errorf("%s: %w", arg, err)
+		}
 	}
 	tree, rel := w.SplitTreePath(arg)
 	if rel != arg {

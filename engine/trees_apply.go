@@ -59,7 +59,7 @@ func (e *Engine) applyTrees(ctx context.Context, w *World, o ApplyOptions, start
 	if o.ToBranch != "" {
 		return nil, fmt.Errorf("apply world %q --to-branch: it has several trees, each published to its own directory; --to-branch works in a World with one tree", w.Name)
 	}
-	byTree, order, err := splitPicks(w, o.Picks)
+	byTree, order, err := splitPicks(w, e.Paths.Upper(w.Name), o.Picks)
 	if err != nil {
 		return nil, fmt.Errorf("apply world %q: %w", w.Name, err)
 	}
@@ -167,9 +167,12 @@ func (r *ApplyResult) merge(tree string, t *ApplyResult) {
 
 // splitPicks groups picks by tree (World.SplitTreePath) and lists the
 // trees to act on: those picked, or every overlay tree without picks.
-func splitPicks(w *World, picks []Pick) (map[string][]Pick, []string, error) {
+func splitPicks(w *World, upper string, picks []Pick) (map[string][]Pick, []string, error) {
 	byTree := map[string][]Pick{}
 	for _, p := range picks {
+		if err := w.UnknownTreePrefix(p.Path, upper); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", p.Path, err)
+		}
 		t, rel := w.SplitTreePath(p.Path)
 		if tr, ok := w.FindTree(t); ok && tr.Mode != TreeOverlay {
 			return nil, nil, fmt.Errorf("%s: tree %s is %s: it has no changes of its own", p.Path, t, tr.Mode)

@@ -384,8 +384,17 @@ func TestTreesSnapshotRollbackFork(t *testing.T) {
 	if bad, err := e.VerifyObjects(ctx); err != nil || len(bad) > 0 {
 		t.Fatalf("verify after gc: %v %v", bad, err)
 	}
-	if err := e.RestorePaths(ctx, "ue", s1.ID, []string{"game:g.txt"}); err == nil || !strings.Contains(err.Error(), "rollback") {
-		t.Errorf("restore of a tree path = %v", err)
+	// restore of a tree's path comes from the tree's manifest into the
+	// tree's upper, and leaves the source's edit alone.
+	run("echo v3 > " + src + "/main.txt && echo v3 > " + game + "/g.txt")
+	if err := e.RestorePaths(ctx, "ue", s1.ID, []string{"game:g.txt"}); err != nil {
+		t.Fatalf("restore of a tree path: %v", err)
+	}
+	if got := readFile(t, filepath.Join(up, "g.txt")); got != "v1\n" {
+		t.Errorf("game g.txt after restore = %q", got)
+	}
+	if got := readFile(t, filepath.Join(e.Paths.Upper("ue"), "main.txt")); got != "v3\n" {
+		t.Errorf("the source's main.txt after a game restore = %q", got)
 	}
 }
 

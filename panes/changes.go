@@ -89,6 +89,52 @@ type Changes struct {
 	input   Input
 	// folded are the tree's collapsed directories, with a trailing slash.
 	folded map[string]bool
+	// trees are the World's extra trees, whose paths read NAME:path;
+	// grouped is set while the tree view gives each tree a heading.
+	trees   []string
+	grouped bool
+}
+
+// mainHeading is the tree view's heading of the source's own paths when
+// other trees have changes too (no change's directory is ":").
+const mainHeading = ":"
+
+// SetTrees names the World's extra trees (a path NAME:rel is in tree
+// NAME), so the tree view lists each under its own heading. It takes
+// effect with the next SetChanges (which the trees come with).
+func (p Changes) SetTrees(names []string) Changes {
+	p.trees = names
+	return p
+}
+
+// treeOf splits path into its extra tree and the path in it ("" and path
+// for the source's own paths); only a known tree's name counts.
+func (p Changes) treeOf(path string) (tree, rel string) {
+	if name, rest, ok := strings.Cut(path, ":"); ok && name != "" && !strings.Contains(name, "/") {
+		for _, t := range p.trees {
+			if t == name {
+				return name, rest
+			}
+		}
+	}
+	return "", path
+}
+
+// headingOf is the tree heading path lies under.
+func (p Changes) headingOf(path string) string {
+	if t, _ := p.treeOf(path); t != "" {
+		return t + ":"
+	}
+	return mainHeading
+}
+
+// under reports whether path lies below the heading dir.
+func (p Changes) under(path, dir string) bool {
+	if dir == mainHeading {
+		t, _ := p.treeOf(path)
+		return t == "" && path != mainHeading
+	}
+	return strings.HasPrefix(path, dir)
 }
 
 // NewChanges makes an empty Changes pane.
@@ -200,6 +246,21 @@ func (p Changes) matches(c overlay.Change) bool {
 func (p Changes) rebuild(path string) Changes {
 	rows := make([]changeRow, 0, len(p.all))
 	var stack []string // open directory headings, each with a trailing slash
+	// With changes in other trees, the tree view lists the source's paths
+	// under a heading of their own, then each tree's under its NAME:.
+	p.grouped = false
+	if p.tree {
+		for _, c := range p.all {
+			if t, _ := p.treeOf(c.Path); t != "" {
+				p.grouped = true
+				break
+			}
+		}
+	}
+	base, head := 0, ""
+	if p.grouped {
+		base = 1
+	}
 	for _, i := range p.order() {
 		c := p.all[i]
 		if !p.matches(c) {
@@ -209,15 +270,25 @@ func (p Changes) rebuild(path string) Changes {
 			rows = append(rows, changeRow{change: i})
 			continue
 		}
-		for len(stack) > 0 && !strings.HasPrefix(c.Path, stack[len(stack)-1]) {
+		tree, rel := p.treeOf(c.Path)
+		prefix := ""
+		if tree != "" {
+			prefix = tree + ":"
+		}
+		if p.grouped && p.headingOf(c.Path) != head {
+			head = p.headingOf(c.Path)
+			rows = append(rows, changeRow{change: -1, dir: head})
+			stack = append(stack[:0], head)
+		}
+		for len(stack) > base && !strings.HasPrefix(c.Path, stack[len(stack)-1]) {
 			stack = stack[:len(stack)-1]
 		}
 		// The stack holds the open headings, one per path component, so
 		// only the components below it need a heading.
-		parts := strings.Split(c.Path, "/")
-		for j := len(stack); j < len(parts)-1; j++ {
-			dir := strings.Join(parts[:j+1], "/") + "/"
-			rows = append(rows, changeRow{change: -1, dir: dir, depth: j})
+		parts := strings.Split(rel, "/")
+		for j := len(stack) - base; j < len(parts)-1; j++ {
+			dir := prefix + strings.Join(parts[:j+1], "/") + "/"
+			rows = append(rows, changeRow{change: -1, dir: dir, depth: j + base})
 			stack = append(stack, dir)
 		}
 		rows = append(rows, changeRow{change: i, depth: len(stack)})
@@ -274,7 +345,18 @@ func (p Changes) order() []int {
 	if !p.tree {
 		return idx
 	}
-	less := func(a, b int) bool { return treeLess(p.all[idx[a]].Path, p.all[idx[b]].Path) }
+	rank := map[string]int{"": 0}
+	for i, t := range p.trees {
+		rank[t] = i + 1
+	}
+	less := func(a, b int) bool {
+		ta, ra := p.treeOf(p.all[idx[a]].Path)
+		tb, rb := p.treeOf(p.all[idx[b]].Path)
+		if ta != tb {
+			return rank[ta] < rank[tb]
+		}
+		return treeLess(ra, rb)
+	}
 	if !sort.SliceIsSorted(idx, less) {
 		sort.SliceStable(idx, less)
 	}
@@ -302,6 +384,14 @@ func treeLess(a, b string) bool {
 // foldedUnder finds the outermost folded directory listed above path (in
 // at) that holds it; path itself is not its own ancestor.
 func (p Changes) foldedUnder(path string, at map[string]int) (int, bool) {
+	if p.grouped {
+		// A folded tree heading holds every path of its tree.
+		if h := p.headingOf(path); h != path {
+			if row, ok := at[h]; ok {
+				return row, true
+			}
+		}
+	}
 	path = strings.TrimSuffix(path, "/")
 	for i := 0; i < len(path); i++ {
 		if path[i] != '/' {
@@ -469,7 +559,7 @@ func (p Changes) underCursor() []string {
 	if r.hidden > 0 || p.folded[r.dir] {
 		var out []string
 		for _, path := range p.shownPaths() {
-			if strings.HasPrefix(path, r.dir) {
+			if p.under(path, r.dir) {
 				out = append(out, path)
 			}
 		}
@@ -478,13 +568,13 @@ func (p Changes) underCursor() []string {
 	var out []string
 	for _, x := range p.rows[p.list.Cursor+1:] {
 		if x.change < 0 {
-			if !strings.HasPrefix(x.dir, r.dir) {
+			if !p.under(x.dir, r.dir) {
 				break
 			}
 			continue
 		}
 		path := p.all[x.change].Path
-		if !strings.HasPrefix(path, r.dir) {
+		if !p.under(path, r.dir) {
 			break
 		}
 		out = append(out, path)
@@ -597,16 +687,26 @@ func (p Changes) row(r changeRow, width int) string {
 		folded = st.Muted.Render("  ▸ " + Count(r.hidden, "row", "rows") + " folded (" + p.env.Keys.Binding(keymap.ChangesFold).Help().Key + ")")
 	}
 	if r.change < 0 {
-		parts := strings.Split(strings.TrimSuffix(r.dir, "/"), "/")
 		arrow := "▾ "
 		if r.hidden > 0 {
 			arrow = "▸ "
 		}
+		if p.grouped && r.depth == 0 && !strings.HasSuffix(r.dir, "/") {
+			// A tree's heading: the source's, or another tree's NAME:.
+			label := st.Accent.Render(r.dir)
+			if r.dir == mainHeading {
+				label = st.Accent.Render("source") + st.Muted.Render(" (main)")
+			}
+			return "  " + st.Muted.Render(arrow) + label + folded
+		}
+		_, rel := p.treeOf(r.dir)
+		parts := strings.Split(strings.TrimSuffix(rel, "/"), "/")
 		return "  " + indent + st.Muted.Render(arrow) + st.Accent.Render(parts[len(parts)-1]+"/") + folded
 	}
 	c := p.all[r.change]
 	name := c.Path
 	if p.tree {
+		_, name = p.treeOf(name)
 		name = name[strings.LastIndexByte(name, '/')+1:]
 	}
 	if c.Type == overlay.TypeDir {

@@ -78,3 +78,86 @@ func TestChangesFoldFlatAndInterleaved(t *testing.T) {
 		t.Errorf("tree: vendor/ shows %d times:\n%s", n, ansiStrip(p.View(80, 20, true)))
 	}
 }
+
+// treeChanges are the changes of a World over the source and a "game"
+// tree, as FlatChanges reports them: byte order puts "game:…" among the
+// source's paths ("engine/…" < "game:…" < "zlib/…").
+func treeChanges() []overlay.Change {
+	f := func(k overlay.Kind, path string) overlay.Change {
+		return overlay.Change{Path: path, Kind: k, Type: overlay.TypeFile}
+	}
+	return []overlay.Change{
+		f(overlay.Modified, "engine/core.cpp"),
+		f(overlay.Added, "game:Content/map.umap"),
+		f(overlay.Modified, "game:Source/game.cpp"),
+		f(overlay.Added, "game:readme.txt"),
+		f(overlay.Modified, "zlib/inflate.c"),
+	}
+}
+
+// In the tree view each extra tree has its own heading after the source's
+// paths, its paths under it without the NAME: prefix; a tree's heading
+// folds the whole tree and picks every path of it and nothing else.
+func TestChangesTreeGroupsExtraTrees(t *testing.T) {
+	p := NewChanges(testEnv(t, "dark")).SetSize(0, 24)
+	p, _ = p.SetTrees([]string{"game"}).SetChanges("w", treeChanges(), nil)
+	p, _ = p.Do(keymap.ChangesTree)
+	out := ansiStrip(p.View(80, 24, true))
+	var got []string
+	for _, l := range strings.Split(out, "\n")[1:] {
+		if l = strings.TrimRight(l, " "); l != "" {
+			got = append(got, l)
+		}
+	}
+	want := []string{
+		"  ▾ source (main)",
+		"    ▾ engine/",
+		"      M core.cpp",
+		"    ▾ zlib/",
+		"      M inflate.c",
+		"  ▾ game:",
+		"    ▾ Content/",
+		"      A map.umap",
+		"    ▾ Source/",
+		"      M game.cpp",
+		"    A readme.txt",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("tree view at 80x24:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if v := p.Visible(); strings.Join(v, ",") != "engine/core.cpp,zlib/inflate.c,game:Content/map.umap,game:Source/game.cpp,game:readme.txt" {
+		t.Errorf("visible order: %v", v)
+	}
+	// Pick on the game: heading picks the game tree's paths only.
+	for p.list.Cursor = 0; p.rows[p.list.Cursor].dir != "game:"; p.list.Cursor++ {
+	}
+	_, cmd := p.Do(keymap.ChangesPick)
+	m := run(cmd).(PickPathsMsg)
+	if strings.Join(m.Paths, ",") != "game:Content/map.umap,game:Source/game.cpp,game:readme.txt" {
+		t.Errorf("picking game: picks %v", m.Paths)
+	}
+	// Pick on the source's heading picks the source's paths only.
+	p.list.Cursor = 0
+	_, cmd = p.Do(keymap.ChangesPick)
+	if m := run(cmd).(PickPathsMsg); strings.Join(m.Paths, ",") != "engine/core.cpp,zlib/inflate.c" {
+		t.Errorf("picking the source picks %v", m.Paths)
+	}
+	// Folding the game: heading hides its 5 rows; pick still takes them.
+	for p.list.Cursor = 0; p.rows[p.list.Cursor].dir != "game:"; p.list.Cursor++ {
+	}
+	p, _ = p.Do(keymap.ChangesFold)
+	out = ansiStrip(p.View(80, 24, true))
+	if !strings.Contains(out, "▸ game:  ▸ 5 rows folded (z)") || strings.Contains(out, "map.umap") || len(p.rows) != 6 {
+		t.Fatalf("folded game: (%d rows):\n%s", len(p.rows), out)
+	}
+	_, cmd = p.Do(keymap.ChangesPick)
+	if m := run(cmd).(PickPathsMsg); len(m.Paths) != 3 {
+		t.Errorf("picking folded game: picks %v", m.Paths)
+	}
+	// Folding the source keeps the game tree shown.
+	p.list.Cursor = 0
+	p, _ = p.Do(keymap.ChangesFold)
+	if out := ansiStrip(p.View(80, 24, true)); !strings.Contains(out, "▸ source (main)  ▸ 4 rows folded (z)") || strings.Contains(out, "core.cpp") {
+		t.Errorf("folded source:\n%s", out)
+	}
+}

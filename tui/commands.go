@@ -26,6 +26,8 @@ type (
 		world   string
 		changes []overlay.Change
 		err     error
+		// trees are the World's extra trees (their paths read NAME:path).
+		trees []string
 	}
 	sessionsLoadedMsg struct {
 		world string
@@ -160,7 +162,11 @@ func loadChanges(ctx context.Context, eng *engine.Engine, world string) tea.Cmd 
 		if err != nil {
 			return changesLoadedMsg{world: world, err: fmt.Errorf("changes of %s: %w", world, err)}
 		}
-		return changesLoadedMsg{world: world, changes: noteRenames(ctx, eng, world, cs)}
+		var trees []string
+		for _, t := range w.Trees {
+			trees = append(trees, t.Name)
+		}
+		return changesLoadedMsg{world: world, changes: noteRenames(ctx, eng, world, cs), trees: trees}
 	}
 }
 

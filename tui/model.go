@@ -490,7 +490,7 @@ func (m Model) result(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return m, tea.Batch(cmds...)
 		}
 		var cmd tea.Cmd
-		m.changes, cmd = m.changes.SetChanges(msg.world, msg.changes, msg.err)
+		m.changes, cmd = m.changes.SetTrees(msg.trees).SetChanges(msg.world, msg.changes, msg.err)
 		// Picks of paths that no longer changed go away.
 		live := map[string]bool{}
 		for _, c := range msg.changes {

@@ -207,9 +207,9 @@ func commandTable() []command {
 		},
 		{
 			name: "status", group: "Worlds", summary: "list a World's changed paths",
-			args:  []argSpec{one("NAME", kindWorld)},
+			args:  []argSpec{one("NAME", kindWorld), many("PATH", kindPath)},
 			flags: []flagSpec{jsonF("print JSON"), boolF("ignored", "also list paths matched by ignore rules (.git/ and config ignore)"), treeF},
-			help:  "A World with several trees (new --mount) lists each overlay tree's changes, the source's first; a path of another tree is written NAME:path, and --json gives each change its \"tree\".",
+			help:  "A World with several trees (new --mount) lists each overlay tree's changes, the source's first; a path of another tree is written NAME:path, and --json gives each change its \"tree\". PATHs (as for diff: NAME:path, absolute, or relative to the current directory, . included) list only the changes at or under them; from inside a tree, . is that tree.",
 			run:   cmdStatus,
 		},
 		{

@@ -44,7 +44,10 @@ var errorCodes = []struct {
 	code  string
 	match func(error) bool
 }{
-	{"usage", func(err error) bool { var ue *usageError; return errors.As(err, &ue) || errors.Is(err, flag.ErrHelp) }},
+	{"usage", func(err error) bool {
+		var ue *usageError
+		return errors.As(err, &ue) || errors.Is(err, flag.ErrHelp) || errors.Is(err, engine.ErrNoTree)
+	}},
 	{"config", func(err error) bool { var ce *engine.ConfigError; return errors.As(err, &ce) }},
 	{"stale_pick", is(engine.ErrStalePick)},
 	{"conflict", is(engine.ErrConflict)},

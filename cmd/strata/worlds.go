@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -348,6 +349,11 @@ func cmdStatus(a *app, in *input) error {
 	if err != nil {
 		return err
 	}
+	if len(pos) > 1 {
+		if trees, err = a.underPaths(w, trees, pos[1:]); err != nil {
+			return err
+		}
+	}
 	// Renames are found once over every tree (a rename stays in its tree);
 	// their paths read NAME:path for a tree other than the source.
 	var flat []overlay.Change
@@ -550,4 +556,48 @@ func checkTreeFlag(verb string, w *engine.World, tree string) error {
 		return usagef("%s: --tree %s: %w", verb, tree, err)
 	}
 	return nil
+}
+
+// underPaths keeps the changes at or under the PATH operands of status:
+// each read as diff reads it (NAME:path, absolute, or relative to the
+// caller's directory, in the tree it lies in), a directory, a tree's root
+// (. from inside it) included, standing for everything under it.
+func (a *app) underPaths(w *engine.World, trees []engine.TreeChanges, args []string) ([]engine.TreeChanges, error) {
+	type at struct{ tree, rel string }
+	var want []at
+	for _, arg := range args {
+		// Resolved as a name inside the operand, so that the operand may
+		// be a tree's root; its directory is the operand itself.
+		probe := pathArg(arg)
+		if strings.HasSuffix(probe, ":") {
+			probe += "x" // NAME: is the tree's root
+		} else {
+			probe = path.Join(probe, "x")
+		}
+		r, err := a.worldPath(w, probe)
+		if err != nil {
+			return nil, err
+		}
+		tree := engine.MainTree
+		if w.HasTrees() {
+			tree, r, _ = strings.Cut(r, ":")
+		}
+		want = append(want, at{tree, path.Dir(r)})
+	}
+	out := make([]engine.TreeChanges, 0, len(trees))
+	for _, tc := range trees {
+		kept, cs := tc, *tc.ChangeSet
+		cs.Changes = nil
+		kept.ChangeSet = &cs
+		for _, c := range tc.Changes {
+			for _, p := range want {
+				if p.tree == tc.Tree && (p.rel == "." || c.Path == p.rel || strings.HasPrefix(c.Path, p.rel+"/")) {
+					kept.Changes = append(kept.Changes, c)
+					break
+				}
+			}
+		}
+		out = append(out, kept)
+	}
+	return out, nil
 }

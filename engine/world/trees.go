@@ -3,6 +3,7 @@ package world
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -173,7 +174,7 @@ func (w *World) TreeView(name string) (*World, error) {
 	}
 	t, ok := w.FindTree(name)
 	if !ok {
-		return nil, fmt.Errorf("world %q has no tree %q (strata show %s lists its trees)", w.Name, name, w.Name)
+		return nil, w.NoTree(name)
 	}
 	if t.Mode != TreeOverlay {
 		return nil, fmt.Errorf("tree %s of world %q is %s: it has no changes of its own", name, w.Name, t.Mode)
@@ -182,6 +183,47 @@ func (w *World) TreeView(name string) (*World, error) {
 	v.Source = t.Path
 	v.View = t.Name
 	return &v, nil
+}
+
+// ErrNoTree is wrapped by every refusal of a tree name the World lacks
+// (a usage mistake: exit 2).
+var ErrNoTree = errors.New("no tree")
+
+// NoTree is the refusal of name, a tree w does not have, listing its
+// trees.
+func (w *World) NoTree(name string) error {
+	names := []string{MainTree}
+	for _, t := range w.Trees {
+		names = append(names, t.Name)
+	}
+	return fmt.Errorf("%w %s in World %s (its trees: %s)", ErrNoTree, name, w.Name, strings.Join(names, ", "))
+}
+
+// UnknownTreePrefix checks a path operand of a World with trees: NAME:rel
+// where NAME is no tree of w (SplitTreePath left it whole) and nothing at
+// p exists in the source (source) or the source's upper (upper), so it
+// cannot be a file named "NAME:rel", is refused with NoTree. A World with
+// one tree keeps every operand as a source path.
+func (w *World) UnknownTreePrefix(p, upper string) error {
+	if !w.HasTrees() || filepath.IsAbs(p) {
+		return nil
+	}
+	name, _, ok := strings.Cut(p, ":")
+	if !ok || name == "" || name == MainTree || strings.Contains(name, "/") {
+		return nil
+	}
+	if _, found := w.FindTree(name); found {
+		return nil
+	}
+	for _, root := range []string{w.Source, upper} {
+		if root == "" {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(root, filepath.FromSlash(p))); err == nil {
+			return nil
+		}
+	}
+	return w.NoTree(name)
 }
 
 // TreeName is the name of the tree w stands for: View, else MainTree.
