@@ -54,6 +54,7 @@ func ReadChanges(ctx context.Context, l Layers, opts ReadOptions) (*ChangeSet, e
 	if err != nil {
 		return nil, fmt.Errorf("read changes of %s: %w", l.Upper, err)
 	}
+	r.noFileMarks = l.NoFileMarks
 	rd := &reader{ctx: ctx, l: l, rules: r, opts: opts, ignore: opts.Ignore, workers: make(chan struct{}, max(0, runtime.GOMAXPROCS(0)-1))}
 	if rd.ignore == nil {
 		rd.ignore = DefaultIgnore()

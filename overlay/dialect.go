@@ -65,6 +65,7 @@ type Rules struct {
 	kernelXattrs  bool // redirect, metacopy and xattr whiteouts
 	unionfs       bool // .unionfs-fuse/ meta tree
 	opaqueXattrs  []string
+	noFileMarks   bool // the upper was only mounted with metacopy=off (Layers.NoFileMarks)
 }
 
 func RulesFor(d Dialect) (Rules, error) {
@@ -207,9 +208,12 @@ func (r Rules) readMarks(full string, info fs.FileInfo) dirMarks {
 	if !r.xattrs || (!info.IsDir() && !info.Mode().IsRegular()) {
 		return m
 	}
-	if !info.IsDir() && !r.kernelXattrs {
+	if !info.IsDir() && (!r.kernelXattrs || r.noFileMarks) {
 		// A file's only marks are the kernel's redirect and metacopy: in
-		// the other dialects an xattr read per file is wasted.
+		// the other dialects an xattr read per file is wasted, and so it
+		// is in a kernel upper only ever mounted with metacopy=off (a
+		// file gets a redirect only as a metacopy; a whiteout is the 0/0
+		// device lstat sees; opaque and dir redirects are on dirs).
 		return m
 	}
 	names := llistxattr(full)

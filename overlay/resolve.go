@@ -99,7 +99,9 @@ func (l Layers) rules() (Rules, error) {
 			return Rules{}, err
 		}
 	}
-	return RulesFor(d)
+	r, err := RulesFor(d)
+	r.noFileMarks = l.NoFileMarks
+	return r, err
 }
 
 // cleanWorldPath turns a path of the World's view ("a/b", "/a/b", "." or "")

@@ -113,6 +113,11 @@ type Layers struct {
 	Upper   string
 	Lower   string
 	Dialect Dialect // DialectAuto: detect from Upper
+	// NoFileMarks says every mount of Upper passed metacopy=off (strata's
+	// own kernel mounts, recorded in world.toml), so no file in it carries
+	// a redirect or metacopy xattr: the change walk reads xattrs of
+	// directories only. Leave it false for an upper mounted any other way.
+	NoFileMarks bool
 }
 
 // Layer says which layer an entry was served from.

@@ -305,6 +305,12 @@ func mountOverlayDirect(s Step) error {
 			return err
 		}
 	}
+	for _, o := range mount.KernelForcedOptions { // metacopy=off, as every strata kernel mount
+		k, v, _ := strings.Cut(o, "=")
+		if err := unix.FsconfigSetString(fd, k, v); err != nil {
+			return err
+		}
+	}
 	if err := unix.FsconfigCreate(fd); err != nil {
 		return err
 	}

@@ -56,6 +56,12 @@ type World struct {
 	// Trees are the World's extra trees (`new --mount`), each at its own
 	// absolute path; Source is the primary tree, MainTree (trees.go).
 	Trees []Tree `toml:"trees,omitempty" json:"trees,omitempty"`
+	// MetacopyOff is set at creation by a strata whose every kernel mount
+	// of the World's uppers passes metacopy=off (mount.KernelForcedOptions):
+	// no upper file can carry a metacopy or redirect xattr, so the change
+	// walk reads directories' xattrs only. A World made by an older strata
+	// lacks it and keeps the per-file read.
+	MetacopyOff bool `toml:"metacopy_off,omitempty" json:"metacopy_off,omitempty"`
 	// View, never stored, names the extra tree this copy of the World
 	// stands for (TreeView): its Source is that tree's path.
 	View string `toml:"-" json:"-"`
@@ -72,7 +78,7 @@ type CubeWorld struct {
 
 // Layers returns the World's overlay layers for reading without a mount.
 func (w *World) Layers(p Paths) overlay.Layers {
-	return overlay.Layers{Upper: p.UpperOf(w), Lower: w.Source, Dialect: w.Dialect}
+	return overlay.Layers{Upper: p.UpperOf(w), Lower: w.Source, Dialect: w.Dialect, NoFileMarks: w.MetacopyOff}
 }
 
 func NewID(prefix string) string {

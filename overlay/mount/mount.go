@@ -27,12 +27,21 @@ type MountSpec struct {
 	// UserXattr keeps the kernel's overlay xattrs under user.overlay.*, which
 	// is what a kernel mount inside a user namespace needs.
 	UserXattr bool
-	// Options are extra options: "key=value" or "flag" for the kernel,
+	// Options are extra options (for the kernel, KernelForcedOptions
+	// follow them and win): "key=value" or "flag" for the kernel,
 	// -o options for the FUSE tools.
 	Options []string
 	// Binary is the FUSE tool to run; empty means looking it up on PATH.
 	Binary string
 }
+
+// KernelForcedOptions end every kernel overlay mount strata makes, after
+// any caller's Options so they win: metacopy=off means no file in the upper
+// ever carries a metacopy or redirect xattr (a chown or chmod copies the
+// data up; only directories get redirects), which lets a World that records
+// it (world.toml metacopy_off) read the xattrs of its upper's directories
+// only. Every other kernel mount of an overlay in strata must pass them too.
+var KernelForcedOptions = []string{"metacopy=off"}
 
 var (
 	// ErrUnsupportedPath is returned when a path holds a character the

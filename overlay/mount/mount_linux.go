@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -115,6 +116,7 @@ func mountKernelFsconfig(s MountSpec) (string, error) {
 	if s.UserXattr {
 		opts = append([]string{"userxattr"}, opts...)
 	}
+	opts = slices.Concat(opts, KernelForcedOptions)
 	for _, o := range opts {
 		var err error
 		if key, value, ok := strings.Cut(o, "="); ok {
@@ -161,7 +163,7 @@ func mountKernelLegacy(s MountSpec) (string, error) {
 	if s.UserXattr {
 		data += ",userxattr"
 	}
-	for _, o := range s.Options {
+	for _, o := range append(slices.Clip(s.Options), KernelForcedOptions...) {
 		data += "," + o
 	}
 	if err := unix.Mount("overlay", s.Target, "overlay", 0, data); err != nil {
