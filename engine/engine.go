@@ -154,10 +154,6 @@ func (e *Engine) stageWorld(ctx context.Context, o CreateOptions) (*World, *stag
 	if w.Backend == "" {
 		w.Backend = e.Config.Backend
 	}
-	// This strata mounts every local upper with metacopy=off from the
-	// start (a fork's upper is restored from a snapshot, which holds no
-	// metacopy files); a cube guest mounts its own.
-	w.MetacopyOff = w.Backend == RuntimeLocal
 	if w.Trees, err = e.resolveTrees(o.Name, source, o.Trees); err != nil {
 		return nil, nil, err
 	}

@@ -69,6 +69,11 @@ func (r *Runtime) Prepare(_ context.Context, w *World, _ CreateOptions, mb overl
 		return err
 	}
 	w.Dialect = w.MountBackend.Dialect()
+	// This strata mounts every local upper with metacopy=off from the
+	// start (a fork's upper is restored from a snapshot, which holds no
+	// metacopy files), so its files carry no overlay marks; a cube guest
+	// mounts its own overlay.
+	w.MetacopyOff = true
 	return nil
 }
 
