@@ -18,8 +18,7 @@ import (
 func TestNewWorldRecordsMetacopyOff(t *testing.T) {
 	e, src := testEngine(t)
 	ctx := context.Background()
-	w, err := e.Create(ctx, CreateOptions{Name: "mc", Source: src})
-	if err != nil {
+	if _, err := e.Create(ctx, CreateOptions{Name: "mc", Source: src}); err != nil {
 		t.Fatal(err)
 	}
 	toml, err := os.ReadFile(e.Paths.WorldFile("mc"))
@@ -29,7 +28,8 @@ func TestNewWorldRecordsMetacopyOff(t *testing.T) {
 	if !strings.Contains(string(toml), "metacopy_off = true") {
 		t.Fatalf("world.toml of a new local World lacks metacopy_off = true:\n%s", toml)
 	}
-	if w, err = e.World("mc"); err != nil || !w.Layers(e.Paths).NoFileMarks {
+	w, err := e.World("mc")
+	if err != nil || !w.Layers(e.Paths).NoFileMarks {
 		t.Fatalf("reloaded World: NoFileMarks unset (%v)", err)
 	}
 

@@ -17,15 +17,9 @@ type initCost struct {
 	bytes, allocs int
 }
 
-// packageInits runs strata with GODEBUG=inittrace=1 and returns what each
+// packageInitsOf runs bin with GODEBUG=inittrace=1 and returns what each
 // package's init allocated, most allocations first. Allocation counts, not
 // times: they are the same on a busy machine as on a quiet one.
-func packageInits(t *testing.T, args ...string) []initCost {
-	t.Helper()
-	return packageInitsOf(t, strataBin, args...)
-}
-
-// packageInitsOf is packageInits for the binary bin.
 func packageInitsOf(t *testing.T, bin string, args ...string) []initCost {
 	t.Helper()
 	c := exec.Command(bin, args...)
