@@ -53,6 +53,7 @@ func TestE2EDoubleDashOperands(t *testing.T) {
 		has, hasnt []string
 	}{
 		{[]string{"diff", "w", "--", "x"}, []string{"+++ b/x", "+x2"}, []string{"b/-y", "y2"}},
+		{[]string{"status", "w", "--", "-y"}, []string{"  -y\n"}, []string{"  x\n"}},
 		{[]string{"diff", "w", "--", "-y"}, []string{"+++ b/-y", "+y2"}, []string{"b/x", "x2"}},
 		{[]string{"diff", "w", "--stat", "--", "-y"}, []string{"-y", "1 file changed"}, []string{" x "}},
 		{[]string{"diff", "w", "--json", "--", "x"}, []string{`"path": "x"`}, []string{`"path": "-y"`}},
@@ -79,7 +80,6 @@ func TestE2EDoubleDashOperands(t *testing.T) {
 	// Commands that take no path refuse one after -- (exit 2) instead of
 	// ignoring it and acting on everything.
 	for _, args := range [][]string{
-		{"status", "w", "--", "x"},
 		{"snap", "w", "--", "-m"},
 		{"history", "--", "w"},
 		{"gc", "--", "x"},
@@ -313,7 +313,7 @@ var usageCases = map[string][][]string{
 	"new":           {{"new"}, {"new", "a", "b"}, {"new", "a", "--backend", "nope"}, {"new", "a", "--mount-backend", "nope"}, {"new", "a", "--isolation", "nope"}, {"new", "a", "--cpu", "lots"}, {"new", "a", "--label", "novalue"}, {"new", "a", "--prompt", "x"}},
 	"ls":            {{"ls", "x"}},
 	"show":          {{"show"}, {"show", "w", "x"}},
-	"status":        {{"status"}, {"status", "w", "x"}},
+	"status":        {{"status"}, {"status", "w", "--tree", "nosuch"}},
 	"rm":            {{"rm"}, {"rm", "w", "x"}},
 	"trash":         {{"trash", "x"}},
 	"restore-world": {{"restore-world"}, {"restore-world", "w", "x"}},
