@@ -49,11 +49,8 @@ func (e *Engine) sourceRoots() []string {
 		}
 	}
 	for _, w := range ws {
-		add(w.Source)
-		for _, t := range w.Trees {
-			if t.Mode == TreeOverlay {
-				add(t.Path)
-			}
+		for _, v := range treeViews(w) { // the source, then each overlay tree
+			add(v.Source)
 		}
 	}
 	return roots

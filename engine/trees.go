@@ -309,9 +309,8 @@ func (e *Engine) treeInfo(ctx context.Context, w *World, wi *WorldInfo) {
 }
 
 // checkTrees checks the source is still at its path (not behind a link)
-// and each extra tree is still a
-// directory, or a session would bind over a fresh empty one and a
-// publication rebuild a partial tree there.
+// and each extra tree is still a directory, or a session would bind over a
+// fresh empty one and a publication rebuild a partial tree there.
 func (e *Engine) checkTrees(w *World) error {
 	// The source was resolved when the World was made too: a path that now
 	// leads elsewhere through a symlink (the source moved and a link, or a
