@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stratahq/strata/engine/sandbox"
+
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/stratahq/strata/engine/agent"
@@ -24,6 +26,8 @@ const supervisorTick = 250 * time.Millisecond
 
 // AgentSuperviseMain is `strata __agent-supervise STATE_ROOT CONFIG WORLD SESSION`.
 func AgentSuperviseMain(args []string) int {
+	// Long-lived: it must not hold what its starter leaked (sandbox.CloseInherited).
+	sandbox.CloseInherited(nil)
 	if len(args) > 0 && args[0] == AgentSuperviseArg {
 		args = args[1:]
 	}

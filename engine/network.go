@@ -45,6 +45,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stratahq/strata/engine/sandbox"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/stratahq/strata/engine/agent"
@@ -438,6 +440,8 @@ func egressLogTail(dir string) string {
 // in the World's egress dir, until the World has been idle for egressIdle
 // or is removed. It returns the process exit code.
 func EgressMain(args []string) int {
+	// Long-lived: it must not hold what its starter leaked (sandbox.CloseInherited).
+	sandbox.CloseInherited([]int{3})
 	if len(args) > 0 && args[0] == EgressArg {
 		args = args[1:]
 	}

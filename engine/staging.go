@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -31,13 +32,23 @@ type stagedWorld struct {
 }
 
 func newStagedWorld(worlds, name string) (*stagedWorld, error) {
-	dir, err := os.MkdirTemp(worlds, stagingPrefix+name+"-")
+	// Made and locked under a name sweeps pass over, then renamed to its
+	// staging name (the lock goes with the directory): a sweep never finds
+	// a staging dir before its maker holds it. A crash in between leaves
+	// an empty dir that strata ignores.
+	tmp, err := os.MkdirTemp(worlds, ".mk"+stagingPrefix+name+"-")
 	if err != nil {
 		return nil, err
 	}
-	fd, err := lockDirNB(dir)
+	fd, err := lockDirNB(tmp)
 	if err != nil {
-		_ = os.RemoveAll(dir)
+		_ = os.RemoveAll(tmp)
+		return nil, err
+	}
+	dir := filepath.Join(worlds, strings.TrimPrefix(filepath.Base(tmp), ".mk"))
+	if err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, dir, unix.RENAME_NOREPLACE); err != nil {
+		_ = unix.Close(fd)
+		_ = os.RemoveAll(tmp)
 		return nil, err
 	}
 	return &stagedWorld{name: name, dir: dir, lock: fd}, nil
@@ -134,6 +145,12 @@ func (e *Engine) sweepStaging() {
 			records = append(records, n)
 		case strings.HasPrefix(n, stagingPrefix) && d.IsDir():
 			stagings = append(stagings, n)
+		case strings.HasPrefix(n, ".mk"+stagingPrefix) && d.IsDir():
+			// A create that crashed before naming its staging dir left it
+			// empty; one a minute old is not being made any more.
+			if fi, err := d.Info(); err == nil && time.Since(fi.ModTime()) > time.Minute {
+				_ = os.Remove(filepath.Join(dir, n))
+			}
 		}
 	}
 	if len(records) == 0 && len(stagings) == 0 {

@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stratahq/strata/engine/sandbox"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/stratahq/strata/cube"
@@ -317,6 +319,8 @@ func startCubeRunner(ctx context.Context, exe string, spec cubeRunnerSpec) (Sess
 // CubeSessionMain is the cube session runner (see CubeSessionArg); args are
 // the arguments after it. It returns the process exit code.
 func CubeSessionMain(args []string) int {
+	// Long-lived: it must not hold what its starter leaked (sandbox.CloseInherited).
+	sandbox.CloseInherited([]int{3, 4})
 	if len(args) > 0 && args[0] == CubeSessionArg {
 		args = args[1:]
 	}

@@ -89,6 +89,15 @@ func (in *sessionInit) run() error {
 	if err != nil {
 		return fmt.Errorf("read spec: %w", err)
 	}
+	// Only what the caller meant to hand over stays open: a descriptor its
+	// process leaked to it (one without close-on-exec: a harness's pipe, a
+	// terminal) would be held for the session's whole life, keeping the
+	// pipe's reader waiting for an EOF that comes with the session's end.
+	keep := []int{initSpecFD, initReadyFD}
+	if in.spec.HasStdin {
+		keep = append(keep, initStdinFD)
+	}
+	sandbox.CloseInherited(keep)
 	if in.spec.Build != "" && in.spec.Build != BuildStamp() && in.spec.Strata != "" {
 		// strata-init of another build than the strata that started it: the
 		// spec it was handed may mean something else to it. strata itself
@@ -256,6 +265,7 @@ func (in *sessionInit) run() error {
 
 	in.mu.Lock()
 	in.meta.PID = hostPIDOf(hostProc, proc.Pid)
+	session.Trace("init: host pid read")
 	in.meta.StartedAt = time.Now()
 	in.meta.State = SessionRunning
 	meta := in.meta
@@ -263,6 +273,7 @@ func (in *sessionInit) run() error {
 	if err := session.WriteMeta(in.root, meta); err != nil {
 		return err
 	}
+	session.Trace("init: running meta written")
 	// session.started goes to the activity log from here, before the caller
 	// hears of the start and before this init can log the end: a short
 	// command's session.ended never comes first.
@@ -575,6 +586,7 @@ func startCommand(spec SessionSpec, files []*os.File) (*os.Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	session.Trace("init: command found in PATH")
 	attr := &os.ProcAttr{
 		Dir:   spec.Cwd,
 		Env:   spec.Env,
@@ -602,6 +614,7 @@ func startCommand(spec SessionSpec, files []*os.File) (*os.Process, error) {
 			done <- result{err: err}
 			return
 		}
+		session.Trace("init: capabilities dropped")
 		proc, err := os.StartProcess(path, spec.Argv, attr)
 		done <- result{proc, err}
 	}()

@@ -81,3 +81,23 @@ func openFDs() ([]int, error) {
 	}
 	return out, nil
 }
+
+// CloseInherited closes every fd from 3 up that is not close-on-exec and
+// not in keep: what the process that exec'd us leaked to it (Go opens its
+// own fds close-on-exec; only what an exec meant to hand over is not). Best
+// effort: a process whose fds cannot be listed keeps them.
+func CloseInherited(keep []int) {
+	fds, err := InheritableFDs(3)
+	if err != nil {
+		return
+	}
+	for _, fd := range fds {
+		kept := false
+		for _, k := range keep {
+			kept = kept || k == fd
+		}
+		if !kept {
+			unix.Close(fd)
+		}
+	}
+}

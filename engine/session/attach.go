@@ -261,7 +261,8 @@ func AttachTerminal(ctx context.Context, dir string, detachKeys []byte) error {
 	// A non-blocking duplicate of stdin can be interrupted when we return, so no
 	// read is left behind to steal the next program's input.
 	in := io.Reader(os.Stdin)
-	if fd, err := unix.Dup(stdinFD); err == nil {
+	// Close-on-exec: nothing strata starts meanwhile may hold the terminal.
+	if fd, err := unix.FcntlInt(uintptr(stdinFD), unix.F_DUPFD_CLOEXEC, 0); err == nil {
 		if err := unix.SetNonblock(fd, true); err == nil {
 			f := os.NewFile(uintptr(fd), "stdin")
 			defer func() {
