@@ -13,11 +13,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/stratahq/strata/engine/sandbox"
-
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/stratahq/strata/engine/agent"
+	"github.com/stratahq/strata/engine/sandbox"
 )
 
 // supervisorTick is how often the supervisor looks at the channel, the

@@ -45,14 +45,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/stratahq/strata/engine/sandbox"
-
 	"golang.org/x/sys/unix"
 
 	"github.com/stratahq/strata/engine/agent"
 	"github.com/stratahq/strata/engine/boundary"
 	"github.com/stratahq/strata/engine/egress"
 	"github.com/stratahq/strata/engine/local"
+	"github.com/stratahq/strata/engine/sandbox"
 )
 
 // EgressArg is the hidden command that runs a World's egress proxy:

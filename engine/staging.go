@@ -18,7 +18,10 @@ import (
 // stagingPrefix starts the name of a World being built in worlds/ (never
 // listed: Worlds skips dot names); forkRecordPrefix a fork's commit record.
 const (
-	stagingPrefix    = ".new-"
+	stagingPrefix = ".new-"
+	// makingPrefix names a staging dir in the moment between its making
+	// and its lock (newStagedWorld); sweeps pass over it.
+	makingPrefix     = ".mk" + stagingPrefix
 	forkRecordPrefix = ".fork-"
 )
 
@@ -36,7 +39,7 @@ func newStagedWorld(worlds, name string) (*stagedWorld, error) {
 	// staging name (the lock goes with the directory): a sweep never finds
 	// a staging dir before its maker holds it. A crash in between leaves
 	// an empty dir that strata ignores.
-	tmp, err := os.MkdirTemp(worlds, ".mk"+stagingPrefix+name+"-")
+	tmp, err := os.MkdirTemp(worlds, makingPrefix+name+"-")
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +48,7 @@ func newStagedWorld(worlds, name string) (*stagedWorld, error) {
 		_ = os.RemoveAll(tmp)
 		return nil, err
 	}
-	dir := filepath.Join(worlds, strings.TrimPrefix(filepath.Base(tmp), ".mk"))
+	dir := filepath.Join(worlds, stagingPrefix+strings.TrimPrefix(filepath.Base(tmp), makingPrefix))
 	if err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, dir, unix.RENAME_NOREPLACE); err != nil {
 		_ = unix.Close(fd)
 		_ = os.RemoveAll(tmp)
@@ -145,7 +148,7 @@ func (e *Engine) sweepStaging() {
 			records = append(records, n)
 		case strings.HasPrefix(n, stagingPrefix) && d.IsDir():
 			stagings = append(stagings, n)
-		case strings.HasPrefix(n, ".mk"+stagingPrefix) && d.IsDir():
+		case strings.HasPrefix(n, makingPrefix) && d.IsDir():
 			// A create that crashed before naming its staging dir left it
 			// empty; one a minute old is not being made any more.
 			if fi, err := d.Info(); err == nil && time.Since(fi.ModTime()) > time.Minute {

@@ -20,11 +20,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/stratahq/strata/engine/sandbox"
-
 	"golang.org/x/sys/unix"
 
 	"github.com/stratahq/strata/cube"
+	"github.com/stratahq/strata/engine/sandbox"
 	"github.com/stratahq/strata/engine/session"
 	"github.com/stratahq/strata/engine/world"
 )

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -92,11 +93,7 @@ func CloseInherited(keep []int) {
 		return
 	}
 	for _, fd := range fds {
-		kept := false
-		for _, k := range keep {
-			kept = kept || k == fd
-		}
-		if !kept {
+		if !slices.Contains(keep, fd) {
 			unix.Close(fd)
 		}
 	}
