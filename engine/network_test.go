@@ -105,8 +105,15 @@ func execOut(t *testing.T, e *Engine, o ExecOptions, script string) (string, int
 	if err != nil {
 		t.Fatalf("exec %q: %v", script, err)
 	}
-	dir := e.SessionDir("w", m.ID)
-	m, err = WaitSession(ctx, dir)
+	return sessionOutput(ctx, t, e, "w", m.ID)
+}
+
+// sessionOutput waits for session id of World name to end and returns
+// what its transcript holds and its exit code.
+func sessionOutput(ctx context.Context, t *testing.T, e *Engine, name, id string) (string, int) {
+	t.Helper()
+	dir := e.SessionDir(name, id)
+	m, err := WaitSession(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,26 +64,34 @@ func runCrashOp(ctx context.Context, e *Engine, op, snap string) error {
 	return err
 }
 
+// killAtCrashPoint makes a crash harness's child SIGKILL itself at the
+// crashAtEnv'th crash point it reaches (none when unset).
+func killAtCrashPoint() {
+	k, _ := strconv.Atoi(os.Getenv(crashAtEnv))
+	if k <= 0 {
+		return
+	}
+	var mu sync.Mutex
+	n := 0
+	crashHook = func(string) {
+		mu.Lock()
+		n++
+		hit := n == k
+		mu.Unlock()
+		if hit {
+			_ = unix.Kill(os.Getpid(), unix.SIGKILL)
+			select {}
+		}
+	}
+}
+
 // TestSnapshotCrashChild is not a test: it is the harness's child.
 func TestSnapshotCrashChild(t *testing.T) {
 	op := os.Getenv(crashOpEnv)
 	if op == "" {
 		t.Skip("run by TestSnapshotCrashSIGKILL")
 	}
-	if k, _ := strconv.Atoi(os.Getenv(crashAtEnv)); k > 0 {
-		var mu sync.Mutex
-		n := 0
-		crashHook = func(string) {
-			mu.Lock()
-			n++
-			hit := n == k
-			mu.Unlock()
-			if hit {
-				_ = unix.Kill(os.Getpid(), unix.SIGKILL)
-				select {}
-			}
-		}
-	}
+	killAtCrashPoint()
 	ctx := context.Background()
 	e, err := Open(ctx, Options{StateRoot: os.Getenv(crashRootEnv), Config: (&Config{}).withDefaults(), Exe: testExe(t)})
 	if err != nil {

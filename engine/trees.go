@@ -225,25 +225,35 @@ func (e *Engine) diffTrees(ctx context.Context, w *World, o DiffOptions) ([]File
 	}
 	var out []FileChange
 	for _, t := range trees {
-		v, err := w.TreeView(t)
-		if err != nil {
-			return nil, err
-		}
-		if err := checkTreeView(v); err != nil {
-			return nil, fmt.Errorf("diff: %w", err)
-		}
 		oo := o
 		oo.Paths, oo.Tree = byTree[t], ""
-		fcs, err := e.diffTree(ctx, v, oo)
+		fcs, err := e.diffInTree(ctx, w, t, oo)
 		if err != nil {
 			return nil, err
-		}
-		for i := range fcs {
-			fcs[i].Tree = t
 		}
 		out = append(out, fcs...)
 	}
 	return out, nil
+}
+
+// diffInTree diffs tree t of w (its paths tree-relative), each change
+// marked with its tree.
+func (e *Engine) diffInTree(ctx context.Context, w *World, t string, o DiffOptions) ([]FileChange, error) {
+	v, err := w.TreeView(t)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkTreeView(v); err != nil {
+		return nil, fmt.Errorf("diff: %w", err)
+	}
+	fcs, err := e.diffTree(ctx, v, o)
+	if err != nil {
+		return nil, err
+	}
+	for i := range fcs {
+		fcs[i].Tree = t
+	}
+	return fcs, nil
 }
 
 // ResolveTreePath is ResolvePath for a World with several trees: arg is
@@ -317,7 +327,7 @@ func (e *Engine) checkTrees(w *World) error {
 	// decoy, took its place) would mount another directory as the World's
 	// lower and diff and publish against it.
 	if real, err := filepath.EvalSymlinks(w.Source); err == nil && real != w.Source {
-		return treeMovedError(fmt.Sprintf("world %q: its source %s now leads to %s through a symlink, not the directory the World was made over; put that directory back at %s (or make a new World over %s)", w.Name, w.Source, real, w.Source, real))
+		return ledAway(fmt.Sprintf("world %q: its source", w.Name), w.Source, real)
 	}
 	for _, t := range w.Trees {
 		if err := checkTreeDir(w, t); err != nil {
@@ -342,9 +352,15 @@ func checkTreeDir(w *World, t Tree) error {
 		return missing
 	}
 	if real != t.Path {
-		return treeMovedError(fmt.Sprintf("world %q: tree %s: %s now leads to %s through a symlink, not the directory the World was made over; put that directory back at %s (or make a new World over %s)", w.Name, t.Name, t.Path, real, t.Path, real))
+		return ledAway(fmt.Sprintf("world %q: tree %s:", w.Name, t.Name), t.Path, real)
 	}
 	return nil
+}
+
+// ledAway is the error of what (the source, a tree) whose path now leads
+// to real through a symlink.
+func ledAway(what, path, real string) error {
+	return treeMovedError(fmt.Sprintf("%s %s now leads to %s through a symlink, not the directory the World was made over; put that directory back at %s (or make a new World over %s)", what, path, real, path, real))
 }
 
 // treeMovedError is a tree whose path now leads elsewhere: the World's
@@ -409,21 +425,13 @@ func (e *Engine) diffFlat(ctx context.Context, w *World, o DiffOptions) ([]FileC
 		if len(byTree[t]) == 0 {
 			continue
 		}
-		v, err := w.TreeView(t)
-		if err != nil {
-			return nil, err
-		}
-		if err := checkTreeView(v); err != nil {
-			return nil, fmt.Errorf("diff: %w", err)
-		}
 		oo := o
 		oo.Changes = byTree[t]
-		fcs, err := e.diffTree(ctx, v, oo)
+		fcs, err := e.diffInTree(ctx, w, t, oo)
 		if err != nil {
 			return nil, err
 		}
 		for i := range fcs {
-			fcs[i].Tree = t
 			fcs[i].Path = TreePath(t, fcs[i].Path)
 			fcs[i].Change.Path = fcs[i].Path
 		}

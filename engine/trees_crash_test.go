@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/stratahq/strata/overlay"
 	"github.com/stratahq/strata/overlay/mount"
 )
@@ -36,20 +34,7 @@ func TestTreesApplyCrashChild(t *testing.T) {
 	if root == "" {
 		t.Skip("run by TestTreesApplyCrashSIGKILL")
 	}
-	if k, _ := strconv.Atoi(os.Getenv(crashAtEnv)); k > 0 {
-		var mu sync.Mutex
-		n := 0
-		crashHook = func(string) {
-			mu.Lock()
-			n++
-			hit := n == k
-			mu.Unlock()
-			if hit {
-				_ = unix.Kill(os.Getpid(), unix.SIGKILL)
-				select {}
-			}
-		}
-	}
+	killAtCrashPoint()
 	ctx := context.Background()
 	e, err := Open(ctx, Options{StateRoot: root, Config: (&Config{}).withDefaults(), Exe: testExe(t)})
 	if err != nil {

@@ -197,20 +197,8 @@ func TestRedteamTreesApplyAcrossTrees(t *testing.T) {
 // World's own source): exec, status, diff and apply of the World refuse with
 // a message naming the tree, and nothing is written to either place.
 func TestRedteamTreeDirReplacedBySymlink(t *testing.T) {
-	e, src, trees := multiTreeEngine(t)
+	e, src, game, decoy := gameTreeMovedAside(t)
 	ctx := context.Background()
-	multiTreeWorld(t, e, src, trees, "ue")
-	game := trees["game"]
-	if out, code := execIn(t, e, "ue", IsolationSandbox, "echo g > "+game+"/g.txt"); code != 0 {
-		t.Fatal(out)
-	}
-	decoy := filepath.Join(filepath.Dir(game), "decoy")
-	if err := os.MkdirAll(decoy, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(game, game+".real"); err != nil {
-		t.Fatal(err)
-	}
 	for _, target := range []string{decoy, src} {
 		_ = os.Remove(game)
 		if err := os.Symlink(target, game); err != nil {
@@ -282,20 +270,8 @@ func TestRedteamApplyOverALinkIntoAnotherTree(t *testing.T) {
 // no World made (it made a fork whose game tree was the decoy, carrying
 // the game tree's changes over a different lower).
 func TestRedteamForkRefusesATreeTurnedLink(t *testing.T) {
-	e, src, trees := multiTreeEngine(t)
+	e, _, game, decoy := gameTreeMovedAside(t)
 	ctx := context.Background()
-	multiTreeWorld(t, e, src, trees, "ue")
-	game := trees["game"]
-	if out, code := execIn(t, e, "ue", IsolationSandbox, "echo g > "+game+"/g.txt"); code != 0 {
-		t.Fatal(out)
-	}
-	decoy := filepath.Join(filepath.Dir(game), "decoy")
-	if err := os.MkdirAll(decoy, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(game, game+".real"); err != nil {
-		t.Fatal(err)
-	}
 	if err := os.Symlink(decoy, game); err != nil {
 		t.Fatal(err)
 	}
@@ -306,4 +282,25 @@ func TestRedteamForkRefusesATreeTurnedLink(t *testing.T) {
 	if _, err := os.Lstat(e.Paths.World("fz")); !os.IsNotExist(err) {
 		t.Fatalf("a refused fork made a World: %v", err)
 	}
+}
+
+// gameTreeMovedAside makes World ue with trees, writes its game tree, then
+// moves the game tree's host dir aside (to game.real) and makes a decoy
+// beside it, for a test to put a link at the game tree's path.
+func gameTreeMovedAside(t *testing.T) (e *Engine, src, game, decoy string) {
+	t.Helper()
+	e, src, trees := multiTreeEngine(t)
+	multiTreeWorld(t, e, src, trees, "ue")
+	game = trees["game"]
+	if out, code := execIn(t, e, "ue", IsolationSandbox, "echo g > "+game+"/g.txt"); code != 0 {
+		t.Fatal(out)
+	}
+	decoy = filepath.Join(filepath.Dir(game), "decoy")
+	if err := os.MkdirAll(decoy, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(game, game+".real"); err != nil {
+		t.Fatal(err)
+	}
+	return e, src, game, decoy
 }

@@ -134,19 +134,7 @@ func execIn(t *testing.T, e *Engine, name string, iso Isolation, script string) 
 	if err != nil {
 		t.Fatalf("exec %q: %v", script, err)
 	}
-	dir := e.SessionDir(name, m.ID)
-	if m, err = WaitSession(ctx, dir); err != nil {
-		t.Fatal(err)
-	}
-	recs, _, err := ReadTranscript(filepath.Join(dir, TranscriptFile), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	for _, r := range recs {
-		out.Write(r.Data)
-	}
-	return out.String(), m.ExitCode
+	return sessionOutput(ctx, t, e, name, m.ID)
 }
 
 // A hostile command at every level: each tree is seen at its own path; a
