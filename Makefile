@@ -30,8 +30,8 @@ deps:
 # build writes strata-init beside strata, after it: sessions start it as
 # their init (engine/local/initbin.go), a smaller process than strata.
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/strata
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(dir $(BIN))strata-init ./cmd/strata-init
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/strata
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(dir $(BIN))strata-init ./cmd/strata-init
 
 # release writes static binaries for linux/amd64 and linux/arm64, the version
 # stamped in, and their SHA256SUMS, to dist/: strata and strata-init (install

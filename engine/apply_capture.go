@@ -226,6 +226,9 @@ type devIno struct{ dev, ino uint64 }
 func (e *Engine) writersOf(w *World, changes []overlay.Change) []WritingPath {
 	ss, _ := ListSessions(e.Paths.World(w.Name))
 	byNS := map[string]string{}
+	// Sessions of a resident init share its pid namespace: their processes
+	// are told apart by their cgroups (…/r-*/<session>).
+	shared := map[string]map[string]bool{}
 	var unknown []string
 	for _, s := range ss {
 		if s.State != SessionRunning && s.State != SessionStarting {
@@ -236,6 +239,12 @@ func (e *Engine) writersOf(w *World, changes []overlay.Change) []WritingPath {
 			continue
 		}
 		if ns, err := os.Readlink("/proc/" + strconv.Itoa(s.InitPID) + "/ns/pid"); err == nil {
+			if prev, ok := byNS[ns]; ok || shared[ns] != nil {
+				if shared[ns] == nil {
+					shared[ns] = map[string]bool{prev: true}
+				}
+				shared[ns][s.ID] = true
+			}
 			byNS[ns] = s.ID
 		}
 	}
@@ -295,6 +304,11 @@ func (e *Engine) writersOf(w *World, changes []overlay.Change) []WritingPath {
 		if !ok {
 			continue
 		}
+		if ids := shared[ns]; ids != nil {
+			if session = cgroupSession(proc, ids); session == "" {
+				continue // the resident init itself, or a session not asked about
+			}
+		}
 		fds, _ := os.ReadDir(proc + "/fd")
 		for _, fd := range fds {
 			var st unix.Stat_t
@@ -319,6 +333,23 @@ func (e *Engine) writersOf(w *World, changes []overlay.Change) []WritingPath {
 		}
 	}
 	return runtime.SortedWriters(writers)
+}
+
+// cgroupSession is the session of ids whose cgroup the process at proc is
+// in ("0::/strata/<world>@<id>/r-*/<session>"), or "".
+func cgroupSession(proc string, ids map[string]bool) string {
+	data, err := os.ReadFile(proc + "/cgroup")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			if id := filepath.Base(p); ids[id] {
+				return id
+			}
+		}
+	}
+	return ""
 }
 
 // fdFlags reads the open flags of an fd from its fdinfo ("flags:\t0100001").

@@ -12,6 +12,8 @@ type (
 
 const (
 	SessionInitArg    = local.SessionInitArg
+	ResidentInitArg   = local.ResidentInitArg
+	ResidentDir       = local.ResidentDir
 	DefaultMaxWatches = local.DefaultMaxWatches
 
 	defaultPath = local.DefaultPath
@@ -20,4 +22,8 @@ const (
 var (
 	StartSession    = local.StartSession
 	SessionInitMain = local.SessionInitMain
+	// ResidentInitMain is a World's resident init (engine/local/resident_linux.go).
+	ResidentInitMain = local.ResidentInitMain
+	// RetireResidents ends a World's resident inits once their sessions have.
+	RetireResidents = local.RetireResidents
 )

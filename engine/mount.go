@@ -85,6 +85,9 @@ func (e *Engine) mountTreeLocked(ctx context.Context, w *World) error {
 // unmountLocked takes the World's merged views down (only the tree's, for
 // a tree view); the caller holds the lock.
 func (e *Engine) unmountLocked(ctx context.Context, w *World) error {
+	// A resident init holds the views (and the home layer) mounted in its
+	// namespace: it goes first, so a remount is the only overlay on them.
+	RetireResidents(e.Paths.World(w.Name), 2*time.Second)
 	views := treeViews(w)
 	for i := len(views) - 1; i >= 0; i-- {
 		merged := e.Paths.MergedOf(views[i])

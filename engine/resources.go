@@ -94,6 +94,17 @@ func (e *Engine) localUsage(w *World, inits map[int]bool, r *Resources) {
 		r.CPUSeconds = float64(usec) / 1e6
 		pids := cgroup.PIDs(dir)
 		mem, memErr := cgroup.ReadInt(filepath.Join(dir, "memory.current"))
+		// A resident init is strata's, not the World's load: its process
+		// and its memory are left out (its sessions' are counted).
+		residents, _ := filepath.Glob(filepath.Join(dir, cgroup.ResidentPrefix+"*", "init"))
+		for _, r := range residents {
+			for _, pid := range cgroup.PIDs(r) {
+				inits[pid] = true
+			}
+			if m, err := cgroup.ReadInt(filepath.Join(r, "memory.current")); err == nil && memErr == nil {
+				mem -= m
+			}
+		}
 		for _, pid := range pids {
 			if !inits[pid] {
 				r.Processes++

@@ -24,6 +24,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == SessionInitArg {
 		os.Exit(SessionInitMain(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == ResidentInitArg {
+		os.Exit(ResidentInitMain(os.Args[2:]))
+	}
 	if len(os.Args) > 1 && os.Args[1] == EgressArg {
 		os.Exit(EgressMain(os.Args[2:]))
 	}

@@ -20,6 +20,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == engine.SessionInitArg {
 		os.Exit(engine.SessionInitMain(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == engine.ResidentInitArg {
+		os.Exit(engine.ResidentInitMain(os.Args[2:]))
+	}
 	if len(os.Args) > 1 && os.Args[1] == engine.AgentSuperviseArg {
 		os.Exit(engine.AgentSuperviseMain(os.Args[2:]))
 	}

@@ -19,5 +19,8 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == local.ResidentInitArg {
+		os.Exit(local.ResidentInitMain(os.Args[2:]))
+	}
 	os.Exit(local.SessionInitMain(os.Args[1:]))
 }

@@ -20,6 +20,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == engine.SessionInitArg {
 		os.Exit(engine.SessionInitMain(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == engine.ResidentInitArg {
+		os.Exit(engine.ResidentInitMain(os.Args[2:]))
+	}
 	if len(os.Args) > 1 && os.Args[1] == engine.EgressArg {
 		os.Exit(engine.EgressMain(os.Args[2:]))
 	}

@@ -8,6 +8,8 @@ package cgroup
 
 import (
 	"bufio"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -75,6 +77,77 @@ func PrepareSession(w *world.World, session string) string {
 }
 
 func prepareSession(w *world.World, session string, retry int) string {
+	wdir := prepareWorld(w)
+	if wdir == "" {
+		return ""
+	}
+	dir := filepath.Join(wdir, session)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		if errors.Is(err, fs.ErrNotExist) && retry > 0 {
+			// Another World's sweep took our World's cgroup between the
+			// two mkdirs (it was empty and, had the clock jumped, not
+			// young): make it again.
+			return prepareSession(w, session, retry-1)
+		}
+		return ""
+	}
+	return dir
+}
+
+// ResidentPrefix starts the name of a resident init's cgroup in its World's
+// (strata/<world>@<id>/r-<random>): the init in r-*/init, the sessions it
+// runs in r-*/<session>, under a cgroup namespace rooted at r-*.
+const ResidentPrefix = "r-"
+
+// PrepareResident makes a cgroup for a World's resident init and returns
+// it, or "" when cgroups cannot be used.
+func PrepareResident(w *world.World) string {
+	for range 3 {
+		wdir := prepareWorld(w)
+		if wdir == "" {
+			return ""
+		}
+		var b [6]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return ""
+		}
+		dir := filepath.Join(wdir, ResidentPrefix+hex.EncodeToString(b[:]))
+		err := os.Mkdir(dir, 0o755)
+		if err == nil {
+			return dir
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return ""
+		}
+	}
+	return ""
+}
+
+// SessionDir is the cgroup of a World's session: strata/<world>@<id>/<id>,
+// or under the resident init that ran it; "" when it has none.
+func SessionDir(w *world.World, session string) string {
+	wdir := WorldDir(w)
+	if wdir == "" {
+		return ""
+	}
+	if d := filepath.Join(wdir, session); fileExists(filepath.Join(d, "cgroup.procs")) {
+		return d
+	}
+	ms, _ := filepath.Glob(filepath.Join(wdir, ResidentPrefix+"*", session))
+	if len(ms) > 0 {
+		return ms[0]
+	}
+	return ""
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// prepareWorld makes strata/ and strata/<world>@<id>, handing controllers
+// down, and returns the World's cgroup ("" without cgroups).
+func prepareWorld(w *world.World) string {
 	wdir := WorldDir(w)
 	if wdir == "" {
 		return ""
@@ -94,17 +167,7 @@ func prepareSession(w *world.World, session string, retry int) string {
 		}
 	}
 	sweepSessions(wdir, 16)
-	dir := filepath.Join(wdir, session)
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		if errors.Is(err, fs.ErrNotExist) && retry > 0 {
-			// Another World's sweep took our World's cgroup between the
-			// two mkdirs (it was empty and, had the clock jumped, not
-			// young): make it again.
-			return prepareSession(w, session, retry-1)
-		}
-		return ""
-	}
-	return dir
+	return wdir
 }
 
 // youngFor is how long a new cgroup is left alone by sweeps: a session's
@@ -139,9 +202,16 @@ func sweepSessions(wdir string, keep int) {
 		return
 	}
 	for _, s := range subs {
-		if p := filepath.Join(wdir, s); keep < 0 || !young(p) {
-			_ = unix.Rmdir(p)
+		p := filepath.Join(wdir, s)
+		if keep >= 0 && young(p) {
+			continue
 		}
+		if strings.HasPrefix(s, ResidentPrefix) {
+			// A resident init's: its sessions' cgroups and its own go first;
+			// while it runs, its own refuses.
+			sweepSessions(p, -1)
+		}
+		_ = unix.Rmdir(p)
 	}
 }
 
@@ -234,10 +304,17 @@ func ThawWorld(w *world.World) {
 	if wdir == "" {
 		return
 	}
-	ents, _ := os.ReadDir(wdir)
+	thawUnder(wdir)
+}
+
+func thawUnder(dir string) {
+	ents, _ := os.ReadDir(dir)
 	for _, d := range ents {
 		if d.IsDir() {
-			_ = os.WriteFile(filepath.Join(wdir, d.Name(), "cgroup.freeze"), []byte("0"), 0)
+			_ = os.WriteFile(filepath.Join(dir, d.Name(), "cgroup.freeze"), []byte("0"), 0)
+			if strings.HasPrefix(d.Name(), ResidentPrefix) {
+				thawUnder(filepath.Join(dir, d.Name()))
+			}
 		}
 	}
 }
@@ -255,7 +332,10 @@ func Freeze(w *world.World, sessions []string) (thaw func(), ok bool) {
 	}
 	var dirs []string
 	for _, id := range sessions {
-		d := filepath.Join(wdir, id)
+		d := SessionDir(w, id)
+		if d == "" {
+			return nil, false
+		}
 		if _, err := os.Stat(filepath.Join(d, "cgroup.freeze")); err != nil {
 			return nil, false // a session outside cgroups: the freezer would miss it
 		}

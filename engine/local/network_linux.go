@@ -60,6 +60,7 @@ func (in *sessionInit) setupNetwork(spec *SessionSpec) error {
 			fmt.Fprintf(os.Stderr, "egress bridge: %v\n", err)
 		}
 	}()
-	spec.Env = withProxyEnv(spec.Env, l.Addr().(*net.TCPAddr).Port)
+	in.proxyPort = l.Addr().(*net.TCPAddr).Port
+	spec.Env = withProxyEnv(spec.Env, in.proxyPort)
 	return nil
 }

@@ -224,7 +224,15 @@ func StartSession(ctx context.Context, spec SessionSpec) (SessionMeta, error) {
 		return meta, fmt.Errorf("start session %s: %w", spec.ID, err)
 	}
 
-	spec.deriveEvidence()
+	w := spec.deriveEvidence()
+	if w != nil && spec.Cgroup == "" && spec.residentOK() {
+		if m, err, ok := startResident(ctx, &spec, w, fail); ok {
+			return m, err
+		}
+	}
+	if w != nil && spec.Cgroup == "" {
+		spec.Cgroup = cgroup.PrepareSession(w, spec.ID)
+	}
 	session.Trace("session: evidence derived (world.toml, cgroup)")
 	init, readyR, err := startInit(spec)
 	if err != nil {
@@ -374,16 +382,17 @@ func readFirstLineWithPrefix(f *os.File, prefix string) (string, bool) {
 
 // deriveEvidence fills in, for a session of a real World (its world.toml is
 // under StateRoot) and where the caller did not say, what the init watches
-// (the upper, for bases and provenance), the cgroup it runs in and the
-// activity log it reports its end to.
-func (spec *SessionSpec) deriveEvidence() {
+// (the upper, for bases and provenance) and the activity log it reports its
+// end to, and returns the World (nil for no real World): its cgroup is the
+// caller's to make.
+func (spec *SessionSpec) deriveEvidence() *world.World {
 	if spec.StateRoot == "" || !fsx.ValidName(spec.World) {
-		return
+		return nil
 	}
 	p := Paths{Root: spec.StateRoot}
 	w, err := world.ReadFile(p.WorldFile(spec.World))
 	if err != nil || w.Backend != world.RuntimeLocal {
-		return
+		return nil
 	}
 	if spec.Watch == nil && !spec.NoWatch {
 		spec.Watch = &SessionWatch{
@@ -395,9 +404,7 @@ func (spec *SessionSpec) deriveEvidence() {
 	if spec.ActivityLog == "" {
 		spec.ActivityLog = p.Activity()
 	}
-	if spec.Cgroup == "" {
-		spec.Cgroup = cgroup.PrepareSession(w, spec.ID)
-	}
+	return w
 }
 
 // specBoundary is the boundary of a spec that names a confined level but no

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -47,7 +48,7 @@ func SessionInitMain(args []string) int {
 		fmt.Fprintf(os.Stderr, "usage: strata %s SESSION_DIR (started by strata itself)\n", SessionInitArg)
 		return 2
 	}
-	in := &sessionInit{dir: args[0]}
+	in := &sessionInit{dir: args[0], cgroupFD: -1}
 	if err := in.run(); err != nil {
 		fmt.Fprintf(os.Stderr, "session init %s: %v\n", in.dir, err)
 		return 1
@@ -59,7 +60,19 @@ type sessionInit struct {
 	dir   string
 	spec  initSpec
 	root  *os.Root
-	ready *os.File
+	ready io.WriteCloser
+	// stdin is the command's stdin handed over by the caller (HasStdin).
+	stdin *os.File
+	// res is the World's resident init when this session runs in it
+	// (resident_linux.go); nil for a session with an init of its own.
+	res *residentInit
+	// cgroupFD is the session's cgroup, for a session of a resident init:
+	// the command is born in it (clone3) and its end kills what is left.
+	cgroupFD int
+	// status is where a resident init's reaper reports the command's end.
+	status <-chan unix.WaitStatus
+	// proxyPort is the egress bridge's port (network proxy).
+	proxyPort int
 	// endFIFO is closed once the session's end is in meta.json.
 	endFIFO *os.File
 
@@ -83,6 +96,7 @@ func (in *sessionInit) run() error {
 		unix.CloseOnExec(fd)
 	}
 	in.ready = os.NewFile(initReadyFD, "ready")
+	in.stdin = os.NewFile(initStdinFD, "stdin")
 	specFile := os.NewFile(initSpecFD, "spec")
 	err := json.NewDecoder(specFile).Decode(&in.spec)
 	specFile.Close()
@@ -198,7 +212,15 @@ func (in *sessionInit) run() error {
 	if err := unix.Chdir("/"); err != nil {
 		return in.startFailed(1, err)
 	}
+	in.spec = spec // with what the network setup added (the proxy's variables)
+	return in.runSession(hostProc, tf, ln)
+}
 
+// runSession starts the command of a session whose view is set up (by this
+// init, or by the World's resident init), records its output and its end.
+func (in *sessionInit) runSession(hostProc int, tf *os.File, ln *net.UnixListener) error {
+	spec := in.spec
+	var err error
 	// The command's stdio.
 	files := make([]*os.File, 3)
 	var pumps sync.WaitGroup
@@ -214,7 +236,7 @@ func (in *sessionInit) run() error {
 		_ = in.transcript.AppendResize(time.Now(), WinSize{Rows: spec.Rows, Cols: spec.Cols})
 	} else {
 		if spec.HasStdin {
-			files[0] = os.NewFile(initStdinFD, "stdin")
+			files[0] = in.stdin
 		} else if files[0], err = os.Open(os.DevNull); err != nil {
 			return in.startFailed(1, err)
 		}
@@ -239,7 +261,7 @@ func (in *sessionInit) run() error {
 		return in.startFailed(1, err)
 	}
 	session.Trace("init: stdio, fds closed")
-	proc, startErr := startCommand(spec.SessionSpec, files)
+	proc, startErr := in.start(spec.SessionSpec, files)
 	session.Trace("init: command started")
 	for _, f := range files {
 		f.Close()
@@ -265,6 +287,11 @@ func (in *sessionInit) run() error {
 
 	in.mu.Lock()
 	in.meta.PID = hostPIDOf(hostProc, proc.Pid)
+	if in.res != nil {
+		// Its reaper waits for it by pid: the pidfd os.StartProcess
+		// keeps would stay open for the resident init's whole life.
+		_ = proc.Release()
+	}
 	session.Trace("init: host pid read")
 	in.meta.StartedAt = time.Now()
 	in.meta.State = SessionRunning
@@ -286,10 +313,16 @@ func (in *sessionInit) run() error {
 		pumps.Go(in.pty.Pump)
 		go in.pty.Serve()
 	}
-	stopSignals := forwardSignals(proc.Pid)
-	defer stopSignals()
-	status := make(chan unix.WaitStatus, 1)
-	go reap(proc.Pid, status)
+	var status <-chan unix.WaitStatus
+	if in.res != nil {
+		status = in.status
+	} else {
+		stopSignals := forwardSignals(proc.Pid)
+		defer stopSignals()
+		ch := make(chan unix.WaitStatus, 1)
+		go reap(proc.Pid, ch)
+		status = ch
+	}
 	stopAttention := make(chan struct{})
 	if in.pty != nil {
 		go in.watchAttention(stopAttention)
@@ -306,11 +339,16 @@ func (in *sessionInit) run() error {
 	select {
 	case <-drained:
 	case <-time.After(20 * time.Millisecond):
-		_ = unix.Kill(-1, unix.SIGKILL)
+		in.killLeftovers()
 		select {
 		case <-drained:
 		case <-time.After(2 * time.Second):
 		}
+	}
+	if in.res != nil {
+		// What the session left running without its output (a daemon on
+		// /dev/null) ends with it, as a pid namespace's end would end it.
+		in.killLeftovers()
 	}
 	if in.pty != nil {
 		in.pty.Finish(2 * time.Second)
@@ -581,7 +619,7 @@ func (e *startError) Unwrap() error { return e.err }
 // startCommand starts the command with files as its stdio, on a thread that first
 // drops capabilities and sets no_new_privs; that thread is never reused, so the init
 // keeps its own capabilities.
-func startCommand(spec SessionSpec, files []*os.File) (*os.Process, error) {
+func startCommand(spec SessionSpec, files []*os.File, cgroupFD int) (*os.Process, error) {
 	path, err := lookCommand(spec.Argv[0], spec.Env, spec.Cwd)
 	if err != nil {
 		return nil, err
@@ -595,6 +633,10 @@ func startCommand(spec SessionSpec, files []*os.File) (*os.Process, error) {
 	}
 	if spec.TTY {
 		attr.Sys = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	}
+	if cgroupFD >= 0 {
+		// Born in the session's cgroup (clone3), not the resident init's.
+		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = true, cgroupFD
 	}
 	type result struct {
 		proc *os.Process
@@ -955,4 +997,27 @@ func loopbackUp() error {
 		return fmt.Errorf("bring up lo: %w", err)
 	}
 	return nil
+}
+
+// start starts the command: in a resident init, under its reaper's lock
+// (the reaper must know the pid before the command can end) and in the
+// session's cgroup.
+func (in *sessionInit) start(spec SessionSpec, files []*os.File) (*os.Process, error) {
+	if in.res == nil {
+		return startCommand(spec, files, -1)
+	}
+	proc, status, err := in.res.reaper.start(func() (*os.Process, error) { return startCommand(spec, files, in.cgroupFD) })
+	in.status = status
+	return proc, err
+}
+
+// killLeftovers ends what the session's command left behind: every other
+// process of the pid namespace for an init of its own (PID 1), the
+// session's cgroup in a resident init (whose pid namespace is the World's).
+func (in *sessionInit) killLeftovers() {
+	if in.res == nil {
+		_ = unix.Kill(-1, unix.SIGKILL)
+		return
+	}
+	killCgroup(in.cgroupFD)
 }

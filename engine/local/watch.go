@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -114,6 +115,12 @@ func openUpperWatch(spec SessionWatch, session string) (_ *upperWatcher, err err
 		}
 	}
 	clone := func(p string) (string, int, error) {
+		if n, ok := strings.CutPrefix(p, "/proc/self/fd/"); ok {
+			// Already a clone, held by a resident init for every session.
+			if fd, err := strconv.Atoi(n); err == nil {
+				return p, fd, nil
+			}
+		}
 		fd, err := unix.OpenTree(unix.AT_FDCWD, p, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 		if err != nil {
 			return "", -1, fmt.Errorf("watch: clone %s: %w", p, err)

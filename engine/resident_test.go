@@ -1,0 +1,262 @@
+package engine
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stratahq/strata/engine/cgroup"
+	"github.com/stratahq/strata/engine/session"
+)
+
+// residentEngine is an engine with one mounted World "w" whose sessions run
+// at the sandbox level with home as their HOME.
+func residentEngine(t *testing.T) (*Engine, string) {
+	t.Helper()
+	if cgroup.V2Root() == "" {
+		t.Skip("no writable cgroup v2 hierarchy: sessions get an init of their own")
+	}
+	e, src := evidenceEngine(t)
+	mountedWorld(t, e, src, "w")
+	// Not under /tmp: the sandbox's private /tmp would cover it.
+	host, err := os.MkdirTemp("/var/lib", "strata-resident-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(host) })
+	home := filepath.Join(host, "home")
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ws, _ := e.Worlds()
+		for _, w := range ws {
+			RetireResidents(e.Paths.World(w.Name), 5*time.Second)
+		}
+	})
+	return e, home
+}
+
+// sandboxRun runs script in World name at the sandbox level and returns its
+// output, its exit code and its meta.
+func sandboxRun(t *testing.T, e *Engine, name, home, script string) (string, int, SessionMeta) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m, err := e.Exec(ctx, name, ExecOptions{
+		Argv: []string{"/bin/sh", "-c", script}, Env: []string{defaultPath, "HOME=" + home},
+		Isolation: IsolationSandbox, Network: "none",
+	})
+	if err != nil {
+		t.Fatalf("exec %q: %v", script, err)
+	}
+	out, code := sessionOutput(ctx, t, e, name, m.ID)
+	end, err := ReadSessionMeta(e.SessionDir(name, m.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, code, end
+}
+
+func procAlive(pid int) bool {
+	st, err := session.ReadProcStat(pid)
+	return err == nil && st.State != 'Z' && st.State != 'X'
+}
+
+// Sessions of a World run in its resident init: one process for all of
+// them, each session in a cgroup of its own under it, its end recorded as
+// with an init of its own, and whatever it left running ended with it.
+func TestResidentRunsTheWorldsSessions(t *testing.T) {
+	requireRoot(t)
+	e, home := residentEngine(t)
+	out, code, first := sandboxRun(t, e, "w", home, "echo one; cat /proc/self/cgroup; exit 3")
+	if code != 3 || !strings.HasPrefix(out, "one\n") {
+		t.Fatalf("first session: exit %d, output %q; want 3 and its output", code, out)
+	}
+	if first.InitPID <= 0 || !procAlive(first.InitPID) {
+		t.Fatalf("first session: init pid %d is not a live resident init", first.InitPID)
+	}
+	// Its cgroup namespace is rooted at the resident's cgroup: the session
+	// sees its own cgroup by its id, not the host's tree.
+	if !strings.Contains(out, "0::/"+first.ID+"\n") {
+		t.Errorf("/proc/self/cgroup %q, want 0::/%s", out, first.ID)
+	}
+	// A background process left behind, holding nothing of the session.
+	_, code, second := sandboxRun(t, e, "w", home, "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo started")
+	if code != 0 {
+		t.Fatalf("second session: exit %d", code)
+	}
+	if second.InitPID != first.InitPID {
+		t.Errorf("second session ran in init %d, the first in %d: want the World's one resident init", second.InitPID, first.InitPID)
+	}
+	if second.State != SessionExited || second.EndedAt.IsZero() {
+		t.Errorf("second session: %s, ended %v; want exited", second.State, second.EndedAt)
+	}
+	w := e.mustWorld(t, "w")
+	dir := cgroup.SessionDir(w, second.ID)
+	if !strings.Contains(dir, "/"+cgroup.ResidentPrefix) {
+		t.Errorf("second session's cgroup %q, want one under the resident's (%s*)", dir, cgroup.ResidentPrefix)
+	}
+	ns, err := os.Readlink("/proc/" + strconv.Itoa(first.InitPID) + "/ns/pid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var left []int
+		for _, pid := range pidsInNS(ns) {
+			if comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); strings.TrimSpace(string(comm)) == "sleep" {
+				left = append(left, pid)
+			}
+		}
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the ended session's background sleep still runs (host pids %v): a session's end must end what it left", left)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Another World: another resident init, another pid namespace.
+	mountedWorld(t, e, e.mustWorld(t, "w").Source, "other")
+	_, _, o := sandboxRun(t, e, "other", home, "true")
+	if o.InitPID == first.InitPID || o.InitPID <= 0 {
+		t.Errorf("World other ran in init %d, World w in %d: want one each", o.InitPID, first.InitPID)
+	}
+}
+
+func pidsInNS(ns string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, d := range ents {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		if l, err := os.Readlink("/proc/" + d.Name() + "/ns/pid"); err == nil && l == ns {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// A resident init set up before a credential appeared, or before the
+// World was remounted, must not serve the next session with that stale
+// view: the credential would be readable, the old mount's files seen.
+func TestResidentViewFollowsTheBoundary(t *testing.T) {
+	requireRoot(t)
+	e, home := residentEngine(t)
+	_, _, first := sandboxRun(t, e, "w", home, "true")
+	// Planted after the resident init set up its view.
+	writeFile(t, filepath.Join(home, ".ssh", "id_ed25519"), "ssh-secret-marker\n")
+	out, _, second := sandboxRun(t, e, "w", home, `cat "$HOME/.ssh/id_ed25519" 2>&1; echo done`)
+	if strings.Contains(out, "ssh-secret-marker") {
+		t.Fatalf("a credential planted after the resident init started was readable: %q", out)
+	}
+	if second.InitPID == first.InitPID {
+		t.Errorf("the session after the credential appeared ran in the same init %d: its view hides no credential", first.InitPID)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for procAlive(first.InitPID) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if procAlive(first.InitPID) {
+		t.Errorf("the resident init of the old view (pid %d) still runs with no session", first.InitPID)
+	}
+	// A remount: the old init would hold the old overlay.
+	w, unlock, err := e.lockedWorld(context.Background(), "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = e.unmountLocked(context.Background(), w)
+	unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if procAlive(second.InitPID) {
+		t.Errorf("unmount left the resident init %d running: it holds the World's views mounted", second.InitPID)
+	}
+	if err := e.EnsureMounted(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	out, code, third := sandboxRun(t, e, "w", home, "echo after-remount > remount.txt && cat remount.txt")
+	if code != 0 || out != "after-remount\n" || third.InitPID == second.InitPID {
+		t.Errorf("after a remount: %q exit %d init %d (before %d)", out, code, third.InitPID, second.InitPID)
+	}
+	if data, err := os.ReadFile(filepath.Join(e.Paths.Upper("w"), "remount.txt")); err != nil || string(data) != "after-remount\n" {
+		t.Errorf("the write after the remount is not in the World's upper: %q %v", data, err)
+	}
+}
+
+// A hostile command cannot take the resident init down for the World's
+// other sessions, read what it holds, or reach its socket.
+func TestResidentResistsItsSessions(t *testing.T) {
+	requireRoot(t)
+	e, home := residentEngine(t)
+	stateRoot := e.Paths.Root
+	out, code, first := sandboxRun(t, e, "w", home, `
+kill -9 1; kill -STOP 1; sleep 0.1
+for f in /proc/1/fd/*; do readlink "$f" >/dev/null 2>&1 && echo init-fds-readable; ls "$f/" >/dev/null 2>&1 && echo init-fds-readable; done
+ls /proc/1/cwd/ >/dev/null 2>&1 && echo init-cwd-readable
+ls /proc/1/root/ >/dev/null 2>&1 && echo init-root-readable
+cat /proc/1/environ >/dev/null 2>&1 && echo init-environ-readable
+ls `+stateRoot+`/worlds/w/`+ResidentDir+` 2>/dev/null | grep -q . && echo resident-dir-visible
+(echo 0 > /sys/fs/cgroup/cgroup.procs) 2>/dev/null && echo cgroup-writable
+(echo 1 > /sys/fs/cgroup/cgroup.kill) 2>/dev/null && echo cgroup-kill-writable
+echo survived`)
+	if code != 0 || !strings.HasSuffix(out, "survived\n") {
+		t.Fatalf("exit %d, output %q", code, out)
+	}
+	for _, bad := range []string{"init-fds-readable", "init-cwd-readable", "init-root-readable", "init-environ-readable", "resident-dir-visible", "cgroup-writable", "cgroup-kill-writable"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("a command of the World: %s\n%s", bad, out)
+		}
+	}
+	if !procAlive(first.InitPID) {
+		t.Fatalf("kill -9 1 from a session ended the resident init")
+	}
+	if st, _ := session.ReadProcStat(first.InitPID); st.State == 'T' {
+		t.Errorf("kill -STOP 1 from a session stopped the resident init")
+	}
+	_, _, second := sandboxRun(t, e, "w", home, "true")
+	if second.InitPID != first.InitPID {
+		t.Errorf("after kill -9 1: the next session ran in init %d, want the same %d", second.InitPID, first.InitPID)
+	}
+	// SIGTERM retires it: the session that sent it ends normally, the
+	// next one gets a new resident init.
+	out, code, third := sandboxRun(t, e, "w", home, "kill -TERM 1; sleep 0.2; echo after-term")
+	if code != 0 || out != "after-term\n" {
+		t.Errorf("the session that sent SIGTERM to its init: exit %d, %q", code, out)
+	}
+	_, code, fourth := sandboxRun(t, e, "w", home, "true")
+	if code != 0 || fourth.InitPID == third.InitPID {
+		t.Errorf("after SIGTERM: exit %d in init %d (retired one %d)", code, fourth.InitPID, third.InitPID)
+	}
+}
+
+// A resident init with no session ends after its idle time, with its
+// pid file; the next session starts a new one.
+func TestResidentIdlesOut(t *testing.T) {
+	requireRoot(t)
+	t.Setenv("STRATA_RESIDENT_IDLE", "300ms")
+	e, home := residentEngine(t)
+	_, _, first := sandboxRun(t, e, "w", home, "sleep 0.5")
+	deadline := time.Now().Add(5 * time.Second)
+	for procAlive(first.InitPID) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if procAlive(first.InitPID) {
+		t.Fatalf("the resident init %d still runs 5 s after its last session, with a 300ms idle time", first.InitPID)
+	}
+	if pids, _ := filepath.Glob(filepath.Join(e.Paths.World("w"), ResidentDir, "*.pid")); len(pids) != 0 {
+		t.Errorf("pid files left: %v", pids)
+	}
+	out, code, second := sandboxRun(t, e, "w", home, "echo again")
+	if code != 0 || out != "again\n" || second.InitPID == first.InitPID {
+		t.Errorf("after idling out: %q exit %d init %d", out, code, second.InitPID)
+	}
+}
