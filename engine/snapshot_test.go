@@ -51,6 +51,7 @@ func testEngine(t *testing.T) (*Engine, string) {
 	t.Cleanup(func() {
 		ws, _ := e.Worlds()
 		for _, w := range ws {
+			RetireResidents(e.Paths.World(w.Name), time.Second)
 			_ = mount.ForceUnmount(e.Paths.Merged(w.Name))
 		}
 	})

@@ -38,6 +38,9 @@ func TestMain(m *testing.M) {
 	// The proxies of the tests' Worlds idle out quickly (the crash-and-idle
 	// test waits for it); startEgress hands them this value.
 	egressIdle = 2 * time.Second
+	// Resident inits outlive a test by their idle time; a test that did
+	// not retire its Worlds' leaves them to this.
+	os.Setenv("STRATA_RESIDENT_IDLE", "3s")
 	os.Exit(m.Run())
 }
 

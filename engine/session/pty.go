@@ -251,7 +251,15 @@ func (s *PTYServer) handle(conn net.Conn) {
 	c := &attachClient{conn: conn, queue: make(chan []byte, clientQueue)}
 	s.mu.Lock()
 	if s.closed {
+		// Came in as the command ended (a short command ends before its
+		// caller attaches): it still gets what the terminal showed.
+		var tail []byte
+		if data[0]&AttachReplay != 0 {
+			tail = slicesClone(s.ring)
+		}
 		s.mu.Unlock()
+		_ = conn.SetWriteDeadline(time.Now().Add(2 * time.Second))
+		_, _ = conn.Write(tail)
 		conn.Close()
 		return
 	}
@@ -306,13 +314,25 @@ func (s *PTYServer) handle(conn net.Conn) {
 // Finish stops accepting clients, lets each queued output reach them and closes
 // them, so a client sees all output and then EOF.
 func (s *PTYServer) Finish(timeout time.Duration) {
-	s.ln.Close()
 	s.mu.Lock()
 	s.closed = true
 	for c := range s.clients {
 		s.dropLocked(c)
 	}
 	s.mu.Unlock()
+	// A client that connected and is not accepted yet is served too (the
+	// replay, then EOF), not reset by the listener's close.
+	if s.ln != nil {
+		_ = s.ln.SetDeadline(time.Now().Add(5 * time.Millisecond))
+		for {
+			conn, err := s.ln.Accept()
+			if err != nil {
+				break
+			}
+			s.handle(conn) // closed: the replay, then EOF
+		}
+		s.ln.Close()
+	}
 	done := make(chan struct{})
 	go func() { s.writers.Wait(); close(done) }()
 	select {
