@@ -158,14 +158,16 @@ func startResident(ctx context.Context, spec *SessionSpec, w *world.World, fail 
 	// Reached through the dir's handle: the state root's path may be
 	// longer than a socket address holds.
 	sock := "/proc/self/fd/" + strconv.Itoa(dfd) + "/" + residentSocket
-	is := initSpec{SessionSpec: *spec, HasStdin: spec.Stdin != nil && !spec.TTY}
-	is.Stdin = nil
-	req, err := json.Marshal(residentRequest{Key: key, Spec: is})
+	rs := residentSession{
+		ID: spec.ID, Dir: spec.Dir, Argv: spec.Argv, Env: spec.Env, EnvRedact: spec.EnvRedact, Cwd: spec.Cwd,
+		TTY: spec.TTY, Rows: spec.Rows, Cols: spec.Cols, HasStdin: spec.Stdin != nil && !spec.TTY, Trace: spec.Trace,
+	}
+	req, err := json.Marshal(residentRequest{Key: key, Session: rs})
 	if err != nil {
 		return SessionMeta{}, nil, false
 	}
 	var stdin *os.File
-	if is.HasStdin {
+	if rs.HasStdin {
 		stdin = spec.Stdin
 	}
 	session.Trace("session: resident key made")

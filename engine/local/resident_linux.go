@@ -60,7 +60,10 @@ type residentInit struct {
 	proxyPort int
 	egress    *os.File
 	reaper    reaper
-	sockIno   uint64
+	// template is the spec the view was set up from: every session's but
+	// its own part (residentSession).
+	template SessionSpec
+	sockIno  uint64
 	dir       string
 	pidFile   string
 
@@ -76,11 +79,37 @@ type residentInit struct {
 }
 
 // residentRequest is what `strata exec` sends a resident init: the key of
-// the view it expects and the session's spec (its dir, fifo and meta.json
-// already made); its stdin, if any, comes with it (SCM_RIGHTS).
+// the view it expects and what of the session's spec is its own (its dir,
+// fifo and meta.json already made; the rest is the view's, which the key
+// covers); its stdin, if any, comes with it (SCM_RIGHTS).
 type residentRequest struct {
-	Key  string   `json:"key"`
-	Spec initSpec `json:"spec"`
+	Key     string          `json:"key"`
+	Session residentSession `json:"session"`
+}
+
+// residentSession is the part of a session's spec a resident init's
+// template does not have.
+type residentSession struct {
+	ID        string   `json:"id"`
+	Dir       string   `json:"dir"`
+	Argv      []string `json:"argv"`
+	Env       []string `json:"env"`
+	EnvRedact []string `json:"env_redact,omitempty"`
+	Cwd       string   `json:"cwd"`
+	TTY       bool     `json:"tty,omitempty"`
+	Rows      uint16   `json:"rows,omitempty"`
+	Cols      uint16   `json:"cols,omitempty"`
+	HasStdin  bool     `json:"has_stdin,omitempty"`
+	Trace     bool     `json:"trace,omitempty"`
+}
+
+// sessionOf is the resident's template with s's own part.
+func (r *residentInit) sessionOf(s residentSession) initSpec {
+	is := initSpec{SessionSpec: r.template, HasStdin: s.HasStdin}
+	sp := &is.SessionSpec
+	sp.ID, sp.Dir, sp.Argv, sp.Env, sp.EnvRedact, sp.Cwd = s.ID, s.Dir, s.Argv, s.Env, s.EnvRedact, s.Cwd
+	sp.TTY, sp.Rows, sp.Cols, sp.Trace = s.TTY, s.Rows, s.Cols, s.Trace
+	return is
 }
 
 // residentReply is a resident init's first answer to a request: accepted
@@ -272,6 +301,8 @@ func setupResident(rs *residentSpec) (*residentInit, error) {
 	if err := unix.Chdir("/"); err != nil {
 		return nil, err
 	}
+	r.template = *spec
+	r.template.Env = nil
 	// Signals from the host retire it (it serves no new session, and
 	// ends once its sessions have); a command of its World can do no
 	// more (SIGKILL from inside its pid namespace does not reach it).
@@ -430,7 +461,7 @@ func (r *residentInit) handle(conn *net.UnixConn) {
 		refused = "retiring"
 	case req.Key != r.key:
 		refused = "another view"
-	case !fsx.ValidName(req.Spec.ID) || filepath.Dir(req.Spec.Dir) != r.sessionsHost || req.Spec.Boundary == nil:
+	case !fsx.ValidName(req.Session.ID) || req.Session.Dir != filepath.Join(r.sessionsHost, req.Session.ID) || len(req.Session.Argv) == 0:
 		refused = "not a session of this World"
 	}
 	if refused != "" {
@@ -459,12 +490,12 @@ func (r *residentInit) handle(conn *net.UnixConn) {
 		}
 		return
 	}
-	if req.Spec.Trace {
+	if req.Session.Trace {
 		session.EnableInitTrace(true) // to the resident's log
 	}
-	in := &sessionInit{spec: req.Spec, ready: conn, res: r, cgroupFD: -1, stdin: stdin}
+	in := &sessionInit{spec: r.sessionOf(req.Session), ready: conn, res: r, cgroupFD: -1, stdin: stdin}
 	if err := in.runResident(); err != nil {
-		fmt.Fprintf(os.Stderr, "session %s: %v\n", req.Spec.ID, err)
+		fmt.Fprintf(os.Stderr, "session %s: %v\n", req.Session.ID, err)
 	}
 }
 
@@ -626,7 +657,7 @@ func readResidentRequest(conn *net.UnixConn) (residentRequest, *os.File, error) 
 	if err := json.Unmarshal(body, &req); err != nil {
 		return req, stdin, err
 	}
-	if !req.Spec.HasStdin && stdin != nil {
+	if !req.Session.HasStdin && stdin != nil {
 		stdin.Close()
 		stdin = nil
 	}

@@ -97,6 +97,9 @@ type SessionSpec struct {
 	Boundary *boundary.Boundary `json:"boundary,omitempty"`
 	// Trace: the init writes STRATA_TRACE phase lines to init.log.
 	Trace bool `json:"trace,omitempty"`
+	// WorldState is the World as the caller read it (its world.toml), so
+	// that StartSession need not read it again; nil: read from StateRoot.
+	WorldState *world.World `json:"-"`
 }
 
 // DefaultPath is the PATH a session gets when its environment has none.
@@ -390,8 +393,14 @@ func (spec *SessionSpec) deriveEvidence() *world.World {
 		return nil
 	}
 	p := Paths{Root: spec.StateRoot}
-	w, err := world.ReadFile(p.WorldFile(spec.World))
-	if err != nil || w.Backend != world.RuntimeLocal {
+	w := spec.WorldState
+	if w == nil || w.Name != spec.World {
+		var err error
+		if w, err = world.ReadFile(p.WorldFile(spec.World)); err != nil {
+			return nil
+		}
+	}
+	if w.Backend != world.RuntimeLocal {
 		return nil
 	}
 	if spec.Watch == nil && !spec.NoWatch {
