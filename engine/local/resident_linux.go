@@ -64,8 +64,8 @@ type residentInit struct {
 	// its own part (residentSession).
 	template SessionSpec
 	sockIno  uint64
-	dir       string
-	pidFile   string
+	dir      string
+	pidFile  string
 
 	mu       sync.Mutex
 	ln       *net.UnixListener
