@@ -222,9 +222,35 @@ echo survived`)
 	if st, _ := session.ReadProcStat(first.InitPID); st.State == 'T' {
 		t.Errorf("kill -STOP 1 from a session stopped the resident init")
 	}
-	_, _, second := sandboxRun(t, e, "w", home, "true")
+	// The second session's command, started by the same init: no
+	// capability it may not have, no_new_privs (the init keeps its own).
+	status, _, second := sandboxRun(t, e, "w", home, "grep -E '^(CapEff|CapPrm|CapBnd|CapAmb|NoNewPrivs):' /proc/self/status")
 	if second.InitPID != first.InitPID {
 		t.Errorf("after kill -9 1: the next session ran in init %d, want the same %d", second.InitPID, first.InitPID)
+	}
+	for line := range strings.Lines(status) {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":\t")
+		if k == "NoNewPrivs" {
+			if v != "1" {
+				t.Errorf("NoNewPrivs %q, want 1", v)
+			}
+			continue
+		}
+		caps, err := strconv.ParseUint(v, 16, 64)
+		if err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		for _, c := range []struct {
+			bit  uint
+			name string
+		}{{21, "SYS_ADMIN"}, {19, "SYS_PTRACE"}, {16, "SYS_MODULE"}, {27, "MKNOD"}, {12, "NET_ADMIN"}, {2, "DAC_READ_SEARCH"}, {8, "SETPCAP"}} {
+			if caps&(1<<c.bit) != 0 {
+				t.Errorf("%s has CAP_%s (%s)", k, c.name, v)
+			}
+		}
+	}
+	if !strings.Contains(status, "NoNewPrivs") {
+		t.Errorf("no NoNewPrivs line in %q", status)
 	}
 	// SIGTERM retires it: the session that sent it ends normally, the
 	// next one gets a new resident init.

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratahq/strata/engine"
 	"github.com/stratahq/strata/overlay/mount"
 )
 
@@ -116,6 +117,7 @@ func (e *env) cleanup() {
 		for _, s := range sess {
 			_, _, _ = e.run("kill", d.Name(), s.Name(), "--signal", "KILL")
 		}
+		engine.RetireResidents(filepath.Join(e.home, "worlds", d.Name()), 2*time.Second)
 		_ = mount.ForceUnmount(filepath.Join(e.home, "worlds", d.Name(), "merged"))
 		stopEgress(filepath.Join(e.home, "worlds", d.Name(), "egress"))
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,6 +61,9 @@ type residentInit struct {
 	proxyPort int
 	egress    *os.File
 	reaper    reaper
+	// dropped starts every command: a thread with the commands'
+	// capabilities and no_new_privs, made once.
+	dropped *droppedThread
 	// template is the spec the view was set up from: every session's but
 	// its own part (residentSession).
 	template SessionSpec
@@ -303,6 +307,9 @@ func setupResident(rs *residentSpec) (*residentInit, error) {
 	}
 	r.template = *spec
 	r.template.Env = nil
+	if r.dropped, err = newDroppedThread(); err != nil {
+		return nil, err
+	}
 	// Signals from the host retire it (it serves no new session, and
 	// ends once its sessions have); a command of its World can do no
 	// more (SIGKILL from inside its pid namespace does not reach it).
@@ -463,6 +470,16 @@ func (r *residentInit) handle(conn *net.UnixConn) {
 		refused = "another view"
 	case !fsx.ValidName(req.Session.ID) || req.Session.Dir != filepath.Join(r.sessionsHost, req.Session.ID) || len(req.Session.Argv) == 0:
 		refused = "not a session of this World"
+	default:
+		// Its dir and end fifo, made here: one that exists is another
+		// session's (the caller then fails as an init of its own would).
+		dir := r.sessions + "/" + req.Session.ID
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			refused = "session dir: " + err.Error()
+		} else if err := unix.Mkfifo(dir+"/"+session.EndFIFO, 0o600); err != nil {
+			_ = os.Remove(dir)
+			refused = "session end fifo: " + err.Error()
+		}
 	}
 	if refused != "" {
 		r.mu.Unlock()
@@ -719,4 +736,37 @@ func (p *reaper) loop() {
 		}
 		p.mu.Unlock()
 	}
+}
+
+// droppedThread runs functions on one OS thread that has dropped the
+// capabilities a command may not have (dropCapabilities) and set
+// no_new_privs: what a function starts there inherits that. The thread is
+// locked to its goroutine for the process's life; nothing else runs on it.
+type droppedThread struct{ fns chan func() }
+
+func newDroppedThread() (*droppedThread, error) {
+	t := &droppedThread{fns: make(chan func())}
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked
+		if err := dropCapabilities(); err != nil {
+			errc <- err
+			return
+		}
+		errc <- nil
+		for fn := range t.fns {
+			fn()
+		}
+	}()
+	if err := <-errc; err != nil {
+		return nil, fmt.Errorf("drop capabilities: %w", err)
+	}
+	return t, nil
+}
+
+// do runs fn on the thread and returns once it has.
+func (t *droppedThread) do(fn func()) {
+	done := make(chan struct{})
+	t.fns <- func() { fn(); close(done) }
+	<-done
 }

@@ -203,21 +203,11 @@ func StartSession(ctx context.Context, spec SessionSpec) (SessionMeta, error) {
 	if err := os.MkdirAll(filepath.Dir(spec.Dir), 0o755); err != nil {
 		return SessionMeta{}, fmt.Errorf("start session %s: %w", spec.ID, err)
 	}
-	if err := os.Mkdir(spec.Dir, 0o700); err != nil {
-		return SessionMeta{}, fmt.Errorf("start session %s: %w", spec.ID, err)
-	}
-	if err := unix.Mkfifo(filepath.Join(spec.Dir, session.EndFIFO), 0o600); err != nil {
-		return SessionMeta{}, fmt.Errorf("start session %s: %w", spec.ID, err)
-	}
 	meta := SessionMeta{
 		ID: spec.ID, World: spec.World, Argv: spec.Argv, Env: RedactEnv(spec.Env, spec.EnvRedact),
 		Source: spec.Source, Cwd: spec.Cwd, TTY: spec.TTY, Runtime: RuntimeLocal, Isolation: spec.Isolation, NoNetwork: spec.NoNetwork,
 		StartedAt: time.Now(), State: SessionStarting, Attention: AttentionRunning, Network: spec.Network,
 	}
-	if err := session.WriteMetaPath(spec.Dir, meta); err != nil {
-		return meta, fmt.Errorf("start session %s: %w", spec.ID, err)
-	}
-	session.Trace("session: dir, fifo, meta written")
 	fail := func(err error) (SessionMeta, error) {
 		meta.State, meta.Error, meta.EndedAt, meta.Attention = SessionFailed, err.Error(), time.Now(), AttentionFailed
 		if meta.ExitCode == 0 {
@@ -226,13 +216,24 @@ func StartSession(ctx context.Context, spec SessionSpec) (SessionMeta, error) {
 		_ = session.WriteMetaPath(spec.Dir, meta)
 		return meta, fmt.Errorf("start session %s: %w", spec.ID, err)
 	}
-
 	w := spec.deriveEvidence()
 	if w != nil && spec.Cgroup == "" && spec.residentOK() {
+		// The resident init makes the session's dir and fifo itself (it
+		// refuses, untouched, a dir that exists) and records it running.
 		if m, err, ok := startResident(ctx, &spec, w, fail); ok {
 			return m, err
 		}
 	}
+	if err := os.Mkdir(spec.Dir, 0o700); err != nil {
+		return SessionMeta{}, fmt.Errorf("start session %s: %w", spec.ID, err)
+	}
+	if err := unix.Mkfifo(filepath.Join(spec.Dir, session.EndFIFO), 0o600); err != nil {
+		return SessionMeta{}, fmt.Errorf("start session %s: %w", spec.ID, err)
+	}
+	if err := session.WriteMetaPath(spec.Dir, meta); err != nil {
+		return meta, fmt.Errorf("start session %s: %w", spec.ID, err)
+	}
+	session.Trace("session: dir, fifo, meta written")
 	if w != nil && spec.Cgroup == "" {
 		spec.Cgroup = cgroup.PrepareSession(w, spec.ID)
 	}

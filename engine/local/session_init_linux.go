@@ -619,7 +619,7 @@ func (e *startError) Unwrap() error { return e.err }
 // startCommand starts the command with files as its stdio, on a thread that first
 // drops capabilities and sets no_new_privs; that thread is never reused, so the init
 // keeps its own capabilities.
-func startCommand(spec SessionSpec, files []*os.File, cgroupFD int) (*os.Process, error) {
+func startCommand(spec SessionSpec, files []*os.File, cgroupFD int, dropped *droppedThread) (*os.Process, error) {
 	path, err := lookCommand(spec.Argv[0], spec.Env, spec.Cwd)
 	if err != nil {
 		return nil, err
@@ -643,23 +643,31 @@ func startCommand(spec SessionSpec, files []*os.File, cgroupFD int) (*os.Process
 		err  error
 	}
 	done := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
-		if spec.Boundary != nil && !spec.CgroupPlaced {
-			// The init joined its cgroup after the clone: the command's
-			// thread roots a cgroup namespace there (it is per thread).
-			if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
-				fmt.Fprintf(os.Stderr, "cgroup namespace: %v (the cgroupfs stays read-only)\n", err)
+	if dropped != nil {
+		// A resident init's thread that dropped them once, for every session.
+		dropped.do(func() {
+			proc, err := os.StartProcess(path, spec.Argv, attr)
+			done <- result{proc, err}
+		})
+	} else {
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+			if spec.Boundary != nil && !spec.CgroupPlaced {
+				// The init joined its cgroup after the clone: the command's
+				// thread roots a cgroup namespace there (it is per thread).
+				if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+					fmt.Fprintf(os.Stderr, "cgroup namespace: %v (the cgroupfs stays read-only)\n", err)
+				}
 			}
-		}
-		if err := dropCapabilities(); err != nil {
-			done <- result{err: err}
-			return
-		}
-		session.Trace("init: capabilities dropped")
-		proc, err := os.StartProcess(path, spec.Argv, attr)
-		done <- result{proc, err}
-	}()
+			if err := dropCapabilities(); err != nil {
+				done <- result{err: err}
+				return
+			}
+			session.Trace("init: capabilities dropped")
+			proc, err := os.StartProcess(path, spec.Argv, attr)
+			done <- result{proc, err}
+		}()
+	}
 	r := <-done
 	if r.err != nil {
 		var pe *os.PathError
@@ -1004,9 +1012,11 @@ func loopbackUp() error {
 // session's cgroup.
 func (in *sessionInit) start(spec SessionSpec, files []*os.File) (*os.Process, error) {
 	if in.res == nil {
-		return startCommand(spec, files, -1)
+		return startCommand(spec, files, -1, nil)
 	}
-	proc, status, err := in.res.reaper.start(func() (*os.Process, error) { return startCommand(spec, files, in.cgroupFD) })
+	proc, status, err := in.res.reaper.start(func() (*os.Process, error) {
+		return startCommand(spec, files, in.cgroupFD, in.res.dropped)
+	})
 	in.status = status
 	return proc, err
 }
