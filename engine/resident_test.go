@@ -286,3 +286,68 @@ func TestResidentIdlesOut(t *testing.T) {
 		t.Errorf("after idling out: %q exit %d init %d", out, code, second.InitPID)
 	}
 }
+
+// Execs racing for a World without a resident init: each runs once, whole,
+// and the World ends up with one resident init (the others' starts see
+// the lock taken and ask the one that won).
+func TestResidentRacingFirstExecs(t *testing.T) {
+	requireRoot(t)
+	e, home := residentEngine(t)
+	const n = 6
+	type res struct {
+		out  string
+		code int
+		m    SessionMeta
+	}
+	results := make([]res, n)
+	done := make(chan int, n)
+	for i := range n {
+		go func() {
+			defer func() { done <- i }()
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			m, err := e.Exec(ctx, "w", ExecOptions{
+				Argv: []string{"/bin/sh", "-c", "echo run-" + strconv.Itoa(i) + " >> runs.txt; echo ok-" + strconv.Itoa(i)},
+				Env:  []string{defaultPath, "HOME=" + home}, Isolation: IsolationSandbox, Network: "none",
+			})
+			if err != nil {
+				results[i] = res{out: err.Error(), code: -1}
+				return
+			}
+			end, err := WaitSession(ctx, e.SessionDir("w", m.ID))
+			if err != nil {
+				results[i] = res{out: err.Error(), code: -1}
+				return
+			}
+			recs, _, _ := ReadTranscript(filepath.Join(e.SessionDir("w", m.ID), TranscriptFile), 0)
+			var b strings.Builder
+			for _, r := range recs {
+				b.Write(r.Data)
+			}
+			results[i] = res{out: b.String(), code: end.ExitCode, m: end}
+		}()
+	}
+	for range n {
+		<-done
+	}
+	inits := map[int]bool{}
+	for i, r := range results {
+		if r.code != 0 || r.out != "ok-"+strconv.Itoa(i)+"\n" {
+			t.Errorf("exec %d: exit %d, output %q", i, r.code, r.out)
+		}
+		inits[r.m.InitPID] = true
+	}
+	data, err := os.ReadFile(filepath.Join(e.Paths.Upper("w"), "runs.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Count(string(data), "\n"); lines != n {
+		t.Errorf("runs.txt has %d lines, want %d (each command once):\n%s", lines, n, data)
+	}
+	if pids, _ := filepath.Glob(filepath.Join(e.Paths.World("w"), ResidentDir, "*.pid")); len(pids) != 1 {
+		t.Errorf("resident inits after the race: %v, want one", pids)
+	}
+	if len(inits) != 1 {
+		t.Errorf("the racing execs ran in inits %v: want the World's one resident init for all", inits)
+	}
+}

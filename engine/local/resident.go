@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -79,6 +80,22 @@ func residentKey(spec *SessionSpec) (string, error) {
 	if err := unix.Stat(spec.Source, &st); err != nil {
 		return "", err
 	}
+	// What is bound in by path, as it is now: a granted credential file
+	// replaced by a rename, or a shared cache or home dir made anew, is
+	// another inode, which a standing bind would not follow.
+	var inodes []uint64
+	bound := []string{b.Home}
+	for _, p := range append(slices.Clone(b.Granted), b.Writable...) {
+		bound = append(bound, p.Path)
+	}
+	for _, p := range bound {
+		var pst unix.Stat_t
+		if p != "" && unix.Stat(p, &pst) == nil {
+			inodes = append(inodes, pst.Dev, pst.Ino)
+		} else {
+			inodes = append(inodes, 0, 0)
+		}
+	}
 	// The binary it runs: another strata (or its strata-init rebuilt,
 	// replaced or passed over) starts its own.
 	initBin, _ := initExe(spec.Exe)
@@ -97,13 +114,13 @@ func residentKey(spec *SessionSpec) (string, error) {
 		Isolation                                                       Isolation
 		Boundary                                                        *boundary.Boundary
 		Watch                                                           *SessionWatch
-		Mounts                                                          []uint64
+		Mounts, Inodes                                                  []uint64
 		SourceDev, SourceIno                                            uint64
 	}{
 		initBin, int64(ist.Dev), int64(ist.Ino), ist.Size, ist.Mtim.Nano(),
 		BuildStamp(), spec.World, spec.Source, spec.Merged, spec.StateRoot, spec.EgressDir, spec.ActivityLog,
 		spec.HideDirs, spec.Binds, spec.HostDev, spec.NoNetwork, spec.Network, spec.Isolation, &b, spec.Watch,
-		ids, st.Dev, st.Ino,
+		ids, inodes, st.Dev, st.Ino,
 	}
 	data, err := json.Marshal(k)
 	if err != nil {
@@ -185,6 +202,12 @@ func startResident(ctx context.Context, spec *SessionSpec, w *world.World, fail 
 		}
 		session.Trace("session: resident init started")
 		conn, dec, err = askResident(sock, req, stdin)
+		// Another strata's start won the World's lock: its init may still
+		// be setting up.
+		for deadline := time.Now().Add(5 * time.Second); errors.Is(err, errNoResident) && residentLocked(dir) && time.Now().Before(deadline); {
+			time.Sleep(2 * time.Millisecond)
+			conn, dec, err = askResident(sock, req, stdin)
+		}
 	}
 	if err != nil {
 		return SessionMeta{}, nil, false
@@ -253,6 +276,21 @@ func noteSpawnFailed(dir, key string, err error) {
 		fmt.Fprintf(f, "%s strata: %v (sessions get an init of their own for a minute)\n", time.Now().UTC().Format(time.RFC3339), err)
 		f.Close()
 	}
+}
+
+// residentLocked says a resident init of the World holds its lock (it is
+// setting up or serving).
+func residentLocked(dir string) bool {
+	fd, err := unix.Open(filepath.Join(dir, residentLock), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	if err := unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB); err != nil {
+		return true
+	}
+	_ = unix.Flock(fd, unix.LOCK_UN)
+	return false
 }
 
 // askResident sends the request (and stdin) to the resident init at sock

@@ -471,14 +471,12 @@ func (r *residentInit) handle(conn *net.UnixConn) {
 	case !fsx.ValidName(req.Session.ID) || req.Session.Dir != filepath.Join(r.sessionsHost, req.Session.ID) || len(req.Session.Argv) == 0:
 		refused = "not a session of this World"
 	default:
-		// Its dir and end fifo, made here: one that exists is another
-		// session's (the caller then fails as an init of its own would).
-		dir := r.sessions + "/" + req.Session.ID
-		if err := os.Mkdir(dir, 0o700); err != nil {
-			refused = "session dir: " + err.Error()
-		} else if err := unix.Mkfifo(dir+"/"+session.EndFIFO, 0o600); err != nil {
-			_ = os.Remove(dir)
-			refused = "session end fifo: " + err.Error()
+		// Its dir, end fifo and meta.json (starting), made here. Any of
+		// them failing (a dir that exists is another session's; a full
+		// disk) leaves nothing: the caller starts an init of its own,
+		// which fails the same way and says so as it always has.
+		if err := makeSessionDir(r.sessions+"/"+req.Session.ID, r.sessionOf(req.Session).SessionSpec); err != nil {
+			refused = err.Error()
 		}
 	}
 	if refused != "" {
@@ -514,6 +512,28 @@ func (r *residentInit) handle(conn *net.UnixConn) {
 	if err := in.runResident(); err != nil {
 		fmt.Fprintf(os.Stderr, "session %s: %v\n", req.Session.ID, err)
 	}
+}
+
+// makeSessionDir makes a session's dir, end fifo and starting meta.json,
+// or nothing.
+func makeSessionDir(dir string, spec SessionSpec) error {
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return err
+	}
+	meta := SessionMeta{
+		ID: spec.ID, World: spec.World, Argv: spec.Argv, Env: RedactEnv(spec.Env, spec.EnvRedact),
+		Source: spec.Source, Cwd: spec.Cwd, TTY: spec.TTY, Runtime: RuntimeLocal, Isolation: spec.Isolation, NoNetwork: spec.NoNetwork,
+		StartedAt: time.Now(), State: SessionStarting, Attention: AttentionRunning, Network: spec.Network,
+	}
+	err := unix.Mkfifo(dir+"/"+session.EndFIFO, 0o600)
+	if err == nil {
+		err = session.WriteMetaPath(dir, meta)
+	}
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return err
+	}
+	return nil
 }
 
 // runResident is the session's part of run, in the resident init.

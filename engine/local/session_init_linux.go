@@ -474,6 +474,11 @@ func (in *sessionInit) startFailed(code int, err error) error {
 	in.mu.Unlock()
 	if in.root != nil {
 		if werr := session.WriteMeta(in.root, meta); werr != nil {
+			if in.res != nil {
+				// The caller is told why, on the socket, as meta.json cannot.
+				_ = json.NewEncoder(in.ready).Encode(session.ReadyMessage{Meta: meta})
+				in.ready.Close()
+			}
 			return errors.Join(err, werr)
 		}
 	}
