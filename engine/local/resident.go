@@ -212,7 +212,7 @@ func startResident(ctx context.Context, spec *SessionSpec, w *world.World, fail 
 	if err != nil {
 		return SessionMeta{}, nil, false
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	session.Trace("session: resident init took the session")
 	type result struct {
 		msg session.ReadyMessage
@@ -304,7 +304,7 @@ func askResident(sock string, req []byte, stdin *os.File) (*net.UnixConn, *json.
 	ok := false
 	defer func() {
 		if !ok {
-			conn.Close()
+			_ = conn.Close()
 		}
 	}()
 	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))

@@ -454,7 +454,7 @@ func (r *residentInit) sessionEnded() {
 // handle serves one request: refuses it untouched (another key, or
 // retiring), or runs its session.
 func (r *residentInit) handle(conn *net.UnixConn) {
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	req, stdin, err := readResidentRequest(conn)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "resident init: request: %v\n", err)
@@ -653,7 +653,7 @@ func killCgroup(fd int) {
 func readResidentRequest(conn *net.UnixConn) (residentRequest, *os.File, error) {
 	var req residentRequest
 	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	defer conn.SetReadDeadline(time.Time{})
+	defer func() { _ = conn.SetReadDeadline(time.Time{}) }()
 	head := make([]byte, 4)
 	oob := make([]byte, unix.CmsgSpace(4*2))
 	n, oobn, _, _, err := conn.ReadMsgUnix(head, oob)

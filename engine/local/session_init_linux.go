@@ -306,7 +306,7 @@ func (in *sessionInit) runSession(hostProc int, tf *os.File, ln *net.UnixListene
 	// command's session.ended never comes first.
 	in.logStart(meta)
 	_ = json.NewEncoder(in.ready).Encode(session.ReadyMessage{Meta: meta})
-	in.ready.Close()
+	_ = in.ready.Close()
 	session.Trace("init: running meta written, ready sent")
 
 	if in.pty != nil {
@@ -477,13 +477,13 @@ func (in *sessionInit) startFailed(code int, err error) error {
 			if in.res != nil {
 				// The caller is told why, on the socket, as meta.json cannot.
 				_ = json.NewEncoder(in.ready).Encode(session.ReadyMessage{Meta: meta})
-				in.ready.Close()
+				_ = in.ready.Close()
 			}
 			return errors.Join(err, werr)
 		}
 	}
 	_ = json.NewEncoder(in.ready).Encode(session.ReadyMessage{Meta: meta})
-	in.ready.Close()
+	_ = in.ready.Close()
 	if in.endFIFO != nil {
 		in.endFIFO.Close()
 	}
