@@ -31,12 +31,18 @@ type WorldInfo struct {
 	Agent *AgentRecord `json:"agent,omitempty"`
 	// AgentUsage is what all the World's agent sessions spent.
 	AgentUsage *agent.Usage `json:"agent_usage,omitempty"`
+	// ResidentInits are the host pids of the World's resident inits (Info
+	// only, not Infos): the one its sessions start in, and a retired one
+	// still running sessions.
+	ResidentInits []int `json:"resident_inits,omitempty"`
 }
 
 // Info gathers a World's derived state: its status, change count and sessions.
 func (e *Engine) Info(ctx context.Context, w *World) WorldInfo {
 	mt, _ := mount.ReadTable()
-	return e.info(ctx, w, mt)
+	wi := e.info(ctx, w, mt)
+	wi.ResidentInits = ResidentPIDs(e.Paths.World(w.Name))
+	return wi
 }
 
 // Infos is Info of each World in ws, then BrokenInfo of each in broken, in

@@ -26,4 +26,6 @@ var (
 	ResidentInitMain = local.ResidentInitMain
 	// RetireResidents ends a World's resident inits once their sessions have.
 	RetireResidents = local.RetireResidents
+	// ResidentPIDs lists a World's live resident inits.
+	ResidentPIDs = local.ResidentPIDs
 )

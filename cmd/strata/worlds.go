@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -209,6 +210,13 @@ func cmdShow(a *app, in *input) error {
 	row("name", wi.Name)
 	row("id", wi.ID)
 	row("status", wi.Status)
+	if len(wi.ResidentInits) > 0 {
+		pids := make([]string, len(wi.ResidentInits))
+		for i, p := range wi.ResidentInits {
+			pids[i] = strconv.Itoa(p)
+		}
+		row("resident init", "pid "+strings.Join(pids, ", ")+" (the World's sessions start in it)")
+	}
 	row("source", wi.Source)
 	for _, t := range wi.Trees {
 		v := fmt.Sprintf("%s (%s)", t.Path, t.Mode)

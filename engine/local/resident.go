@@ -430,11 +430,10 @@ func spawnResident(spec *SessionSpec, w *world.World, key, dir string) error {
 	}
 }
 
-// RetireResidents tells the resident inits of the World at worldDir to
-// serve no new session and end with their last one, and waits up to wait
-// for those with no session to end: their view of the World (its overlay
-// mounts) goes with them, before an unmount, rollback or removal.
-func RetireResidents(worldDir string, wait time.Duration) {
+// ResidentPIDs lists the live resident inits of the World at worldDir
+// (the one serving and any retired one still running sessions), removing
+// the pid files of those that died.
+func ResidentPIDs(worldDir string) []int {
 	files, _ := filepath.Glob(filepath.Join(worldDir, ResidentDir, "*.pid"))
 	var pids []int
 	for _, f := range files {
@@ -449,10 +448,22 @@ func RetireResidents(worldDir string, wait time.Duration) {
 			continue
 		}
 		st, err := session.ReadProcStat(pid)
-		if err != nil || st.StartTime != start {
+		if err != nil || st.StartTime != start || st.State == 'Z' {
 			_ = os.Remove(f) // it died without removing it
 			continue
 		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// RetireResidents tells the resident inits of the World at worldDir to
+// serve no new session and end with their last one, and waits up to wait
+// for those with no session to end: their view of the World (its overlay
+// mounts) goes with them, before an unmount, rollback or removal.
+func RetireResidents(worldDir string, wait time.Duration) {
+	var pids []int
+	for _, pid := range ResidentPIDs(worldDir) {
 		if unix.Kill(pid, unix.SIGTERM) == nil {
 			pids = append(pids, pid)
 		}

@@ -471,16 +471,25 @@ func (r *residentInit) handle(conn *net.UnixConn) {
 	case !fsx.ValidName(req.Session.ID) || req.Session.Dir != filepath.Join(r.sessionsHost, req.Session.ID) || len(req.Session.Argv) == 0:
 		refused = "not a session of this World"
 	default:
+		r.active++
+		if r.idle != nil {
+			r.idle.Stop()
+			r.idle = nil
+		}
+	}
+	r.mu.Unlock()
+	dir := r.sessions + "/" + req.Session.ID
+	if refused == "" {
 		// Its dir, end fifo and meta.json (starting), made here. Any of
 		// them failing (a dir that exists is another session's; a full
 		// disk) leaves nothing: the caller starts an init of its own,
 		// which fails the same way and says so as it always has.
-		if err := makeSessionDir(r.sessions+"/"+req.Session.ID, r.sessionOf(req.Session).SessionSpec); err != nil {
+		if err := makeSessionDir(dir, r.sessionOf(req.Session).SessionSpec); err != nil {
 			refused = err.Error()
+			r.sessionEnded()
 		}
 	}
 	if refused != "" {
-		r.mu.Unlock()
 		if stdin != nil {
 			stdin.Close()
 		}
@@ -492,14 +501,10 @@ func (r *residentInit) handle(conn *net.UnixConn) {
 		}
 		return
 	}
-	r.active++
-	if r.idle != nil {
-		r.idle.Stop()
-		r.idle = nil
-	}
-	r.mu.Unlock()
 	defer r.sessionEnded()
 	if err := reply(residentReply{Accepted: true}); err != nil {
+		// The caller is gone before the command could start: no session.
+		_ = os.RemoveAll(dir)
 		if stdin != nil {
 			stdin.Close()
 		}
