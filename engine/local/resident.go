@@ -112,7 +112,7 @@ func residentKey(spec *SessionSpec) (string, error) {
 	h := sha256.New()
 	k := keyWriter{h: h}
 	k.str(initBin)
-	k.u(uint64(ist.Dev), ist.Ino, uint64(ist.Size), uint64(ist.Mtim.Nano()))
+	k.u(ist.Dev, ist.Ino, uint64(ist.Size), uint64(ist.Mtim.Nano()))
 	k.str(BuildStamp())
 	k.str(spec.World, spec.Source, spec.Merged, spec.StateRoot, spec.EgressDir, spec.ActivityLog, string(spec.Network), string(spec.Isolation))
 	k.strs(spec.HideDirs)

@@ -14,7 +14,7 @@ import (
 // serve a session a view set up for another).
 func TestResidentKeyCoversTheSpec(t *testing.T) {
 	for _, c := range []struct {
-		typ              reflect.Type
+		typ             reflect.Type
 		inKey, own, not []string
 	}{
 		{
@@ -89,8 +89,10 @@ func TestResidentKeyChangesWithTheView(t *testing.T) {
 		"a read-only bind":        func(s *SessionSpec) { s.Binds = []Bind{{Source: dir, Target: "/opt/x", ReadOnly: true}} },
 		"host /dev":               func(s *SessionSpec) { s.HostDev = true },
 		"watch ignore":            func(s *SessionSpec) { s.Watch.Ignore = []string{"build/"} },
-		"a shared cache":          func(s *SessionSpec) { s.Boundary.Writable = []boundary.Path{{Path: dir, Kind: boundary.KindSharedCache}} },
-		"another binary":          func(s *SessionSpec) { s.Exe = "/bin/true" },
+		"a shared cache": func(s *SessionSpec) {
+			s.Boundary.Writable = []boundary.Path{{Path: dir, Kind: boundary.KindSharedCache}}
+		},
+		"another binary": func(s *SessionSpec) { s.Exe = "/bin/true" },
 	} {
 		s := base()
 		mutate(s)
