@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -349,5 +350,57 @@ func TestResidentRacingFirstExecs(t *testing.T) {
 	}
 	if len(inits) != 1 {
 		t.Errorf("the racing execs ran in inits %v: want the World's one resident init for all", inits)
+	}
+}
+
+// Sessions one after the other get fresh private dirs, as with an init of
+// their own; sessions running at once share them.
+func TestResidentPrivateDirsPerSession(t *testing.T) {
+	requireRoot(t)
+	e, home := residentEngine(t)
+	out, code, first := sandboxRun(t, e, "w", home, "echo a > /var/tmp/left; echo b > /dev/shm/left; ls /var/tmp /dev/shm")
+	if code != 0 || !strings.Contains(out, "left") {
+		t.Fatalf("first session: exit %d, %q", code, out)
+	}
+	out, _, second := sandboxRun(t, e, "w", home, "ls -A /var/tmp /dev/shm; cat /var/tmp/left /dev/shm/left 2>/dev/null; echo end")
+	if second.InitPID != first.InitPID {
+		t.Fatalf("the sessions ran in inits %d and %d", first.InitPID, second.InitPID)
+	}
+	if strings.Contains(out, "left") {
+		t.Errorf("the next session saw the previous one's /var/tmp or /dev/shm:\n%s", out)
+	}
+	// Two at once: the second sees what the first wrote while it runs.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	long, err := e.Exec(ctx, "w", ExecOptions{
+		Argv: []string{"/bin/sh", "-c", "echo s > /var/tmp/shared; sleep 30"}, Env: []string{defaultPath, "HOME=" + home},
+		Isolation: IsolationSandbox, Network: "none",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		out, _, _ = sandboxRun(t, e, "w", home, "cat /var/tmp/shared 2>/dev/null; echo .")
+		if out == "s\n.\n" || time.Now().After(deadline) {
+			break
+		}
+	}
+	if out != "s\n.\n" {
+		t.Errorf("a session running beside another does not see its /var/tmp: %q", out)
+	}
+	if err := KillSession(e.SessionDir("w", long.ID), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := WaitSession(ctx, e.SessionDir("w", long.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, _ := sandboxRun(t, e, "w", home, "cat /var/tmp/shared 2>/dev/null; echo ."); out != ".\n" {
+		t.Errorf("after both ended, the next session sees %q in /var/tmp", out)
+	}
+	// The World's source lies under the private /tmp here (a test's temp
+	// dir): /tmp is kept, never emptied, and the source is whole.
+	if out, code, _ := sandboxRun(t, e, "w", home, "cat d0/f0.txt | head -1"); code != 0 || !strings.HasPrefix(out, "line 0 0") {
+		t.Errorf("the World's files after the renewals: exit %d, %q", code, out)
 	}
 }

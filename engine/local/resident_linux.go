@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -61,6 +62,9 @@ type residentInit struct {
 	proxyPort int
 	egress    *os.File
 	reaper    reaper
+	// private are the tmpfs mounts sessions get fresh ones of (/tmp,
+	// /var/tmp, /run, /dev/shm): renewed whenever no session runs.
+	private []privateTmpfs
 	// dropped starts every command: a thread with the commands'
 	// capabilities and no_new_privs, made once.
 	dropped *droppedThread
@@ -71,6 +75,7 @@ type residentInit struct {
 	dir      string
 	pidFile  string
 
+	handles  sync.WaitGroup // sessions accepted, until their handler returns
 	mu       sync.Mutex
 	ln       *net.UnixListener
 	lock     int
@@ -307,6 +312,14 @@ func setupResident(rs *residentSpec) (*residentInit, error) {
 	}
 	r.template = *spec
 	r.template.Env = nil
+	for _, s := range sandbox.Plan(spec.Boundary, sandbox.Input{Merged: spec.Merged, HostDev: spec.HostDev}) {
+		switch {
+		case s.Op == sandbox.OpTmpfs:
+			r.private = append(r.private, privateTmpfs{s.Target, s.Options})
+		case s.Op == sandbox.OpDev:
+			r.private = append(r.private, privateTmpfs{filepath.Join(s.Target, "shm"), "mode=1777"})
+		}
+	}
 	if r.dropped, err = newDroppedThread(); err != nil {
 		return nil, err
 	}
@@ -389,6 +402,13 @@ func (r *residentInit) serve() {
 		}
 	}()
 	<-r.done
+	// A session told its end may still be making it durable (fsyncs).
+	finished := make(chan struct{})
+	go func() { r.handles.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(5 * time.Second):
+	}
 	_ = os.Remove(r.pidFile)
 }
 
@@ -448,7 +468,91 @@ func (r *residentInit) sessionEnded() {
 		r.doneOnce.Do(func() { close(r.done) })
 		return
 	}
+	if err := r.renewPrivate(); err != nil {
+		// A private dir it could not mount again would show the host's:
+		// this init serves no more sessions (the next exec starts one).
+		fmt.Fprintf(os.Stderr, "resident init: %v; retiring\n", err)
+		r.stopListening()
+		r.doneOnce.Do(func() { close(r.done) })
+		return
+	}
 	r.armIdle()
+}
+
+type privateTmpfs struct{ target, options string }
+
+// renewPrivate gives the next session what a session with an init of its
+// own gets, fresh private /tmp, /var/tmp, /run and /dev/shm, whenever no
+// session runs (sessions running at once share them). One that is
+// empty is kept; one with a mount beneath it (a source or bind under
+// /tmp or /run) is kept as it is, never emptied. r.mu held.
+func (r *residentInit) renewPrivate() error {
+	if len(r.private) == 0 {
+		return nil
+	}
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil // kept as they are
+	}
+	type mnt struct{ point, fstype string }
+	var mounts []mnt
+	for line := range strings.Lines(string(data)) {
+		f := strings.Fields(line)
+		sep := slices.Index(f, "-")
+		if len(f) < 5 || sep < 0 || sep+1 >= len(f) {
+			continue
+		}
+		mounts = append(mounts, mnt{unescapeMount(f[4]), f[sep+1]})
+	}
+	for _, p := range r.private {
+		top, beneath := "", false
+		for _, m := range mounts {
+			if m.point == p.target {
+				top = m.fstype // the last one there is what is seen
+			} else if strings.HasPrefix(m.point, p.target+"/") {
+				beneath = true
+			}
+		}
+		if top != "tmpfs" || beneath || dirEmpty(p.target) {
+			continue
+		}
+		if err := unix.Unmount(p.target, unix.MNT_DETACH); err != nil {
+			continue // the old one stays
+		}
+		if err := unix.Mount("tmpfs", p.target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, p.options); err != nil {
+			return fmt.Errorf("renew private %s: %w", p.target, err)
+		}
+	}
+	return nil
+}
+
+func dirEmpty(dir string) bool {
+	f, err := os.Open(dir)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	names, _ := f.Readdirnames(1)
+	return len(names) == 0
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // handle serves one request: refuses it untouched (another key, or
@@ -480,6 +584,8 @@ func (r *residentInit) handle(conn *net.UnixConn) {
 	r.mu.Unlock()
 	dir := r.sessions + "/" + req.Session.ID
 	if refused == "" {
+		r.handles.Add(1)
+		defer r.handles.Done()
 		// Its dir, end fifo and meta.json (starting), made here. Any of
 		// them failing (a dir that exists is another session's; a full
 		// disk) leaves nothing: the caller starts an init of its own,
@@ -501,7 +607,8 @@ func (r *residentInit) handle(conn *net.UnixConn) {
 		}
 		return
 	}
-	defer r.sessionEnded()
+	in := &sessionInit{spec: r.sessionOf(req.Session), ready: conn, res: r, cgroupFD: -1, stdin: stdin}
+	defer in.endOnce.Do(r.sessionEnded)
 	if err := reply(residentReply{Accepted: true}); err != nil {
 		// The caller is gone before the command could start: no session.
 		_ = os.RemoveAll(dir)
@@ -513,7 +620,6 @@ func (r *residentInit) handle(conn *net.UnixConn) {
 	if req.Session.Trace {
 		session.EnableInitTrace(true) // to the resident's log
 	}
-	in := &sessionInit{spec: r.sessionOf(req.Session), ready: conn, res: r, cgroupFD: -1, stdin: stdin}
 	if err := in.runResident(); err != nil {
 		fmt.Fprintf(os.Stderr, "session %s: %v\n", req.Session.ID, err)
 	}

@@ -73,6 +73,8 @@ type sessionInit struct {
 	status <-chan unix.WaitStatus
 	// proxyPort is the egress bridge's port (network proxy).
 	proxyPort int
+	// endOnce tells a resident init the session is over, once.
+	endOnce sync.Once
 	// endFIFO is closed once the session's end is in meta.json.
 	endFIFO *os.File
 
@@ -391,6 +393,12 @@ func (in *sessionInit) runSession(hostProc int, tf *os.File, ln *net.UnixListene
 	// is told: `strata exec ... && strata events` sees the end.
 	in.logEnd(meta, written)
 	in.endFIFO.Close()
+	if in.res != nil {
+		// The caller has the end: for the resident init the session is
+		// over (the fsyncs below are its own business), so a session
+		// started from here on gets fresh private dirs.
+		in.endOnce.Do(in.res.sessionEnded)
+	}
 	syncSessionEnd(in.root, tf)
 	session.Trace("init: transcript and end meta synced")
 	in.removeEmptyLog()
