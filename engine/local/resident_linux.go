@@ -313,10 +313,10 @@ func setupResident(rs *residentSpec) (*residentInit, error) {
 	r.template = *spec
 	r.template.Env = nil
 	for _, s := range sandbox.Plan(spec.Boundary, sandbox.Input{Merged: spec.Merged, HostDev: spec.HostDev}) {
-		switch {
-		case s.Op == sandbox.OpTmpfs:
+		switch s.Op {
+		case sandbox.OpTmpfs:
 			r.private = append(r.private, privateTmpfs{s.Target, s.Options})
-		case s.Op == sandbox.OpDev:
+		case sandbox.OpDev:
 			r.private = append(r.private, privateTmpfs{filepath.Join(s.Target, "shm"), "mode=1777"})
 		}
 	}
