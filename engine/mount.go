@@ -87,7 +87,13 @@ func (e *Engine) mountTreeLocked(ctx context.Context, w *World) error {
 func (e *Engine) unmountLocked(ctx context.Context, w *World) error {
 	// A resident init holds the views (and the home layer) mounted in its
 	// namespace: it goes first, so a remount is the only overlay on them.
-	RetireResidents(e.Paths.World(w.Name), 2*time.Second)
+	// One that still runs sessions ends with them (as their own inits
+	// would keep the views they hold): no wait for it.
+	wait := 2 * time.Second
+	if len(e.runningSessions(w)) > 0 {
+		wait = 0
+	}
+	RetireResidents(e.Paths.World(w.Name), wait)
 	views := treeViews(w)
 	for i := len(views) - 1; i >= 0; i-- {
 		merged := e.Paths.MergedOf(views[i])
