@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -42,5 +43,46 @@ func TestConfigBoundaryAliases(t *testing.T) {
 	os.WriteFile(p, []byte("isolation = \"tree\"\n[boundary]\nlevel = \"strict\"\n"), 0o644)
 	if _, err := LoadConfig(p); err == nil {
 		t.Error("isolation and boundary.level disagreeing: accepted")
+	}
+}
+
+// An agent's HOME is a dir strata binds in (/run/strata/home), which the
+// host has not: the boundary puts no home layer over it and refuses
+// nothing, and the credentials of the homes the host's user keeps them in
+// are hidden all the same. (Before, every agent at the sandbox level failed
+// on a host without /run/strata/home: a fresh boot.)
+func TestBoundaryOfABoundHome(t *testing.T) {
+	e, src := testEngine(t)
+	w, err := e.Create(context.Background(), CreateOptions{Name: "w", Source: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	userHome := t.TempDir()
+	t.Setenv("HOME", userHome)
+	if err := os.MkdirAll(filepath.Join(userHome, ".ssh"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	bound := "/run/strata-test-absent-" + filepath.Base(userHome) + "/home"
+	o := ExecOptions{Isolation: IsolationSandbox, Binds: []Bind{{Source: t.TempDir(), Target: bound}}}
+	b, err := e.boundaryOf(w, o, []string{"HOME=" + bound, defaultPath})
+	if err != nil {
+		t.Fatalf("a HOME strata binds in, absent on the host: %v", err)
+	}
+	if b.HomeUpper != "" {
+		t.Errorf("a home layer over the bound home: %s", b.HomeUpper)
+	}
+	hidden := false
+	for _, h := range b.Hidden {
+		if h.Path == filepath.Join(userHome, ".ssh") && h.Exists {
+			hidden = true
+		}
+	}
+	if !hidden {
+		t.Errorf("the user's ~/.ssh (%s) is not hidden from a session with HOME=%s: %+v", userHome, bound, b.Hidden)
+	}
+	// The same HOME, not bound: refused as before, naming what to do.
+	o.Binds = nil
+	if _, err := e.boundaryOf(w, o, []string{"HOME=" + bound, defaultPath}); err == nil || !strings.Contains(err.Error(), "not a directory on this host") {
+		t.Errorf("an absent HOME not bound in: %v, want the refusal", err)
 	}
 }

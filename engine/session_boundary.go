@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -40,11 +43,20 @@ func (e *Engine) boundaryOf(w *World, o ExecOptions, env []string) (*boundary.Bo
 		r.Network = string(boundary.NetworkNone)
 	}
 	hd := e.Paths.Home(w.Name)
-	b, err := boundary.Compute(e.Config.effectiveBoundary(), boundary.World{
+	bw := boundary.World{
 		Name: w.Name, Source: w.Source, StateRoot: e.Paths.Root, Home: home,
 		HomeUpper: filepath.Join(hd, "upper"), HomeWork: filepath.Join(hd, "work"),
-		Agent: w.Labels["agent"],
-	}, env, r)
+		Agent: w.Labels["agent"], HostHomes: hostHomes(),
+	}
+	for _, bd := range o.Binds {
+		if t := filepath.Clean(bd.Target); !bd.ReadOnly && (filepath.Clean(home) == t || strings.HasPrefix(home, t+"/")) {
+			// The home is one strata binds in (an agent's, kept with its
+			// World): already the World's own and writable, wherever the
+			// host has it or not; no layer goes over it.
+			bw.HomeUpper, bw.HomeWork = "", ""
+		}
+	}
+	b, err := boundary.Compute(e.Config.effectiveBoundary(), bw, env, r)
 	if err != nil {
 		var ke *boundary.KeyError
 		if errors.As(err, &ke) {
@@ -122,4 +134,27 @@ func (e *Engine) BoundaryChecks() []BoundaryCheck {
 		out = append(out, BoundaryCheck{Name: "rootless", OK: true, Detail: "sessions run in a user namespace where you are root; the overlay keeps its xattrs in the user.* namespace; a hostile command stays your uid on the host"})
 	}
 	return out
+}
+
+// hostHomes are the homes the host's user keeps credentials in: strata's
+// own HOME, the passwd entry's of its user, and that of the user who ran
+// it through sudo. A session's HOME may name another (an agent's is
+// /run/strata/home): these stay hidden all the same.
+func hostHomes() []string {
+	var hs []string
+	add := func(h string) {
+		if h != "" && filepath.IsAbs(h) && !slices.Contains(hs, filepath.Clean(h)) {
+			hs = append(hs, filepath.Clean(h))
+		}
+	}
+	add(os.Getenv("HOME"))
+	if u, err := user.LookupId(strconv.Itoa(os.Geteuid())); err == nil {
+		add(u.HomeDir)
+	}
+	if name := os.Getenv("SUDO_USER"); name != "" {
+		if u, err := user.Lookup(name); err == nil {
+			add(u.HomeDir)
+		}
+	}
+	return hs
 }

@@ -230,6 +230,17 @@ func TestSecCredentials(t *testing.T) {
 					t.Errorf("ls ~/.ssh lists the planted key: %q", out)
 				}
 			}
+			// A session whose HOME names another home (as an agent's
+			// does: /run/strata/home) still cannot read the user's.
+			other := filepath.Join(s.hostDir, "other-home")
+			must(t, os.MkdirAll(other, 0o755))
+			out, _ = s.sh("w", l, []string{"--env", "HOME=" + other}, fmt.Sprintf("echo home=$HOME; cat %[1]s/.ssh/id_ed25519 %[1]s/.aws/credentials", s.fakeHome))
+			if !strings.Contains(out, "home="+other) {
+				t.Fatalf("the session's HOME is not the one asked for: %q", out)
+			}
+			if strings.Contains(out, sshSecret) || strings.Contains(out, awsSecret) {
+				t.Errorf("HOME=%s: the user's planted credentials are readable by their path: %q", other, out)
+			}
 		})
 	}
 }

@@ -20,6 +20,10 @@ type World struct {
 	HomeUpper string
 	HomeWork  string
 	Agent     string // the agent the World runs ("claude"), "" for none
+	// HostHomes are the homes of the host's user (its HOME, its passwd
+	// entry's, sudo's caller's): their credentials are hidden too when the
+	// session's Home is another.
+	HostHomes []string
 }
 
 // Request is what one session asks on top of the config (`strata exec`'s
@@ -182,17 +186,31 @@ func Compute(c *Config, w World, env []string, r Request) (*Boundary, error) {
 		abs, _ := expandHome(s, w.Home) // checked above
 		b.Writable = append(b.Writable, statPath(abs, KindSharedCache))
 	}
-	for _, cred := range credentialPaths(w.Home, p.DenyPaths) {
-		granted := false
-		for _, g := range p.PassPaths {
-			if abs, _ := expandHome(g, w.Home); abs == cred {
-				granted = true
-			}
+	// The credentials under the session's home, and under the homes the
+	// host's user keeps them in when the session's HOME names another
+	// (an agent's, or HOME=/elsewhere): each hidden unless granted.
+	seen := map[string]bool{}
+	for i, home := range append([]string{w.Home}, w.HostHomes...) {
+		home = filepath.Clean(home)
+		if i > 0 && (!filepath.IsAbs(home) || home == "/" || home == filepath.Clean(w.Home)) {
+			continue
 		}
-		if granted {
-			b.Granted = append(b.Granted, statPath(cred, KindGranted))
-		} else {
-			b.Hidden = append(b.Hidden, statPath(cred, KindCredential))
+		for _, cred := range credentialPaths(home, p.DenyPaths) {
+			if seen[cred] {
+				continue
+			}
+			seen[cred] = true
+			granted := false
+			for _, g := range p.PassPaths {
+				if abs, _ := expandHome(g, home); abs == cred {
+					granted = true
+				}
+			}
+			if granted {
+				b.Granted = append(b.Granted, statPath(cred, KindGranted))
+			} else {
+				b.Hidden = append(b.Hidden, statPath(cred, KindCredential))
+			}
 		}
 	}
 	b.EnvAllow = append(append(append(append([]string{}, DefaultEnvAllow...), p.EnvAllow...), p.PassEnv...), r.PassEnv...)
