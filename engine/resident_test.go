@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -399,8 +400,32 @@ func TestResidentPrivateDirsPerSession(t *testing.T) {
 		t.Errorf("after both ended, the next session sees %q in /var/tmp", out)
 	}
 	// The World's source lies under the private /tmp here (a test's temp
-	// dir): /tmp is kept, never emptied, and the source is whole.
-	if out, code, _ := sandboxRun(t, e, "w", home, "cat d0/f0.txt | head -1"); code != 0 || !strings.HasPrefix(out, "line 0 0") {
-		t.Errorf("the World's files after the renewals: exit %d, %q", code, out)
+	// dir), and the state root too (hidden by /tmp, listed in mountinfo):
+	// the next session gets a fresh /tmp with the World's view on it again,
+	// whole and writable, and nothing else of what the last one left.
+	w, err := e.World("w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(w.Source, "/tmp/") {
+		t.Fatalf("the test wants a source under /tmp, got %s", w.Source)
+	}
+	parent := filepath.Dir(w.Source)
+	script := fmt.Sprintf("echo c > /tmp/left && echo d > %s/sibling && mkdir %s/dir && echo e > d0/new.txt && echo ok", parent, parent)
+	if out, code, _ := sandboxRun(t, e, "w", home, script); code != 0 || out != "ok\n" {
+		t.Fatalf("writing /tmp beside the source: exit %d, %q", code, out)
+	}
+	out, code, third := sandboxRun(t, e, "w", home, fmt.Sprintf("ls -A /tmp %s; cat d0/new.txt; head -1 d0/f0.txt; echo f > d0/new2.txt && echo wrote", parent))
+	if third.InitPID != first.InitPID {
+		t.Fatalf("the sessions ran in inits %d and %d", first.InitPID, third.InitPID)
+	}
+	if code != 0 || strings.Contains(out, "left") || strings.Contains(out, "sibling") || strings.Contains(out, "dir\n") {
+		t.Errorf("the next session saw what the last one left in /tmp (exit %d):\n%s", code, out)
+	}
+	if !strings.Contains(out, "e\nline 0 0") || !strings.HasSuffix(out, "wrote\n") {
+		t.Errorf("the World's view under the fresh /tmp is not whole and writable:\n%s", out)
+	}
+	if data, err := os.ReadFile(filepath.Join(e.Paths.Upper("w"), "d0", "new2.txt")); err != nil || string(data) != "f\n" {
+		t.Errorf("a write through the view attached again is not the World's change: %q, %v", data, err)
 	}
 }

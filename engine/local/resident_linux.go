@@ -483,9 +483,11 @@ type privateTmpfs struct{ target, options string }
 
 // renewPrivate gives the next session what a session with an init of its
 // own gets, fresh private /tmp, /var/tmp, /run and /dev/shm, whenever no
-// session runs (sessions running at once share them). One that is
-// empty is kept; one with a mount beneath it (a source or bind under
-// /tmp or /run) is kept as it is, never emptied. r.mu held.
+// session runs (sessions running at once share them). One that holds
+// nothing is kept. One with mounts on it (the World's source, a bind or a
+// credential's cover under /tmp or /run) gets them back on the fresh one:
+// each is cloned first, with what is mounted beneath it, and attached at
+// its place again, as the plan attached it. r.mu held.
 func (r *residentInit) renewPrivate() error {
 	if len(r.private) == 0 {
 		return nil
@@ -494,46 +496,156 @@ func (r *residentInit) renewPrivate() error {
 	if err != nil {
 		return nil // kept as they are
 	}
-	type mnt struct{ point, fstype string }
-	var mounts []mnt
-	for line := range strings.Lines(string(data)) {
-		f := strings.Fields(line)
-		sep := slices.Index(f, "-")
-		if len(f) < 5 || sep < 0 || sep+1 >= len(f) {
-			continue
-		}
-		mounts = append(mounts, mnt{unescapeMount(f[4]), f[sep+1]})
-	}
+	mounts := parseMountinfo(string(data))
 	for _, p := range r.private {
-		top, beneath := "", false
-		for _, m := range mounts {
-			if m.point == p.target {
-				top = m.fstype // the last one there is what is seen
-			} else if strings.HasPrefix(m.point, p.target+"/") {
-				beneath = true
-			}
-		}
-		if top != "tmpfs" || beneath || dirEmpty(p.target) {
+		top, ok := topMount(mounts, p.target)
+		if !ok || top.fstype != "tmpfs" {
 			continue
 		}
-		if err := unix.Unmount(p.target, unix.MNT_DETACH); err != nil {
-			continue // the old one stays
+		points := attachedBeneath(mounts, top)
+		if skeletonOnly(p.target, points) {
+			continue
 		}
-		if err := unix.Mount("tmpfs", p.target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, p.options); err != nil {
-			return fmt.Errorf("renew private %s: %w", p.target, err)
+		if err := renewTmpfs(p, points); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-func dirEmpty(dir string) bool {
-	f, err := os.Open(dir)
-	if err != nil {
-		return false
+// renewTmpfs mounts a fresh tmpfs at p.target in place of the one there
+// and attaches again, on the fresh one, what was mounted at points (each
+// with what lies beneath it). Kept as it is (nil) when a mount cannot be
+// cloned or the old one cannot be taken off; an error when the fresh one
+// cannot be made whole (the init must then serve no session).
+func renewTmpfs(p privateTmpfs, points []string) error {
+	fds := make([]int, 0, len(points))
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	for _, pt := range points {
+		fd, err := cloneTree(pt)
+		if err != nil {
+			return nil // kept as it is
+		}
+		fds = append(fds, fd)
 	}
-	defer f.Close()
-	names, _ := f.Readdirnames(1)
-	return len(names) == 0
+	if err := unix.Unmount(p.target, unix.MNT_DETACH); err != nil {
+		return nil // the old one stays
+	}
+	if err := unix.Mount("tmpfs", p.target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, p.options); err != nil {
+		return fmt.Errorf("renew private %s: %w", p.target, err)
+	}
+	for i, pt := range points {
+		if err := attachTree(fds[i], pt, fdIsDir(fds[i])); err != nil {
+			return fmt.Errorf("renew private %s: attach %s again: %w", p.target, pt, err)
+		}
+	}
+	return nil
+}
+
+// mountEntry is one line of /proc/self/mountinfo.
+type mountEntry struct {
+	id, parent    int
+	point, fstype string
+}
+
+func parseMountinfo(data string) []mountEntry {
+	var mounts []mountEntry
+	for line := range strings.Lines(data) {
+		f := strings.Fields(line)
+		sep := slices.Index(f, "-")
+		if len(f) < 5 || sep < 0 || sep+1 >= len(f) {
+			continue
+		}
+		id, err1 := strconv.Atoi(f[0])
+		parent, err2 := strconv.Atoi(f[1])
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		mounts = append(mounts, mountEntry{id, parent, unescapeMount(f[4]), f[sep+1]})
+	}
+	return mounts
+}
+
+// topMount is the mount seen at point: the one there that no other mount
+// covers at the same point.
+func topMount(mounts []mountEntry, point string) (mountEntry, bool) {
+	var top mountEntry
+	found := false
+	for _, m := range mounts {
+		if m.point != point {
+			continue
+		}
+		covered := false
+		for _, c := range mounts {
+			if c.parent == m.id && c.point == point {
+				covered = true
+				break
+			}
+		}
+		if !covered {
+			top, found = m, true
+		}
+	}
+	return top, found
+}
+
+// attachedBeneath names the mount points attached on top (its children),
+// leaving out one hidden by another (a child under another child's point)
+// and naming a point once. Mounts under top's point that hang from the
+// mounts it covers (the host's, hidden by it) are not its children.
+func attachedBeneath(mounts []mountEntry, top mountEntry) []string {
+	var pts []string
+	for _, m := range mounts {
+		if m.parent == top.id && m.point != top.point && !slices.Contains(pts, m.point) {
+			pts = append(pts, m.point)
+		}
+	}
+	return slices.DeleteFunc(pts, func(pt string) bool {
+		for _, o := range pts {
+			if o != pt && strings.HasPrefix(pt, o+"/") {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// skeletonOnly says dir holds nothing but the mount points (and the
+// directories leading to them): nothing a session left there.
+func skeletonOnly(dir string, points []string) bool {
+	leads := map[string]bool{}
+	for _, pt := range points {
+		for d := pt; d != dir && strings.HasPrefix(d, dir+"/"); d = filepath.Dir(d) {
+			leads[d] = true
+		}
+	}
+	var walk func(d string) bool
+	walk = func(d string) bool {
+		f, err := os.Open(d)
+		if err != nil {
+			return false
+		}
+		names, err := f.Readdirnames(-1)
+		f.Close()
+		if err != nil {
+			return false
+		}
+		for _, n := range names {
+			c := d + "/" + n
+			if !leads[c] {
+				return false
+			}
+			if !slices.Contains(points, c) && !walk(c) {
+				return false
+			}
+		}
+		return true
+	}
+	return walk(dir)
 }
 
 // unescapeMount undoes mountinfo's octal escapes (\040 for a space).
