@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -81,5 +82,46 @@ func TestE2EExecResident(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(e.home, "worlds", "w")); err == nil {
 		t.Errorf("the World's dir is still there after rm --purge")
+	}
+}
+
+// A command gets the process attributes of the `strata exec` that asked for
+// it (umask, nice, limits, CPU affinity, signals ignored), as with an init of its own, even
+// though the World's resident init was started by another exec: that one
+// gets an init of its own, and the next plain exec the resident init again.
+func TestE2EExecResidentKeepsTheCallersAttributes(t *testing.T) {
+	e := newEnv(t)
+	e.ok("new", "w", "--source", e.source)
+	probe := `tr '\0' ' ' < /proc/1/cmdline; echo; echo umask=$(umask) nice=$(nice) nofile=$(ulimit -Sn)/$(ulimit -Hn); grep -E 'Cpus_allowed_list|SigIgn' /proc/self/status`
+	plain := e.ok("exec", "w", "--", "sh", "-c", probe)
+	if !strings.Contains(plain, engine.ResidentInitArg) {
+		t.Fatalf("a plain exec did not run in the World's resident init: %q", plain)
+	}
+	pids := e.residentPIDs("w")
+	if len(pids) != 1 {
+		t.Fatalf("resident inits of w: %v, want one", pids)
+	}
+	wrap := `umask 077; ulimit -n 512; trap '' HUP; exec nice -n 5 "$0" "$@"`
+	want := []string{"umask=0077", "nice=5", "nofile=512/512", "SigIgn:\t0000000000000001"}
+	if _, err := exec.LookPath("taskset"); err == nil {
+		wrap = `umask 077; ulimit -n 512; trap '' HUP; exec nice -n 5 taskset -c 0 "$0" "$@"`
+		want = append(want, "Cpus_allowed_list:\t0\n")
+	}
+	c := exec.Command("sh", "-c", wrap, strataBin, "exec", "w", "--", "sh", "-c", probe)
+	c.Env, c.Dir = append(os.Environ(), e.vars...), e.source
+	out, err := c.CombinedOutput()
+	if err != nil {
+		t.Fatalf("strata exec under umask, ulimit, nice and taskset: %v\n%s", err, out)
+	}
+	for _, w := range want {
+		if !strings.Contains(string(out), w) {
+			t.Errorf("the command does not have the caller's %q:\n%s", w, out)
+		}
+	}
+	if again := e.ok("exec", "w", "--", "sh", "-c", probe); again != plain {
+		t.Errorf("a plain exec after it: %q, want what the first had: %q", again, plain)
+	}
+	if got := e.residentPIDs("w"); len(got) != 1 || got[0] != pids[0] {
+		t.Errorf("resident inits after: %v, want %v still", got, pids)
 	}
 }

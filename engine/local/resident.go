@@ -202,6 +202,10 @@ func mountID(p string) (uint64, error) {
 // errNoResident: no resident init took the session; nothing of it ran.
 var errNoResident = errors.New("no resident init")
 
+// errResidentDeclined: the World's resident init serves other process
+// attributes (refusedAttrs).
+var errResidentDeclined = errors.New("the resident init has other process attributes")
+
 // startResident runs spec's session in the World's resident init, starting
 // one when there is none (or the one there sets up another view). ok is
 // false when no resident init took the session, and nothing of it ran: the
@@ -227,7 +231,12 @@ func startResident(ctx context.Context, spec *SessionSpec, w *world.World, fail 
 		ID: spec.ID, Dir: spec.Dir, Argv: spec.Argv, Env: spec.Env, EnvRedact: spec.EnvRedact, Cwd: spec.Cwd,
 		TTY: spec.TTY, Rows: spec.Rows, Cols: spec.Cols, HasStdin: spec.Stdin != nil && !spec.TTY, Trace: spec.Trace,
 	}
-	req, err := json.Marshal(residentRequest{Key: key, Session: rs})
+	attrs := currentProcAttrs()
+	if attrs.SigIgn != "" {
+		session.Trace("session: signals ignored; an init of its own")
+		return SessionMeta{}, nil, false
+	}
+	req, err := json.Marshal(residentRequest{Key: key, Session: rs, Attrs: attrs})
 	if err != nil {
 		return SessionMeta{}, nil, false
 	}
@@ -237,12 +246,18 @@ func startResident(ctx context.Context, spec *SessionSpec, w *world.World, fail 
 	}
 	session.Trace("session: resident key made")
 	conn, dec, err := askResident(sock, req, stdin)
+	if errors.Is(err, errResidentDeclined) {
+		// Started by a strata with other attributes: this session gets an
+		// init of its own, with this strata's.
+		session.Trace("session: resident init has other process attributes")
+		return SessionMeta{}, nil, false
+	}
 	if errors.Is(err, errNoResident) {
 		if spawnFailedLately(dir, key) {
 			return SessionMeta{}, nil, false
 		}
 		session.Trace("session: no resident init; starting one")
-		if err := spawnResident(spec, w, key, dir); err != nil {
+		if err := spawnResident(spec, w, key, dir, attrs); err != nil {
 			// The session gets an init of its own; the next ones too for
 			// a while (a strata-init of another build refuses every time).
 			noteSpawnFailed(dir, key, err)
@@ -369,7 +384,11 @@ func askResident(sock string, req []byte, stdin *os.File) (*net.UnixConn, *json.
 	}
 	dec := json.NewDecoder(conn)
 	var reply residentReply
-	if err := dec.Decode(&reply); err != nil || !reply.Accepted {
+	err = dec.Decode(&reply)
+	if err == nil && reply.Refused == refusedAttrs {
+		return nil, nil, errResidentDeclined
+	}
+	if err != nil || !reply.Accepted {
 		// Refused, or gone before it answered (it answers before it
 		// touches the session): nothing ran.
 		return nil, nil, errNoResident
@@ -381,7 +400,7 @@ func askResident(sock string, req []byte, stdin *os.File) (*net.UnixConn, *json.
 
 // spawnResident starts the World's resident init for spec's view and waits
 // until it listens (or another strata's does).
-func spawnResident(spec *SessionSpec, w *world.World, key, dir string) error {
+func spawnResident(spec *SessionSpec, w *world.World, key, dir string, attrs procAttrs) error {
 	cg := cgroup.PrepareResident(w)
 	if cg == "" {
 		return errors.New("no cgroup for a resident init")
@@ -441,7 +460,7 @@ func spawnResident(spec *SessionSpec, w *world.World, key, dir string) error {
 	go func() { _ = cmd.Wait() }() // reaped when it ends while this strata lives
 	tmpl := *spec
 	tmpl.Env, tmpl.Stdin = []string{DefaultPath}, nil
-	rs := residentSpec{initSpec: initSpec{SessionSpec: tmpl}, Resident: residentParams{Key: key, Dir: dir, Cgroup: cg, Idle: residentIdle()}}
+	rs := residentSpec{initSpec: initSpec{SessionSpec: tmpl}, Resident: residentParams{Key: key, Dir: dir, Cgroup: cg, Idle: residentIdle(), Attrs: attrs}}
 	if small {
 		rs.Build, rs.Strata = BuildStamp(), spec.Exe
 	}

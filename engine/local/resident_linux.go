@@ -43,7 +43,8 @@ const ResidentInitArg = "__world-init"
 
 // residentInit is the running resident init.
 type residentInit struct {
-	key string
+	key   string
+	attrs procAttrs // the starting strata's: the requests it serves have the same
 	// sessionsHost is the World's sessions dir on the host; sessions the
 	// same dir through a detached clone (the state root is hidden here).
 	sessionsHost string
@@ -94,6 +95,9 @@ type residentInit struct {
 type residentRequest struct {
 	Key     string          `json:"key"`
 	Session residentSession `json:"session"`
+	// Attrs are the asking strata's process attributes, which its command
+	// would inherit from an init of its own (procattrs_linux.go).
+	Attrs procAttrs `json:"attrs"`
 }
 
 // residentSession is the part of a session's spec a resident init's
@@ -124,6 +128,11 @@ func (r *residentInit) sessionOf(s residentSession) initSpec {
 // residentReply is a resident init's first answer to a request: accepted
 // (the command may start from here: a ready message follows), or refused
 // (nothing of the session was touched).
+// refusedAttrs is the refusal of a request whose process attributes are
+// not the resident init's: the session gets an init of its own, and the
+// resident init stays for the World's other sessions.
+const refusedAttrs = "other process attributes"
+
 type residentReply struct {
 	Accepted bool   `json:"accepted,omitempty"`
 	Refused  string `json:"refused,omitempty"`
@@ -203,6 +212,9 @@ type residentParams struct {
 	// cgroup namespace rooted there.
 	Cgroup string        `json:"cgroup"`
 	Idle   time.Duration `json:"idle"`
+	// Attrs are the process attributes of the strata that started it,
+	// which it and its commands inherit: it serves requests with the same.
+	Attrs procAttrs `json:"attrs"`
 }
 
 var errResidentExists = errors.New("the World has a resident init")
@@ -214,7 +226,7 @@ func setupResident(rs *residentSpec) (*residentInit, error) {
 	}
 	spec := &rs.SessionSpec
 	r := &residentInit{
-		key: rs.Resident.Key, idleFor: rs.Resident.Idle, done: make(chan struct{}), lock: -1, cgroup: -1,
+		key: rs.Resident.Key, attrs: rs.Resident.Attrs, idleFor: rs.Resident.Idle, done: make(chan struct{}), lock: -1, cgroup: -1,
 		sessionsHost: filepath.Dir(spec.Dir),
 	}
 	if r.idleFor <= 0 {
@@ -684,6 +696,8 @@ func (r *residentInit) handle(conn *net.UnixConn) {
 		refused = "retiring"
 	case req.Key != r.key:
 		refused = "another view"
+	case !req.Attrs.same(r.attrs):
+		refused = refusedAttrs
 	case !fsx.ValidName(req.Session.ID) || req.Session.Dir != filepath.Join(r.sessionsHost, req.Session.ID) || len(req.Session.Argv) == 0:
 		refused = "not a session of this World"
 	default:
