@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/stratahq/strata/engine/session"
 )
 
 // testCallerEnv makes the test binary act as a short-lived strata process that
@@ -41,6 +43,7 @@ func TestMain(m *testing.M) {
 	// Resident inits outlive a test by their idle time; a test that did
 	// not retire its Worlds' leaves them to this.
 	os.Setenv("STRATA_RESIDENT_IDLE", "3s")
+	session.CatchIgnoredJobSignals() // run backgrounded, the tests still get resident inits
 	os.Exit(m.Run())
 }
 

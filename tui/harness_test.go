@@ -13,6 +13,7 @@ import (
 	tea "github.com/stratahq/strata/third_party/bubbletea"
 
 	"github.com/stratahq/strata/engine"
+	"github.com/stratahq/strata/engine/session"
 )
 
 func TestMain(m *testing.M) {
@@ -31,6 +32,7 @@ func TestMain(m *testing.M) {
 	}
 	// Resource samples run inline in the synchronous driver: keep them short.
 	resourceInterval = 50 * time.Millisecond
+	session.CatchIgnoredJobSignals() // run backgrounded, the tests still get resident inits
 	os.Exit(m.Run())
 }
 

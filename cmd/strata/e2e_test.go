@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/engine"
+	"github.com/stratahq/strata/engine/session"
 	"github.com/stratahq/strata/overlay/mount"
 )
 
@@ -26,6 +27,7 @@ var strataBin string
 func TestMain(m *testing.M) {
 	flag.Parse()
 	raiseParallel()
+	session.CatchIgnoredJobSignals() // run backgrounded, the tests still get resident inits
 	dir, err := os.MkdirTemp("", "strata-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -3,6 +3,7 @@ package local
 import (
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -19,9 +20,13 @@ import (
 // docs/design.md, "The resident init").
 type procAttrs struct {
 	Umask string `json:"umask"`
-	// SigIgn are the signals ignored (`nohup strata exec`), which a
-	// command inherits; a resident init cannot keep them ignored for one
-	// command: a strata with any gives its session an init of its own.
+	// SigIgn names SIGHUP and SIGINT when ignored (`nohup strata exec`,
+	// `strata exec ... &` in a script), which a command inherits through an
+	// init of its own; a resident init, which handles both, cannot keep
+	// them ignored for one command: a strata with either gives its session
+	// an init of its own. (The other signals a Go init passes on as a
+	// resident init does: those the runtime handles are reset, the
+	// runtime's own 32 and 33 kept.)
 	SigIgn string `json:"sig_ign,omitempty"`
 	CPUs   string `json:"cpus"`
 	OOMAdj string `json:"oom"`
@@ -55,8 +60,15 @@ func currentProcAttrs() procAttrs {
 			case "Cpus_allowed":
 				a.CPUs = strings.TrimSpace(v)
 			case "SigIgn":
-				if v = strings.TrimSpace(v); strings.Trim(v, "0") != "" {
-					a.SigIgn = v
+				if m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64); err == nil {
+					var names []string
+					if m&(1<<(unix.SIGHUP-1)) != 0 {
+						names = append(names, "HUP")
+					}
+					if m&(1<<(unix.SIGINT-1)) != 0 {
+						names = append(names, "INT")
+					}
+					a.SigIgn = strings.Join(names, ",")
 				}
 			}
 		}

@@ -233,7 +233,7 @@ func startResident(ctx context.Context, spec *SessionSpec, w *world.World, fail 
 	}
 	attrs := currentProcAttrs()
 	if attrs.SigIgn != "" {
-		session.Trace("session: signals ignored; an init of its own")
+		session.Trace("session: SIGHUP or SIGINT ignored; an init of its own")
 		return SessionMeta{}, nil, false
 	}
 	req, err := json.Marshal(residentRequest{Key: key, Session: rs, Attrs: attrs})
