@@ -16,6 +16,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/stratahq/strata/engine/session"
 )
 
 type row struct {
@@ -48,6 +50,9 @@ type bench struct {
 
 func main() {
 	start := time.Now()
+	// Run in the background (SIGINT ignored), strata would give each
+	// session an init of its own: time what a terminal's user gets.
+	session.CatchIgnoredJobSignals()
 	big := flag.Bool("big", false, "also measure a 1,000,000-file tree")
 	dir := flag.String("dir", filepath.Join(os.TempDir(), "strata-bench"), "work directory (generated trees are cached here)")
 	bin := flag.String("bin", "bin/strata", "strata binary")
