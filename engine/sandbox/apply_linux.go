@@ -125,6 +125,9 @@ func (a *applier) step(s Step) error {
 		if err := attach(fd, s.Target); err != nil {
 			return err
 		}
+		if s.AsCloned {
+			return nil
+		}
 		attr := &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}
 		if s.ReadOnly {
 			attr = &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}

@@ -355,3 +355,67 @@ func TestApplySourceAndCacheUnderTmp(t *testing.T) {
 		t.Errorf("the shared cache under /tmp lacks the write (%q)", b)
 	}
 }
+
+// A home in a dir the plan makes private (HOME=/tmp/x, which the host has):
+// the session sees it through the World's layer, writable, its writes in
+// the layer's upper, its credentials hidden; not an empty private /tmp
+// without it.
+func TestApplyHomeUnderTmp(t *testing.T) {
+	h := newSandboxHost(t)
+	home := t.TempDir()
+	for rel, data := range map[string]string{".bashrc": "# real", ".ssh/id_ed25519": "PRIVATE KEY"} {
+		p := filepath.Join(home, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := boundary.Compute(nil, boundary.World{
+		Name: "w", Source: h.source, StateRoot: h.state, Home: home,
+		HomeUpper: filepath.Join(h.state, "worlds/w/home/upper"), HomeWork: filepath.Join(h.state, "worlds/w/home/work"),
+	}, nil, boundary.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.HomeUpper == "" {
+		t.Fatal("precondition: a home layer over a home the host has")
+	}
+	res := runPlan(t, Plan(b, Input{Merged: h.merged}), []probe{
+		{"read-bashrc", "read", filepath.Join(home, ".bashrc")},
+		{"write-home", "write", filepath.Join(home, "new")},
+		{"read-key", "read", filepath.Join(home, ".ssh/id_ed25519")},
+		{"write-key", "write", filepath.Join(home, ".ssh/planted")},
+		{"write-tmp", "write", "/tmp/beside"},
+		{"read-world", "read", filepath.Join(h.source, "main.go")},
+	})
+	if o := res["read-bashrc"]; o.Data != "# real" {
+		t.Errorf("~/.bashrc in a home under /tmp reads %q (%s), want the host's through the layer", o.Data, o.Err)
+	}
+	if !res["write-home"].OK {
+		t.Errorf("writing the home under /tmp: %s", res["write-home"].Err)
+	}
+	if data, err := os.ReadFile(filepath.Join(b.HomeUpper, "new")); err != nil || string(data) != "hostile" {
+		t.Errorf("the home's write is not in the World's layer: %q, %v", data, err)
+	}
+	if _, err := os.Stat(filepath.Join(home, "new")); err == nil {
+		t.Error("the home's write reached the host's home")
+	}
+	if o := res["read-key"]; o.OK && o.Data != "" {
+		t.Errorf("read ~/.ssh/id_ed25519 in a home under /tmp: %q", o.Data)
+	}
+	if res["write-key"].OK {
+		t.Error("wrote into the hidden ~/.ssh")
+	}
+	if !res["write-tmp"].OK {
+		t.Errorf("the private /tmp beside the home: %s", res["write-tmp"].Err)
+	}
+	if _, err := os.Stat("/tmp/beside"); err == nil {
+		os.Remove("/tmp/beside")
+		t.Error("the private /tmp's write reached the host's /tmp")
+	}
+	if o := res["read-world"]; o.Data != "package main" {
+		t.Errorf("the World's view: %q (%s)", o.Data, o.Err)
+	}
+}

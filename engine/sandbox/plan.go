@@ -64,8 +64,12 @@ type Step struct {
 	// IfExists: skip the step when Source (or, without one, Target) does
 	// not exist at execution time; IfDir: skip it unless Target is a real
 	// directory (/var/run is often a link to /run).
-	IfExists bool   `json:"if_exists,omitempty"`
-	IfDir    bool   `json:"if_dir,omitempty"`
+	IfExists bool `json:"if_exists,omitempty"`
+	IfDir    bool `json:"if_dir,omitempty"`
+	// AsCloned: an OpBind that keeps the mount attributes the tree had
+	// when it was cloned (the home overlay writable, a state hide in it
+	// read-only) instead of setting them all.
+	AsCloned bool   `json:"as_cloned,omitempty"`
 	Why      string `json:"why"`
 }
 
@@ -111,7 +115,9 @@ var resolvPaths = []string{"/run/systemd/resolve", "/run/resolvconf"}
 //  2. the home overlay, while its lower (the home) and its upper (in the
 //     state root) are still visible;
 //  3. strata's state hidden (after the overlay, so a state root under the
-//     home is hidden in the overlay too);
+//     home is hidden in the overlay too); a home in a dir made private below
+//     (HOME=/tmp/x) is cloned then, overlay and hide, and attached again in
+//     step 6, as the World is;
 //  4. the host read-only, then the home overlay writable again;
 //  5. private /tmp, /var/tmp, /run, /var/run and /dev: host daemons' unix
 //     sockets are unreachable;
@@ -152,6 +158,10 @@ func Plan(b *boundary.Boundary, in Input) []Step {
 			add(Step{Op: OpHide, Target: h.Path, IfExists: true, Why: "strata's state"})
 		}
 	}
+	homeCovered := b.HomeUpper != "" && sandboxed && underPrivate(b.Home, in.HostDev)
+	if homeCovered {
+		add(Step{Op: OpClone, Source: b.Home, Target: b.Home, Why: "the home layer, in a dir made private: attached again later"})
+	}
 	if sandboxed {
 		add(Step{Op: OpReadOnly, Target: "/", Why: "the host is read-only"})
 		if b.HomeUpper != "" {
@@ -176,6 +186,9 @@ func Plan(b *boundary.Boundary, in Input) []Step {
 		add(Step{Op: OpTmpfs, Target: "/dev/shm", Options: "mode=1777", Why: "private shared memory"})
 	}
 	add(Step{Op: OpBind, Source: in.Merged, Target: b.Source, Why: "the World's view of the source"})
+	if homeCovered {
+		add(Step{Op: OpBind, Source: b.Home, Target: b.Home, AsCloned: true, Why: "the World's private layer over the home, in a private dir"})
+	}
 	for _, c := range caches {
 		add(Step{Op: OpBind, Source: c, Target: c, IfExists: true, Why: "a shared cache, written in place by every World"})
 	}
@@ -200,6 +213,22 @@ func Plan(b *boundary.Boundary, in Input) []Step {
 		add(Step{Op: OpCgroup, Target: "/sys/fs/cgroup", ReadOnly: true, Why: "its own cgroup subtree only, read-only"})
 	}
 	return p
+}
+
+// underPrivate says p lies in a dir the sandbox plan covers with a private
+// mount of its own (/tmp, /var/tmp, /run, /var/run, /dev or /dev/shm).
+func underPrivate(p string, hostDev bool) bool {
+	dirs := []string{"/tmp", "/var/tmp", "/run", "/var/run", "/dev"}
+	if hostDev {
+		dirs[len(dirs)-1] = "/dev/shm"
+	}
+	p = filepath.Clean(p)
+	for _, d := range dirs {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // Find returns the index of the first step of op at target, or -1.
