@@ -372,8 +372,17 @@ func TestApplyHomeUnderTmp(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The source under that home, as a rootless user's often is: the
+	// World's view, not the home layer's, at the source path.
+	source := filepath.Join(home, "src")
+	if err := os.MkdirAll(source, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(source, "main.go"), []byte("the real source"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	b, err := boundary.Compute(nil, boundary.World{
-		Name: "w", Source: h.source, StateRoot: h.state, Home: home,
+		Name: "w", Source: source, StateRoot: h.state, Home: home,
 		HomeUpper: filepath.Join(h.state, "worlds/w/home/upper"), HomeWork: filepath.Join(h.state, "worlds/w/home/work"),
 	}, nil, boundary.Request{})
 	if err != nil {
@@ -388,7 +397,8 @@ func TestApplyHomeUnderTmp(t *testing.T) {
 		{"read-key", "read", filepath.Join(home, ".ssh/id_ed25519")},
 		{"write-key", "write", filepath.Join(home, ".ssh/planted")},
 		{"write-tmp", "write", "/tmp/beside"},
-		{"read-world", "read", filepath.Join(h.source, "main.go")},
+		{"read-world", "read", filepath.Join(source, "main.go")},
+		{"write-world", "write", filepath.Join(source, "new.go")},
 	})
 	if o := res["read-bashrc"]; o.Data != "# real" {
 		t.Errorf("~/.bashrc in a home under /tmp reads %q (%s), want the host's through the layer", o.Data, o.Err)
@@ -416,6 +426,12 @@ func TestApplyHomeUnderTmp(t *testing.T) {
 		t.Error("the private /tmp's write reached the host's /tmp")
 	}
 	if o := res["read-world"]; o.Data != "package main" {
-		t.Errorf("the World's view: %q (%s)", o.Data, o.Err)
+		t.Errorf("the source path under the home reads %q (%s), want the World's view", o.Data, o.Err)
+	}
+	if data, err := os.ReadFile(filepath.Join(h.merged, "new.go")); !res["write-world"].OK || err != nil || string(data) != "hostile" {
+		t.Errorf("a write at the source path under the home is not the World's: %s, %q, %v", res["write-world"].Err, data, err)
+	}
+	if _, err := os.Stat(filepath.Join(b.HomeUpper, "src", "new.go")); err == nil {
+		t.Error("a write at the source path went to the home layer")
 	}
 }

@@ -117,7 +117,7 @@ var resolvPaths = []string{"/run/systemd/resolve", "/run/resolvconf"}
 //  3. strata's state hidden (after the overlay, so a state root under the
 //     home is hidden in the overlay too); a home in a dir made private below
 //     (HOME=/tmp/x) is cloned then, overlay and hide, and attached again in
-//     step 6, as the World is;
+//     step 6, just before the World (a source under it stays the World's);
 //  4. the host read-only, then the home overlay writable again;
 //  5. private /tmp, /var/tmp, /run, /var/run and /dev: host daemons' unix
 //     sockets are unreachable;
@@ -185,10 +185,11 @@ func Plan(b *boundary.Boundary, in Input) []Step {
 	} else if sandboxed {
 		add(Step{Op: OpTmpfs, Target: "/dev/shm", Options: "mode=1777", Why: "private shared memory"})
 	}
-	add(Step{Op: OpBind, Source: in.Merged, Target: b.Source, Why: "the World's view of the source"})
 	if homeCovered {
+		// Before the World: a source under the home is seen through it.
 		add(Step{Op: OpBind, Source: b.Home, Target: b.Home, AsCloned: true, Why: "the World's private layer over the home, in a private dir"})
 	}
+	add(Step{Op: OpBind, Source: in.Merged, Target: b.Source, Why: "the World's view of the source"})
 	for _, c := range caches {
 		add(Step{Op: OpBind, Source: c, Target: c, IfExists: true, Why: "a shared cache, written in place by every World"})
 	}
