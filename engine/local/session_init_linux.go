@@ -381,6 +381,14 @@ func (in *sessionInit) runSession(hostProc int, tf *os.File, ln *net.UnixListene
 	}
 	meta = in.meta
 	in.mu.Unlock()
+	if in.res != nil {
+		// Nothing of the session runs or writes any more: for the resident
+		// init it is over, before anyone is told it ended (meta.json, the
+		// end fifo), so that the caller's next session, asked for as soon
+		// as it knows, gets fresh private dirs (the fsyncs below are this
+		// init's own business).
+		in.endOnce.Do(in.res.sessionEnded)
+	}
 	// Written, then announced, then made durable: the waiting caller has the
 	// exit status without waiting for two fsyncs. A power loss in the
 	// millisecond between may lose the end (the session reads as lost, or
@@ -393,12 +401,6 @@ func (in *sessionInit) runSession(hostProc int, tf *os.File, ln *net.UnixListene
 	// is told: `strata exec ... && strata events` sees the end.
 	in.logEnd(meta, written)
 	in.endFIFO.Close()
-	if in.res != nil {
-		// The caller has the end: for the resident init the session is
-		// over (the fsyncs below are its own business), so a session
-		// started from here on gets fresh private dirs.
-		in.endOnce.Do(in.res.sessionEnded)
-	}
 	syncSessionEnd(in.root, tf)
 	session.Trace("init: transcript and end meta synced")
 	in.removeEmptyLog()
