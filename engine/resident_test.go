@@ -98,10 +98,29 @@ func TestResidentRunsTheWorldsSessions(t *testing.T) {
 	if second.State != SessionExited || second.EndedAt.IsZero() {
 		t.Errorf("second session: %s, ended %v; want exited", second.State, second.EndedAt)
 	}
+	// A running session's cgroup is under the resident's (looked at while
+	// it runs: an ended session's is removed).
 	w := e.mustWorld(t, "w")
-	dir := cgroup.SessionDir(w, second.ID)
-	if !strings.Contains(dir, "/"+cgroup.ResidentPrefix) {
-		t.Errorf("second session's cgroup %q, want one under the resident's (%s*)", dir, cgroup.ResidentPrefix)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	running, err := e.Exec(ctx, "w", ExecOptions{
+		Argv: []string{"/bin/sh", "-c", "sleep 30"}, Env: []string{defaultPath, "HOME=" + home},
+		Isolation: IsolationSandbox, Network: "none",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dir := cgroup.SessionDir(w, running.ID); !strings.Contains(dir, "/"+cgroup.ResidentPrefix) {
+		t.Errorf("a running session's cgroup %q, want one under the resident's (%s*)", dir, cgroup.ResidentPrefix)
+	}
+	if running.InitPID != first.InitPID {
+		t.Errorf("the running session's init %d, want the resident %d", running.InitPID, first.InitPID)
+	}
+	if err := KillSession(e.SessionDir("w", running.ID), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := WaitSession(ctx, e.SessionDir("w", running.ID)); err != nil {
+		t.Fatal(err)
 	}
 	ns, err := os.Readlink("/proc/" + strconv.Itoa(first.InitPID) + "/ns/pid")
 	if err != nil {

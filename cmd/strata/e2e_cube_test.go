@@ -272,6 +272,19 @@ func TestE2ECubeTTY(t *testing.T) {
 	shell := fmt.Sprintf("cd %s && exec env %s TERM=xterm-256color sh", e.source, strings.Join(e.vars, " "))
 	tmux("new-session", "-d", "-s", name, "-x", "100", "-y", "30", shell)
 	t.Cleanup(func() { _ = exec.Command("tmux", "-L", name, "kill-server").Run() })
+	// The caller's terminal is 100x30 before strata reads its size (a
+	// detached session's size may settle after it starts).
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		size := strings.TrimSpace(tmux("display-message", "-p", "-t", name, "#{pane_width}x#{pane_height}"))
+		if size == "100x30" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the tmux pane is %s, want 100x30", size)
+		}
+		tmux("resize-window", "-t", name, "-x", "100", "-y", "30")
+		time.Sleep(50 * time.Millisecond)
+	}
 
 	tmux("send-keys", "-t", name, "-l", strataBin+` exec w --tty -- sh -c 'printf "name? "; read n; echo "hi $n"; stty size; exit 4'; echo "rc=$?"`+"\r")
 	screenHas("name? ")
