@@ -49,6 +49,19 @@ func sandboxRun(t *testing.T, e *Engine, name, home, script string) (string, int
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	m := sandboxStart(ctx, t, e, name, home, script)
+	out, code := sessionOutput(ctx, t, e, name, m.ID)
+	end, err := ReadSessionMeta(e.SessionDir(name, m.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, code, end
+}
+
+// sandboxStart starts script in World name at the sandbox level, with no
+// network and HOME=home, and returns its session as started.
+func sandboxStart(ctx context.Context, t *testing.T, e *Engine, name, home, script string) SessionMeta {
+	t.Helper()
 	m, err := e.Exec(ctx, name, ExecOptions{
 		Argv: []string{"/bin/sh", "-c", script}, Env: []string{defaultPath, "HOME=" + home},
 		Isolation: IsolationSandbox, Network: "none",
@@ -56,12 +69,7 @@ func sandboxRun(t *testing.T, e *Engine, name, home, script string) (string, int
 	if err != nil {
 		t.Fatalf("exec %q: %v", script, err)
 	}
-	out, code := sessionOutput(ctx, t, e, name, m.ID)
-	end, err := ReadSessionMeta(e.SessionDir(name, m.ID))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out, code, end
+	return m
 }
 
 func procAlive(pid int) bool {
@@ -103,13 +111,7 @@ func TestResidentRunsTheWorldsSessions(t *testing.T) {
 	w := e.mustWorld(t, "w")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	running, err := e.Exec(ctx, "w", ExecOptions{
-		Argv: []string{"/bin/sh", "-c", "sleep 30"}, Env: []string{defaultPath, "HOME=" + home},
-		Isolation: IsolationSandbox, Network: "none",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	running := sandboxStart(ctx, t, e, "w", home, "sleep 30")
 	if dir := cgroup.SessionDir(w, running.ID); !strings.Contains(dir, "/"+cgroup.ResidentPrefix) {
 		t.Errorf("a running session's cgroup %q, want one under the resident's (%s*)", dir, cgroup.ResidentPrefix)
 	}
@@ -392,13 +394,7 @@ func TestResidentPrivateDirsPerSession(t *testing.T) {
 	// Two at once: the second sees what the first wrote while it runs.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	long, err := e.Exec(ctx, "w", ExecOptions{
-		Argv: []string{"/bin/sh", "-c", "echo s > /var/tmp/shared; sleep 30"}, Env: []string{defaultPath, "HOME=" + home},
-		Isolation: IsolationSandbox, Network: "none",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	long := sandboxStart(ctx, t, e, "w", home, "echo s > /var/tmp/shared; sleep 30")
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		out, _, _ = sandboxRun(t, e, "w", home, "cat /var/tmp/shared 2>/dev/null; echo .")

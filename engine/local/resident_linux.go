@@ -793,20 +793,11 @@ func (in *sessionInit) runResident() error {
 		StartedAt: time.Now(), State: SessionStarting, Attention: AttentionRunning, Network: spec.Network,
 		InitPID: r.initPID, InitStartTime: r.initTime,
 	}
-	tf, err := root.OpenFile(TranscriptFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	tf, ln, err := in.openOutput()
 	if err != nil {
-		return in.startFailed(1, fmt.Errorf("open transcript: %w", err))
+		return err
 	}
 	defer tf.Close()
-	if in.transcript, err = session.NewTranscriptWriter(tf); err != nil {
-		return in.startFailed(1, err)
-	}
-	var ln *net.UnixListener
-	if spec.TTY {
-		if ln, err = session.ListenAttach(in.dir); err != nil {
-			return in.startFailed(1, err)
-		}
-	}
 	session.Trace("init: session dir, fifo, transcript opened")
 	if err := unix.Mkdirat(r.cgroup, spec.ID, 0o755); err != nil {
 		return in.startFailed(1, fmt.Errorf("session cgroup: %w", err))

@@ -171,20 +171,11 @@ func (in *sessionInit) run() error {
 		}
 	}
 
-	tf, err := root.OpenFile(TranscriptFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	tf, ln, err := in.openOutput()
 	if err != nil {
-		return in.startFailed(1, fmt.Errorf("open transcript: %w", err))
+		return err
 	}
 	defer tf.Close()
-	if in.transcript, err = session.NewTranscriptWriter(tf); err != nil {
-		return in.startFailed(1, err)
-	}
-	var ln *net.UnixListener
-	if spec.TTY {
-		if ln, err = session.ListenAttach(in.dir); err != nil {
-			return in.startFailed(1, err)
-		}
-	}
 	session.Trace("init: session dir, fifo, /proc, transcript opened")
 	in.prepareEvidence()
 	session.Trace("init: evidence prepared (cgroup, watch, activity)")
@@ -406,6 +397,28 @@ func (in *sessionInit) runSession(hostProc int, tf *os.File, ln *net.UnixListene
 	in.removeEmptyLog()
 	session.Trace("init: end logged")
 	return nil
+}
+
+// openOutput opens the session's transcript (in.transcript writes it) and,
+// for a terminal, its attach socket; an error is the session's start
+// failure, recorded.
+func (in *sessionInit) openOutput() (*os.File, *net.UnixListener, error) {
+	tf, err := in.root.OpenFile(TranscriptFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, nil, in.startFailed(1, fmt.Errorf("open transcript: %w", err))
+	}
+	if in.transcript, err = session.NewTranscriptWriter(tf); err != nil {
+		tf.Close()
+		return nil, nil, in.startFailed(1, err)
+	}
+	var ln *net.UnixListener
+	if in.spec.TTY {
+		if ln, err = session.ListenAttach(in.dir); err != nil {
+			tf.Close()
+			return nil, nil, in.startFailed(1, err)
+		}
+	}
+	return tf, ln, nil
 }
 
 // prepareEvidence runs before the init hides the state root: it places the
