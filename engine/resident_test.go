@@ -443,4 +443,18 @@ func TestResidentPrivateDirsPerSession(t *testing.T) {
 	if data, err := os.ReadFile(filepath.Join(e.Paths.Upper("w"), "d0", "new2.txt")); err != nil || string(data) != "f\n" {
 		t.Errorf("a write through the view attached again is not the World's change: %q, %v", data, err)
 	}
+	// A hostile session renames the dir above the source: the World's view
+	// goes with it in this init's namespace. The next session still finds
+	// the source where it belongs (in a new resident init: that one retired).
+	top := "/tmp/" + strings.Split(strings.TrimPrefix(w.Source, "/tmp/"), "/")[0]
+	if out, code, _ := sandboxRun(t, e, "w", home, fmt.Sprintf("cd / && mv %s /tmp/moved && ls /tmp", top)); code != 0 || !strings.Contains(out, "moved") {
+		t.Fatalf("renaming %s: exit %d, %q", top, code, out)
+	}
+	out, code, after := sandboxRun(t, e, "w", home, "pwd; cat d0/new.txt; ls /tmp")
+	if code != 0 || !strings.HasPrefix(out, w.Source+"\ne\n") || strings.Contains(out, "moved") {
+		t.Errorf("after a session moved the source's parent, the next one: exit %d, %q; want the World's view at %s and a fresh /tmp", code, out, w.Source)
+	}
+	if after.InitPID == first.InitPID && procAlive(first.InitPID) {
+		t.Errorf("the resident init %d whose mounts moved still serves", first.InitPID)
+	}
 }

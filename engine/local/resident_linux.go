@@ -327,9 +327,17 @@ func setupResident(rs *residentSpec) (*residentInit, error) {
 	for _, s := range sandbox.Plan(spec.Boundary, sandbox.Input{Merged: spec.Merged, HostDev: spec.HostDev}) {
 		switch s.Op {
 		case sandbox.OpTmpfs:
-			r.private = append(r.private, privateTmpfs{s.Target, s.Options})
+			r.private = append(r.private, privateTmpfs{target: s.Target, options: s.Options})
 		case sandbox.OpDev:
-			r.private = append(r.private, privateTmpfs{filepath.Join(s.Target, "shm"), "mode=1777"})
+			r.private = append(r.private, privateTmpfs{target: filepath.Join(s.Target, "shm"), options: "mode=1777"})
+		}
+	}
+	if data, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
+		mounts := parseMountinfo(string(data))
+		for i, p := range r.private {
+			if top, ok := topMount(mounts, p.target); ok {
+				r.private[i].points = attachedBeneath(mounts, top)
+			}
 		}
 	}
 	if r.dropped, err = newDroppedThread(); err != nil {
@@ -491,7 +499,13 @@ func (r *residentInit) sessionEnded() {
 	r.armIdle()
 }
 
-type privateTmpfs struct{ target, options string }
+// privateTmpfs is one private dir sessions get a fresh one of; points are
+// the mounts attached on it as the init set up (the World's source, binds
+// under /tmp or /run), where they must still be when it is renewed.
+type privateTmpfs struct {
+	target, options string
+	points          []string
+}
 
 // renewPrivate gives the next session what a session with an init of its
 // own gets, fresh private /tmp, /var/tmp, /run and /dev/shm, whenever no
@@ -515,6 +529,12 @@ func (r *residentInit) renewPrivate() error {
 			continue
 		}
 		points := attachedBeneath(mounts, top)
+		if !slices.Equal(points, p.points) {
+			// A session renamed a dir above one (mv /tmp/a /tmp/b takes the
+			// World's source along): the next would not find it where it
+			// belongs. This init serves no more; the next exec starts one.
+			return fmt.Errorf("the mounts on the private %s moved: %q, set up as %q", p.target, points, p.points)
+		}
 		if skeletonOnly(p.target, points) {
 			continue
 		}
