@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -380,16 +381,24 @@ func TestResidentRacingFirstExecs(t *testing.T) {
 func TestResidentPrivateDirsPerSession(t *testing.T) {
 	requireRoot(t)
 	e, home := residentEngine(t)
-	out, code, first := sandboxRun(t, e, "w", home, "echo a > /var/tmp/left; echo b > /dev/shm/left; ls /var/tmp /dev/shm")
-	if code != 0 || !strings.Contains(out, "left") {
-		t.Fatalf("first session: exit %d, %q", code, out)
+	// System V IPC objects (ipcmk) live in the World's IPC namespace.
+	ipc := "ipcmk -M 4096 -Q -S 1 >/dev/null; "
+	if _, err := exec.LookPath("ipcmk"); err != nil {
+		ipc = ""
 	}
-	out, _, second := sandboxRun(t, e, "w", home, "ls -A /var/tmp /dev/shm; cat /var/tmp/left /dev/shm/left 2>/dev/null; echo end")
+	out, code, first := sandboxRun(t, e, "w", home, ipc+"echo a > /var/tmp/left; echo b > /dev/shm/left; ls /var/tmp /dev/shm; cat /proc/sysvipc/shm /proc/sysvipc/msg /proc/sysvipc/sem | wc -l")
+	if code != 0 || !strings.Contains(out, "left") || ipc != "" && !strings.HasSuffix(out, "6\n") {
+		t.Fatalf("first session: exit %d, %q (want its files, and 3 IPC objects: 6 lines)", code, out)
+	}
+	out, _, second := sandboxRun(t, e, "w", home, "ls -A /var/tmp /dev/shm; cat /var/tmp/left /dev/shm/left 2>/dev/null; echo end; cat /proc/sysvipc/shm /proc/sysvipc/msg /proc/sysvipc/sem | wc -l")
 	if second.InitPID != first.InitPID {
 		t.Fatalf("the sessions ran in inits %d and %d", first.InitPID, second.InitPID)
 	}
 	if strings.Contains(out, "left") {
 		t.Errorf("the next session saw the previous one's /var/tmp or /dev/shm:\n%s", out)
+	}
+	if !strings.HasSuffix(out, "end\n3\n") {
+		t.Errorf("the next session saw the previous one's System V IPC objects (want only the 3 header lines):\n%s", out)
 	}
 	// Two at once: the second sees what the first wrote while it runs.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -515,6 +515,10 @@ type privateTmpfs struct {
 // each is cloned first, with what is mounted beneath it, and attached at
 // its place again, as the plan attached it. r.mu held.
 func (r *residentInit) renewPrivate() error {
+	// What a session left in the World's IPC namespace (System V shared
+	// memory, message queues, semaphores) is gone too, as the end of an
+	// init of its own would take its namespace.
+	removeSysVIPC()
 	if len(r.private) == 0 {
 		return nil
 	}
@@ -543,6 +547,32 @@ func (r *residentInit) renewPrivate() error {
 		}
 	}
 	return nil
+}
+
+// removeSysVIPC removes every System V IPC object of this IPC namespace
+// (/proc/sysvipc lists them): shared memory segments (freed once detached:
+// no session runs), message queues and semaphore sets.
+func removeSysVIPC() {
+	for _, kind := range []struct {
+		file string
+		rm   func(id int)
+	}{
+		{"shm", func(id int) { _, _ = unix.SysvShmCtl(id, unix.IPC_RMID, nil) }},
+		{"msg", func(id int) { _, _, _ = unix.Syscall(unix.SYS_MSGCTL, uintptr(id), unix.IPC_RMID, 0) }},
+		{"sem", func(id int) { _, _, _ = unix.Syscall6(unix.SYS_SEMCTL, uintptr(id), 0, unix.IPC_RMID, 0, 0, 0) }},
+	} {
+		data, err := os.ReadFile("/proc/sysvipc/" + kind.file)
+		if err != nil {
+			continue
+		}
+		for i, line := range strings.Split(string(data), "\n") {
+			if f := strings.Fields(line); i > 0 && len(f) > 1 {
+				if id, err := strconv.Atoi(f[1]); err == nil {
+					kind.rm(id)
+				}
+			}
+		}
+	}
 }
 
 // renewTmpfs mounts a fresh tmpfs at p.target in place of the one there
