@@ -400,6 +400,21 @@ func TestResidentPrivateDirsPerSession(t *testing.T) {
 	if !strings.HasSuffix(out, "end\n3\n") {
 		t.Errorf("the next session saw the previous one's System V IPC objects (want only the 3 header lines):\n%s", out)
 	}
+	// A POSIX message queue too: the test binary, copied where the World
+	// sees it, is the mq_open.
+	mq := filepath.Join(filepath.Dir(home), "mq-open")
+	if data, err := os.ReadFile(os.Args[0]); err != nil {
+		t.Fatal(err)
+	} else if err := os.WriteFile(mq, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mqOpen := mq + " " + testMQOpenArg + " strata-test-q"
+	if out, code, _ := sandboxRun(t, e, "w", home, mqOpen+"; "+mqOpen); code == 0 || !strings.HasPrefix(out, "created\n") {
+		t.Fatalf("creating a message queue, then again: exit %d, %q (want created, then it exists)", code, out)
+	}
+	if out, code, _ := sandboxRun(t, e, "w", home, mqOpen); code != 0 || out != "created\n" {
+		t.Errorf("the next session found the previous one's message queue: exit %d, %q", code, out)
+	}
 	// Two at once: the second sees what the first wrote while it runs.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

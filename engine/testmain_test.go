@@ -9,6 +9,9 @@ import (
 	"runtime"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/stratahq/strata/engine/session"
 )
@@ -31,6 +34,9 @@ func TestMain(m *testing.M) {
 	}
 	if len(os.Args) > 1 && os.Args[1] == EgressArg {
 		os.Exit(EgressMain(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == testMQOpenArg {
+		os.Exit(testMQOpen(os.Args[2:]))
 	}
 	if spec := os.Getenv(testCallerEnv); spec != "" {
 		os.Exit(runTestCaller(spec))
@@ -82,5 +88,28 @@ func runTestCaller(specJSON string) int {
 	if os.Getenv(testCallerWaitEnv) == "" {
 		time.Sleep(time.Hour)
 	}
+	return 0
+}
+
+// testMQOpenArg runs the test binary as `mq_open NAME O_CREAT|O_EXCL` (in a
+// World: the resident init test's message queue): it prints "created" or
+// the error.
+const testMQOpenArg = "__test-mq-open"
+
+func testMQOpen(args []string) int {
+	if len(args) != 1 {
+		return 2
+	}
+	name, err := unix.BytePtrFromString(args[0])
+	if err != nil {
+		return 2
+	}
+	fd, _, errno := unix.Syscall6(unix.SYS_MQ_OPEN, uintptr(unsafe.Pointer(name)), unix.O_CREAT|unix.O_EXCL|unix.O_RDWR, 0o600, 0, 0, 0)
+	if errno != 0 {
+		fmt.Println(errno)
+		return 1
+	}
+	unix.Close(int(fd))
+	fmt.Println("created")
 	return 0
 }

@@ -519,6 +519,7 @@ func (r *residentInit) renewPrivate() error {
 	// memory, message queues, semaphores) is gone too, as the end of an
 	// init of its own would take its namespace.
 	removeSysVIPC()
+	removeMessageQueues()
 	if len(r.private) == 0 {
 		return nil
 	}
@@ -572,6 +573,35 @@ func removeSysVIPC() {
 				}
 			}
 		}
+	}
+}
+
+// removeMessageQueues removes every POSIX message queue of this IPC
+// namespace, through a detached mount of its mqueue file system (nothing
+// of it is seen by the sessions).
+func removeMessageQueues() {
+	fsfd, err := unix.Fsopen("mqueue", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fsfd)
+	if err := unix.FsconfigCreate(fsfd); err != nil {
+		return
+	}
+	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(mfd)
+	dfd, err := unix.Openat(mfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	dir := os.NewFile(uintptr(dfd), "mqueue")
+	defer dir.Close()
+	names, _ := dir.Readdirnames(-1)
+	for _, n := range names {
+		_ = unix.Unlinkat(mfd, n, 0)
 	}
 }
 
