@@ -86,6 +86,11 @@ type residentInit struct {
 	idle     *time.Timer
 	done     chan struct{}
 	doneOnce sync.Once
+	// renewDue: the last session ended and the next one wants fresh
+	// private dirs (renewIfDue).
+	renewDue bool
+	// mqueue is a detached mount of the World's message queues (-1: none).
+	mqueue int
 }
 
 // residentRequest is what `strata exec` sends a resident init: the key of
@@ -226,7 +231,7 @@ func setupResident(rs *residentSpec) (*residentInit, error) {
 	}
 	spec := &rs.SessionSpec
 	r := &residentInit{
-		key: rs.Resident.Key, attrs: rs.Resident.Attrs, idleFor: rs.Resident.Idle, done: make(chan struct{}), lock: -1, cgroup: -1,
+		key: rs.Resident.Key, attrs: rs.Resident.Attrs, idleFor: rs.Resident.Idle, mqueue: -1, done: make(chan struct{}), lock: -1, cgroup: -1,
 		sessionsHost: filepath.Dir(spec.Dir),
 	}
 	if r.idleFor <= 0 {
@@ -332,6 +337,7 @@ func setupResident(rs *residentSpec) (*residentInit, error) {
 			r.private = append(r.private, privateTmpfs{target: filepath.Join(s.Target, "shm"), options: "mode=1777"})
 		}
 	}
+	r.mqueue = mqueueMount()
 	if data, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
 		mounts := parseMountinfo(string(data))
 		for i, p := range r.private {
@@ -488,15 +494,41 @@ func (r *residentInit) sessionEnded() {
 		r.doneOnce.Do(func() { close(r.done) })
 		return
 	}
+	// The next session gets fresh private dirs: made once the end is told
+	// (renewAfterEnd), or by the next request if it comes first.
+	r.renewDue = true
+	r.armIdle()
+}
+
+// renewAfterEnd makes the fresh private dirs sessionEnded made due, after
+// the session's end was told (off its caller's path).
+func (r *residentInit) renewAfterEnd() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.active == 0 {
+		r.renewIfDue()
+	}
+}
+
+// renewIfDue makes the private dirs fresh when due (no session runs); false
+// when they cannot be: this init then serves no more sessions (the next
+// exec starts one). r.mu held.
+func (r *residentInit) renewIfDue() bool {
+	if !r.renewDue {
+		return !r.retiring
+	}
+	r.renewDue = false
 	if err := r.renewPrivate(); err != nil {
-		// A private dir it could not mount again would show the host's:
-		// this init serves no more sessions (the next exec starts one).
+		// A private dir it could not mount again would show the host's,
+		// or mounts a session moved would be missing where they belong.
 		fmt.Fprintf(os.Stderr, "resident init: %v; retiring\n", err)
 		r.stopListening()
-		r.doneOnce.Do(func() { close(r.done) })
-		return
+		if r.active == 0 {
+			r.doneOnce.Do(func() { close(r.done) })
+		}
+		return false
 	}
-	r.armIdle()
+	return true
 }
 
 // privateTmpfs is one private dir sessions get a fresh one of; points are
@@ -519,7 +551,7 @@ func (r *residentInit) renewPrivate() error {
 	// memory, message queues, semaphores) is gone too, as the end of an
 	// init of its own would take its namespace.
 	removeSysVIPC()
-	removeMessageQueues()
+	removeMessageQueues(r.mqueue)
 	if len(r.private) == 0 {
 		return nil
 	}
@@ -576,23 +608,31 @@ func removeSysVIPC() {
 	}
 }
 
-// removeMessageQueues removes every POSIX message queue of this IPC
-// namespace, through a detached mount of its mqueue file system (nothing
-// of it is seen by the sessions).
-func removeMessageQueues() {
+// mqueueMount is a detached mount of this IPC namespace's mqueue file
+// system (nothing of it is seen by the sessions), -1 when there is none:
+// made once, so that removing the queues costs no mount.
+func mqueueMount() int {
 	fsfd, err := unix.Fsopen("mqueue", unix.FSOPEN_CLOEXEC)
 	if err != nil {
-		return
+		return -1
 	}
 	defer unix.Close(fsfd)
 	if err := unix.FsconfigCreate(fsfd); err != nil {
-		return
+		return -1
 	}
 	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, 0)
 	if err != nil {
+		return -1
+	}
+	return mfd
+}
+
+// removeMessageQueues removes every POSIX message queue of this IPC
+// namespace, through its mqueue mount mfd.
+func removeMessageQueues(mfd int) {
+	if mfd < 0 {
 		return
 	}
-	defer unix.Close(mfd)
 	dfd, err := unix.Openat(mfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return
@@ -780,6 +820,8 @@ func (r *residentInit) handle(conn *net.UnixConn) {
 		refused = refusedAttrs
 	case !fsx.ValidName(req.Session.ID) || req.Session.Dir != filepath.Join(r.sessionsHost, req.Session.ID) || len(req.Session.Argv) == 0:
 		refused = "not a session of this World"
+	case !r.renewIfDue():
+		refused = "retiring"
 	default:
 		r.active++
 		if r.idle != nil {

@@ -376,8 +376,8 @@ func (in *sessionInit) runSession(hostProc int, tf *os.File, ln *net.UnixListene
 		// Nothing of the session runs or writes any more: for the resident
 		// init it is over, before anyone is told it ended (meta.json, the
 		// end fifo), so that the caller's next session, asked for as soon
-		// as it knows, gets fresh private dirs (the fsyncs below are this
-		// init's own business).
+		// as it knows, gets fresh private dirs (made just after the end is
+		// told, or by that request if it comes first).
 		in.endOnce.Do(in.res.sessionEnded)
 	}
 	// Written, then announced, then made durable: the waiting caller has the
@@ -392,6 +392,9 @@ func (in *sessionInit) runSession(hostProc int, tf *os.File, ln *net.UnixListene
 	// is told: `strata exec ... && strata events` sees the end.
 	in.logEnd(meta, written)
 	in.endFIFO.Close()
+	if in.res != nil {
+		in.res.renewAfterEnd()
+	}
 	syncSessionEnd(in.root, tf)
 	session.Trace("init: transcript and end meta synced")
 	in.removeEmptyLog()
