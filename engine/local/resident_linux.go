@@ -21,6 +21,7 @@ import (
 	"github.com/stratahq/strata/engine/sandbox"
 	"github.com/stratahq/strata/engine/session"
 	"github.com/stratahq/strata/fsx"
+	"github.com/stratahq/strata/overlay/mount"
 )
 
 // A World's resident init (docs/design.md, "Exec latency") is a session
@@ -338,8 +339,7 @@ func setupResident(rs *residentSpec) (*residentInit, error) {
 		}
 	}
 	r.mqueue = mqueueMount()
-	if data, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
-		mounts := parseMountinfo(string(data))
+	if mounts, err := selfMounts(); err == nil {
 		for i, p := range r.private {
 			if top, ok := topMount(mounts, p.target); ok {
 				r.private[i].points = attachedBeneath(mounts, top)
@@ -555,14 +555,13 @@ func (r *residentInit) renewPrivate() error {
 	if len(r.private) == 0 {
 		return nil
 	}
-	data, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := selfMounts()
 	if err != nil {
 		return nil // kept as they are
 	}
-	mounts := parseMountinfo(string(data))
 	for _, p := range r.private {
 		top, ok := topMount(mounts, p.target)
-		if !ok || top.fstype != "tmpfs" {
+		if !ok || top.FSType != "tmpfs" {
 			continue
 		}
 		points := attachedBeneath(mounts, top)
@@ -678,42 +677,28 @@ func renewTmpfs(p privateTmpfs, points []string) error {
 	return nil
 }
 
-// mountEntry is one line of /proc/self/mountinfo.
-type mountEntry struct {
-	id, parent    int
-	point, fstype string
-}
-
-func parseMountinfo(data string) []mountEntry {
-	var mounts []mountEntry
-	for line := range strings.Lines(data) {
-		f := strings.Fields(line)
-		sep := slices.Index(f, "-")
-		if len(f) < 5 || sep < 0 || sep+1 >= len(f) {
-			continue
-		}
-		id, err1 := strconv.Atoi(f[0])
-		parent, err2 := strconv.Atoi(f[1])
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		mounts = append(mounts, mountEntry{id, parent, unescapeMount(f[4]), f[sep+1]})
+// selfMounts is this mount namespace's table (/proc/self/mountinfo).
+func selfMounts() ([]mount.MountInfo, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
 	}
-	return mounts
+	defer f.Close()
+	return mount.ParseMountInfo(f)
 }
 
 // topMount is the mount seen at point: the one there that no other mount
 // covers at the same point.
-func topMount(mounts []mountEntry, point string) (mountEntry, bool) {
-	var top mountEntry
+func topMount(mounts []mount.MountInfo, point string) (mount.MountInfo, bool) {
+	var top mount.MountInfo
 	found := false
 	for _, m := range mounts {
-		if m.point != point {
+		if m.MountPoint != point {
 			continue
 		}
 		covered := false
 		for _, c := range mounts {
-			if c.parent == m.id && c.point == point {
+			if c.Parent == m.ID && c.MountPoint == point {
 				covered = true
 				break
 			}
@@ -729,11 +714,11 @@ func topMount(mounts []mountEntry, point string) (mountEntry, bool) {
 // leaving out one hidden by another (a child under another child's point)
 // and naming a point once. Mounts under top's point that hang from the
 // mounts it covers (the host's, hidden by it) are not its children.
-func attachedBeneath(mounts []mountEntry, top mountEntry) []string {
+func attachedBeneath(mounts []mount.MountInfo, top mount.MountInfo) []string {
 	var pts []string
 	for _, m := range mounts {
-		if m.parent == top.id && m.point != top.point && !slices.Contains(pts, m.point) {
-			pts = append(pts, m.point)
+		if m.Parent == top.ID && m.MountPoint != top.MountPoint && !slices.Contains(pts, m.MountPoint) {
+			pts = append(pts, m.MountPoint)
 		}
 	}
 	return slices.DeleteFunc(pts, func(pt string) bool {
@@ -778,25 +763,6 @@ func skeletonOnly(dir string, points []string) bool {
 		return true
 	}
 	return walk(dir)
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, "\\") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // handle serves one request: refuses it untouched (another key, or

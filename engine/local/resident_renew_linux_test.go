@@ -4,7 +4,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/stratahq/strata/overlay/mount"
 )
 
 // What a fresh private /tmp must get back: the mounts attached on the one
@@ -22,9 +25,12 @@ func TestRenewFindsWhatIsAttachedOnThePrivateDir(t *testing.T) {
 25 20 0:55 / /tmp/with\040space rw - tmpfs tmpfs rw
 26 20 0:40 / /tmp/a/src rw - overlay overlay rw
 `
-	mounts := parseMountinfo(info)
+	mounts, err := mount.ParseMountInfo(strings.NewReader(info))
+	if err != nil {
+		t.Fatal(err)
+	}
 	top, ok := topMount(mounts, "/tmp")
-	if !ok || top.id != 20 {
+	if !ok || top.ID != 20 {
 		t.Fatalf("top mount at /tmp: %+v, %v (want the tmpfs stacked last, id 20)", top, ok)
 	}
 	got := attachedBeneath(mounts, top)

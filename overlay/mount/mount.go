@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -285,8 +286,10 @@ func MountedAt(target string) (fstype string, mounted bool, err error) {
 	return mounts[len(mounts)-1].FSType, true, nil
 }
 
-// mountInfo is one line of /proc/self/mountinfo.
-type mountInfo struct {
+// MountInfo is one line of /proc/self/mountinfo: the mount's id and its
+// parent's, where it is mounted, its file system type and source.
+type MountInfo struct {
+	ID, Parent int
 	MountPoint string
 	FSType     string
 	Source     string
@@ -294,7 +297,7 @@ type mountInfo struct {
 
 // mountsAt lists the mounts at target, bottom first. A target that does not
 // exist has none.
-func mountsAt(target string) ([]mountInfo, error) {
+func mountsAt(target string) ([]MountInfo, error) {
 	abs, ok, err := mountPoint(target)
 	if err != nil || !ok {
 		return nil, err
@@ -306,11 +309,12 @@ func mountsAt(target string) ([]mountInfo, error) {
 	return t.at[abs], nil
 }
 
-// parseMountInfo reads the mountinfo format (proc(5)): the mount point is
-// field 5, the file system type and source follow the "-" separator, and
-// space, tab, newline and backslash in paths are written as \ooo octal.
-func parseMountInfo(r io.Reader) ([]mountInfo, error) {
-	var out []mountInfo
+// ParseMountInfo reads the mountinfo format (proc(5)): the mount's id and
+// its parent's are fields 1 and 2, the mount point is field 5, the file
+// system type and source follow the "-" separator, and space, tab, newline
+// and backslash in paths are written as \ooo octal.
+func ParseMountInfo(r io.Reader) ([]MountInfo, error) {
+	var out []MountInfo
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	for sc.Scan() {
@@ -325,7 +329,16 @@ func parseMountInfo(r io.Reader) ([]mountInfo, error) {
 		if len(fields) < 5 || sep < 0 || sep+2 >= len(fields) {
 			return nil, fmt.Errorf("read mount table: malformed line %q", sc.Text())
 		}
-		out = append(out, mountInfo{
+		id, err := strconv.Atoi(fields[0])
+		if err != nil {
+			return nil, fmt.Errorf("read mount table: malformed line %q", sc.Text())
+		}
+		parent, err := strconv.Atoi(fields[1])
+		if err != nil {
+			return nil, fmt.Errorf("read mount table: malformed line %q", sc.Text())
+		}
+		out = append(out, MountInfo{
+			ID: id, Parent: parent,
 			MountPoint: unescapeMountInfo(fields[4]),
 			FSType:     unescapeMountInfo(fields[sep+1]),
 			Source:     unescapeMountInfo(fields[sep+2]),

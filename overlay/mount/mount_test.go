@@ -81,20 +81,20 @@ func TestParseMountInfoUnescapesPaths(t *testing.T) {
 		`45 22 0:40 / /tmp/fuse rw,nosuid shared:5 master:3 - fuse.fuse-overlayfs fuse-overlayfs rw,user_id=0`,
 		`46 22 0:41 / /tmp/not\9octal rw - tmpfs tmp\040fs rw`,
 	}, "\n") + "\n"
-	got, err := parseMountInfo(strings.NewReader(table))
+	got, err := ParseMountInfo(strings.NewReader(table))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []mountInfo{
-		{"/", "ext4", "/dev/sda1"},
-		{"/tmp/a b\nc\\d", "overlay", "overlay"},
-		{"/tmp/fuse", "fuse.fuse-overlayfs", "fuse-overlayfs"},
-		{`/tmp/not\9octal`, "tmpfs", "tmp fs"},
+	want := []MountInfo{
+		{22, 1, "/", "ext4", "/dev/sda1"},
+		{44, 22, "/tmp/a b\nc\\d", "overlay", "overlay"},
+		{45, 22, "/tmp/fuse", "fuse.fuse-overlayfs", "fuse-overlayfs"},
+		{46, 22, `/tmp/not\9octal`, "tmpfs", "tmp fs"},
 	}
 	if !slices.Equal(got, want) {
-		t.Errorf("parseMountInfo:\n got %q\nwant %q", got, want)
+		t.Errorf("ParseMountInfo:\n got %+v\nwant %+v", got, want)
 	}
-	if _, err := parseMountInfo(strings.NewReader("1 2 3 4 /x no separator\n")); err == nil {
+	if _, err := ParseMountInfo(strings.NewReader("1 2 3 4 /x no separator\n")); err == nil {
 		t.Error("a line without the - separator parsed without error")
 	}
 }

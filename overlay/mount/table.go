@@ -14,7 +14,7 @@ import (
 // overlay per World that read grows with the Worlds, so reading it once per
 // World made a listing quadratic.
 type Table struct {
-	at map[string][]mountInfo // mount point -> mounts there, bottom first
+	at map[string][]MountInfo // mount point -> mounts there, bottom first
 }
 
 // tableReads counts the reads of /proc/self/mountinfo in this process.
@@ -32,11 +32,11 @@ func ReadTable() (*Table, error) {
 		return nil, fmt.Errorf("read mount table: %w", err)
 	}
 	defer f.Close()
-	all, err := parseMountInfo(f)
+	all, err := ParseMountInfo(f)
 	if err != nil {
 		return nil, err
 	}
-	t := &Table{at: make(map[string][]mountInfo, len(all))}
+	t := &Table{at: make(map[string][]MountInfo, len(all))}
 	for _, m := range all {
 		t.at[m.MountPoint] = append(t.at[m.MountPoint], m)
 	}
