@@ -447,8 +447,7 @@ func (r *residentInit) armIdle() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if r.active == 0 {
-			r.stopListening()
-			r.doneOnce.Do(func() { close(r.done) })
+			r.retireLocked()
 		}
 	})
 }
@@ -457,11 +456,19 @@ func (r *residentInit) armIdle() {
 func (r *residentInit) retire() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.retireLocked()
+}
+
+// retireLocked is retire with r.mu held.
+func (r *residentInit) retireLocked() {
 	r.stopListening()
 	if r.active == 0 {
-		r.doneOnce.Do(func() { close(r.done) })
+		r.end()
 	}
 }
+
+// end lets serve return (once): no session runs and none will.
+func (r *residentInit) end() { r.doneOnce.Do(func() { close(r.done) }) }
 
 // stopListening removes its socket (if still its own) and lets go of the
 // lock, so that a new resident init can start while this one's sessions
@@ -491,7 +498,7 @@ func (r *residentInit) sessionEnded() {
 		return
 	}
 	if r.retiring {
-		r.doneOnce.Do(func() { close(r.done) })
+		r.end()
 		return
 	}
 	// The next session gets fresh private dirs: made once the end is told
@@ -522,10 +529,7 @@ func (r *residentInit) renewIfDue() bool {
 		// A private dir it could not mount again would show the host's,
 		// or mounts a session moved would be missing where they belong.
 		fmt.Fprintf(os.Stderr, "resident init: %v; retiring\n", err)
-		r.stopListening()
-		if r.active == 0 {
-			r.doneOnce.Do(func() { close(r.done) })
-		}
+		r.retireLocked()
 		return false
 	}
 	return true
