@@ -15,18 +15,7 @@ import (
 
 // residentPIDs lists the live resident inits of World w in e's state root.
 func (e *env) residentPIDs(w string) []int {
-	files, _ := filepath.Glob(filepath.Join(e.home, "worlds", w, engine.ResidentDir, "*.pid"))
-	var pids []int
-	for _, f := range files {
-		pid, err := strconv.Atoi(strings.TrimSuffix(filepath.Base(f), ".pid"))
-		if err != nil {
-			continue
-		}
-		if st, err := session.ReadProcStat(pid); err == nil && st.State != 'Z' {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
+	return engine.ResidentPIDs(filepath.Join(e.home, "worlds", w))
 }
 
 // The default level's execs run in the World's resident init, as a user

@@ -211,6 +211,11 @@ var errResidentDeclined = errors.New("the resident init has other process attrib
 // false when no resident init took the session, and nothing of it ran: the
 // caller starts an init of its own.
 func startResident(ctx context.Context, spec *SessionSpec, w *world.World, fail func(error) (SessionMeta, error)) (_ SessionMeta, _ error, ok bool) {
+	attrs := currentProcAttrs()
+	if attrs.SigIgn != "" {
+		session.Trace("session: SIGHUP or SIGINT ignored; an init of its own")
+		return SessionMeta{}, nil, false
+	}
 	key, err := residentKey(spec)
 	if err != nil {
 		return SessionMeta{}, nil, false
@@ -230,11 +235,6 @@ func startResident(ctx context.Context, spec *SessionSpec, w *world.World, fail 
 	rs := residentSession{
 		ID: spec.ID, Dir: spec.Dir, Argv: spec.Argv, Env: spec.Env, EnvRedact: spec.EnvRedact, Cwd: spec.Cwd,
 		TTY: spec.TTY, Rows: spec.Rows, Cols: spec.Cols, HasStdin: spec.Stdin != nil && !spec.TTY, Trace: spec.Trace,
-	}
-	attrs := currentProcAttrs()
-	if attrs.SigIgn != "" {
-		session.Trace("session: SIGHUP or SIGINT ignored; an init of its own")
-		return SessionMeta{}, nil, false
 	}
 	req, err := json.Marshal(residentRequest{Key: key, Session: rs, Attrs: attrs})
 	if err != nil {
