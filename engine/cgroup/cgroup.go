@@ -130,7 +130,8 @@ func SessionDir(w *world.World, session string) string {
 	if wdir == "" {
 		return ""
 	}
-	if d := filepath.Join(wdir, session); fileExists(filepath.Join(d, "cgroup.procs")) {
+	d := filepath.Join(wdir, session)
+	if _, err := os.Stat(filepath.Join(d, "cgroup.procs")); err == nil {
 		return d
 	}
 	ms, _ := filepath.Glob(filepath.Join(wdir, ResidentPrefix+"*", session))
@@ -138,11 +139,6 @@ func SessionDir(w *world.World, session string) string {
 		return ms[0]
 	}
 	return ""
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
 }
 
 // prepareWorld makes strata/ and strata/<world>@<id>, handing controllers

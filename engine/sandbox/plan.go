@@ -3,6 +3,7 @@ package sandbox
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/stratahq/strata/engine/boundary"
@@ -167,7 +168,7 @@ func Plan(b *boundary.Boundary, in Input) []Step {
 		if b.HomeUpper != "" {
 			add(Step{Op: OpWritable, Target: b.Home, Why: "the home's writes go to the World's layer"})
 		}
-		for _, d := range []string{"/tmp", "/var/tmp", "/run", "/var/run"} {
+		for _, d := range privateTmpDirs {
 			opts := "mode=1777"
 			if strings.HasSuffix(d, "/run") {
 				opts = "mode=0755"
@@ -216,13 +217,17 @@ func Plan(b *boundary.Boundary, in Input) []Step {
 	return p
 }
 
+// privateTmpDirs get a private tmpfs of their own at the sandbox levels.
+var privateTmpDirs = []string{"/tmp", "/var/tmp", "/run", "/var/run"}
+
 // underPrivate says p lies in a dir the sandbox plan covers with a private
 // mount of its own (/tmp, /var/tmp, /run, /var/run, /dev or /dev/shm).
 func underPrivate(p string, hostDev bool) bool {
-	dirs := []string{"/tmp", "/var/tmp", "/run", "/var/run", "/dev"}
+	dev := "/dev"
 	if hostDev {
-		dirs[len(dirs)-1] = "/dev/shm"
+		dev = "/dev/shm"
 	}
+	dirs := append(slices.Clone(privateTmpDirs), dev)
 	p = filepath.Clean(p)
 	for _, d := range dirs {
 		if p == d || strings.HasPrefix(p, d+"/") {
